@@ -1,0 +1,3 @@
+from sandbox_runner.cli import main
+
+main()

@@ -1,0 +1,257 @@
+"""The `fks` command line: parse options, call `sandbox_runner.commands.*`, map errors to exit codes.
+
+Nothing heavy is imported here (no docker, no git, no pydantic): `fks --help` must start fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec
+
+import typer
+
+from sandbox_runner import __version__
+from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted
+from sandbox_runner.tasks.cli import app as tasks_app
+
+P = ParamSpec("P")
+
+app = typer.Typer(
+    name="fks",
+    help=(
+        "Run coding agents unattended: in loops until they print FORKHESTRA_COMPLETE, "
+        "in chains of steps, optionally each step in a disposable Docker container on "
+        "its own git worktree."
+    ),
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+image_app = typer.Typer(help="Build the agent image the sandbox runs.", no_args_is_help=True)
+app.add_typer(image_app, name="image")
+app.add_typer(tasks_app, name="tasks", help="The forge-tasks task database (same as `forge-tasks`).")
+
+# Arguments after a bare `--` on `fks run` are passed to every agent (the seed's "global args").
+_global_agent_args: list[str] = []
+
+
+def _handled(fn: Callable[P, int | None]) -> Callable[P, None]:
+    """Turn a command's return code and FksError/Ctrl-C into typer exits with documented codes."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except FksError as exc:
+            print(f"fks: {exc}", file=sys.stderr)
+            raise typer.Exit(exc.exit_code) from None
+        except (Interrupted, KeyboardInterrupt):
+            print("fks: interrupted", file=sys.stderr)
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        raise typer.Exit(code or 0)
+
+    return wrapper
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        print(f"fks {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """fks: loops and chains of coding agents."""
+
+
+CwdOption = Annotated[
+    Path | None,
+    typer.Option("--cwd", help="Project directory the agents work in (default: the current directory)."),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", help="Config file (default: <cwd>/forge/chains.json)."),
+]
+
+
+@app.command(
+    "run",
+    help=(
+        "Run a DSL chain (`fks run \"planner:3 -> builder:10\"`) or a named chain "
+        "(`fks run --chain ralph TASK=T-1`).\n\n"
+        "`agent` runs once; `agent:N` loops up to N times until the agent prints "
+        "FORKHESTRA_COMPLETE on its own stdout line. Arguments after `--` are passed to every agent.\n\n"
+        "Exit codes: 0 complete, 1 a step did not complete, 2 usage/config error, 130 interrupted."
+    ),
+)
+@_handled
+def run_cmd(
+    targets: Annotated[
+        list[str] | None,
+        typer.Argument(help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.", show_default=False),
+    ] = None,
+    chain: Annotated[str | None, typer.Option("--chain", "-c", help="Run this chain from the config.")] = None,
+    cwd: CwdOption = None,
+    config: ConfigOption = None,
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="Prompt for every step (overrides config prompts).")] = None,
+    prompt_file: Annotated[Path | None, typer.Option("--prompt-file", help="Read the prompt for every step from this file.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream all agent output, untruncated.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print the chain result as JSON on stdout (progress goes to stderr).")] = False,
+    sandbox: Annotated[bool, typer.Option("--sandbox", help="Run every step in a Docker container on its own git worktree.")] = False,
+    base: Annotated[str | None, typer.Option("--base", help="Branch the sandboxed steps start from and merge into (default: the current branch).")] = None,
+    image: Annotated[str | None, typer.Option("--image", help="Agent image for --sandbox (default: config, else fks-agent:latest).")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop the chain cleanly once the run has spent this many USD.")] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here (each step a test case).")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.")] = None,
+    more: Annotated[int, typer.Option("--more", min=0, help="With --resume: allow N iterations beyond the step's maximum.")] = 0,
+) -> int:
+    from sandbox_runner.commands import run as run_command
+
+    return run_command.run(
+        targets=list(targets or []),
+        chain=chain,
+        cwd=cwd,
+        config=config,
+        prompt=prompt,
+        prompt_file=prompt_file,
+        verbose=verbose,
+        dry_run=dry_run,
+        json_output=json_output,
+        sandbox=sandbox,
+        base=base,
+        image=image,
+        max_cost=max_cost,
+        junit=junit,
+        resume=resume,
+        more=more,
+        global_args=list(_global_agent_args),
+    )
+
+
+@app.command("chains", help="List the chains in the config with their descriptions.")
+@_handled
+def chains_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
+    from sandbox_runner.commands import chains
+
+    return chains.run(cwd=cwd, config=config)
+
+
+@app.command("validate", help="Load and check the config; exit 2 on problems.")
+@_handled
+def validate_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
+    from sandbox_runner.commands import validate
+
+    return validate.run(cwd=cwd, config=config)
+
+
+@app.command("init", help="Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites).")
+@_handled
+def init_cmd(cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import init
+
+    return init.run(cwd=cwd)
+
+
+@app.command("runs", help="List recorded runs: id, chain, start, duration, status, steps, cost.")
+@_handled
+def runs_cmd(cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import runs
+
+    return runs.list_runs(cwd=cwd)
+
+
+@app.command("show", help="Show a run's steps and iterations. RUN is an id, an id prefix or `last`.")
+@_handled
+def show_cmd(run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last", cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import runs
+
+    return runs.show(run_ref=run_id, cwd=cwd)
+
+
+@app.command("logs", help="Print the raw output of a run's iterations (STEP is a step number).")
+@_handled
+def logs_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
+    step: Annotated[int | None, typer.Argument(metavar="[STEP]", min=1)] = None,
+    iteration: Annotated[int | None, typer.Option("--iteration", "-i", min=1, help="Only this iteration.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing output as a running run writes it.")] = False,
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import runs
+
+    return runs.logs(run_ref=run_id, step=step, iteration=iteration, follow=follow, cwd=cwd)
+
+
+@app.command("review", help="Show each step's branch of a run: commits, diffstat, merged or not.")
+@_handled
+def review_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
+    diff: Annotated[bool, typer.Option("--diff", help="Print the full diff of each step.")] = False,
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import review
+
+    return review.run(run_ref=run_id, diff=diff, cwd=cwd)
+
+
+@app.command("clean", help="Remove what finished or killed runs left: containers, worktrees, optionally branches and records.")
+@_handled
+def clean_cmd(
+    older_than: Annotated[float | None, typer.Option("--older-than", metavar="DAYS", help="Also delete run records older than DAYS.")] = None,
+    branches: Annotated[bool, typer.Option("--branches", help="Also delete step branches already merged into their base.")] = False,
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import clean
+
+    return clean.run(older_than=older_than, branches=branches, cwd=cwd)
+
+
+@image_app.command("build", help="Build and tag the agent image (falls back to a locally made base when the public one cannot be pulled).")
+@_handled
+def image_build_cmd(
+    base_image: Annotated[str | None, typer.Option("--base-image", help="Base image (default: debian:bookworm-slim).")] = None,
+    ca_cert: Annotated[list[Path] | None, typer.Option("--ca-cert", help="Extra CA certificate to trust in the image (repeatable).")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")] = None,
+) -> int:
+    from sandbox_runner.commands import image
+
+    return image.build(base_image=base_image, ca_certs=list(ca_cert or []), tag=tag)
+
+
+def _split_global_args(argv: list[str]) -> list[str]:
+    """`fks run DSL -- --flag v`: everything after `--` goes to every agent, untouched."""
+    if argv and argv[0] == "run" and "--" in argv:
+        cut = argv.index("--")
+        _global_agent_args[:] = argv[cut + 1 :]
+        return argv[:cut]
+    return argv
+
+
+def main() -> None:
+    argv = _split_global_args(sys.argv[1:])
+    try:
+        app(args=argv, prog_name="fks")
+    except SystemExit:
+        raise
+    except (Interrupted, KeyboardInterrupt):
+        sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:  # an fks bug: keep the screen readable, keep the details
+        fd, path = tempfile.mkstemp(prefix="fks-crash-", suffix=".txt")
+        with os.fdopen(fd, "w") as crash:
+            traceback.print_exc(file=crash)
+        print(f"fks: internal error: {type(exc).__name__}: {exc} (traceback in {path})", file=sys.stderr)
+        sys.exit(3)

@@ -1,0 +1,1 @@
+"""One module per `fks` verb; each exposes plain functions returning an exit code."""

@@ -1,0 +1,1 @@
+"""forge-tasks: the Markdown task database under forge/tasks/ that agents share."""
