@@ -1,0 +1,328 @@
+"""Steps in order: prepare each step's workspace, run its loop, land its work, stop at the
+first step that does not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from sandbox_runner.agents import AgentCommand, resolve_agent
+from sandbox_runner.config import AgentConfig, ChainPlan
+from sandbox_runner.dsl import Step
+from sandbox_runner.errors import Interrupted
+from sandbox_runner.loop import (
+    DEFAULT_NO_PROGRESS_LIMIT,
+    DEFAULT_RATE_LIMIT_MAX_WAIT,
+    IterationResult,
+    StepContext,
+    StepLoop,
+    StepOutcome,
+)
+from sandbox_runner.output import Reporter
+from sandbox_runner.prompts import PromptSource, resolve_prompt
+from sandbox_runner.sandbox.base import Sandbox
+from sandbox_runner.sandbox.local import LocalSandbox
+from sandbox_runner.store import ActiveRun, RunRecord, StepRecord, now
+
+
+@dataclass
+class PreparedStep:
+    """A step ready to run: its resolved agent, where it runs, and how its work lands."""
+
+    agent: AgentCommand
+    sandbox: Sandbox
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    progress: Callable[[], str | None] | None = None
+    after_iteration: Callable[[IterationResult], IterationResult] | None = None
+    land: Callable[[StepOutcome], StepOutcome] | None = None
+    """Called once the loop ends (complete or not); may turn a complete step incomplete."""
+
+
+class Backend(Protocol):
+    """Gives each step a place to run: in place on the host, or sandboxed on a worktree."""
+
+    @property
+    def base_branch(self) -> str | None:
+        """The branch steps land on (None when steps run in place)."""
+        ...
+
+    def resolve(self, step: Step) -> AgentCommand:
+        """Resolve the step's agent before anything starts (raises AgentNotFoundError)."""
+        ...
+
+    def describe(self) -> list[str]:
+        """Lines for --dry-run about where steps run."""
+        ...
+
+    def step(self, index: int, step: Step, record: StepRecord) -> AbstractContextManager[PreparedStep]:
+        """Prepare the step; leaving the context releases what it holds."""
+        ...
+
+    def review_hint(self, record: StepRecord) -> list[str]:
+        """Lines telling the user how to look at a step that did not land."""
+        ...
+
+
+class LocalBackend:
+    """Agents run as host processes, in place, in the project directory."""
+
+    def __init__(self, *, cwd: Path, agents: dict[str, AgentConfig], sandbox: Sandbox | None = None) -> None:
+        self._cwd = cwd
+        self._agents = agents
+        self._sandbox = sandbox or LocalSandbox()
+        self._progress = _git_progress_probe(cwd)
+
+    @property
+    def base_branch(self) -> str | None:
+        return None
+
+    def resolve(self, step: Step) -> AgentCommand:
+        return resolve_agent(step.agent, agents=self._agents, cwd=self._cwd)
+
+    def describe(self) -> list[str]:
+        return []
+
+    def review_hint(self, record: StepRecord) -> list[str]:
+        return []
+
+    @contextmanager
+    def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
+        yield PreparedStep(agent=self.resolve(step), sandbox=self._sandbox, progress=self._progress)
+
+
+def _git_progress_probe(cwd: Path) -> Callable[[], str | None] | None:
+    from sandbox_runner.progress import git_toplevel, workspace_fingerprint
+
+    top = git_toplevel(cwd)
+    if top is None:
+        return None
+    return lambda: workspace_fingerprint(top)
+
+
+@dataclass
+class ChainOptions:
+    """Run-wide settings for `run_chain`."""
+
+    cwd: Path
+    agents: dict[str, AgentConfig]
+    cli_prompt: str | None = None
+    cli_prompt_file: Path | None = None
+    global_args: Sequence[str] = ()
+    secrets: Sequence[str] = ()
+    no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
+    rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    max_cost: float | None = None
+    more: int = 0
+    """Extra iterations allowed for the step a resumed run continues."""
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    index: int
+    agent: str
+    loop: bool
+    outcome: StepOutcome
+    record: StepRecord
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """What `fks run` reports: per-step results and where the chain stopped."""
+
+    success: bool
+    steps: tuple[StepSummary, ...]
+    failed_at: int | None
+    total: int
+    cost_usd: float
+    run_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "success": self.success,
+            "runId": self.run_id,
+            "failedAt": self.failed_at,
+            "totalSteps": self.total,
+            "costUsd": round(self.cost_usd, 6),
+            "steps": [_step_json(s) for s in self.steps],
+        }
+
+
+def _step_json(summary: StepSummary) -> dict[str, Any]:
+    outcome, record = summary.outcome, summary.record
+    last = outcome.last
+    return {
+        "index": summary.index,
+        "agent": summary.agent,
+        "loop": summary.loop,
+        "complete": outcome.complete,
+        "reason": outcome.reason,
+        "iterations": outcome.iterations_used,
+        "maxIterations": outcome.maximum,
+        "exitCode": last.exit_code if last else None,
+        "costUsd": round(record.cost_usd, 6),
+        "branch": record.branch,
+        "merged": record.merged,
+        "mergeCommit": record.merge_commit,
+        "conflicts": record.conflicts,
+        "iterationDetails": [
+            {
+                "number": it.number,
+                "counted": it.counted,
+                "exitCode": it.exit_code,
+                "marker": it.marker,
+                "reason": it.reason,
+                "containerId": it.container_id,
+                "changed": it.changed,
+                "log": it.log,
+                "claude": it.claude.model_dump() if it.claude else None,
+            }
+            for it in record.iterations
+        ],
+    }
+
+
+def step_prompt(step: Step, plan: ChainPlan, agents: dict[str, AgentConfig], options: ChainOptions) -> PromptSource:
+    """The prompt source of one step: CLI > step > chain > agent default > none."""
+    agent_cfg = agents.get(step.agent)
+    return resolve_prompt(
+        cwd=options.cwd,
+        cli_prompt=options.cli_prompt,
+        cli_prompt_file=options.cli_prompt_file,
+        levels=[
+            ("step", step.prompt, step.prompt_file),
+            ("chain", plan.prompt, plan.prompt_file),
+            (
+                "agent default",
+                agent_cfg.default_prompt if agent_cfg else None,
+                agent_cfg.default_prompt_file if agent_cfg else None,
+            ),
+        ],
+    )
+
+
+def run_chain(
+    plan: ChainPlan,
+    *,
+    backend: Backend,
+    reporter: Reporter,
+    run: ActiveRun,
+    options: ChainOptions,
+) -> ChainResult:
+    """Run the steps in order; stop at the first that does not complete."""
+    record = run.record
+    total = len(plan.steps)
+    summaries: list[StepSummary] = []
+    failed_at: int | None = None
+    for index, step in enumerate(plan.steps, start=1):
+        step_record = record.steps[index - 1]
+        if step_record.status == "complete":  # done in an earlier (resumed) session
+            continue
+        if _over_budget(record, options):
+            outcome = StepOutcome(complete=False, reason="max_cost", maximum=step.iterations)
+            _finish_step(run, step_record, outcome)
+            reporter.warn(f"--max-cost ${options.max_cost:g} reached (spent ${record.cost_usd:.4f}); not starting step {index}")
+            summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
+            failed_at = index
+            break
+        outcome = _run_step(index, total, step, plan, backend, reporter, run, options, step_record)
+        summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
+        if not outcome.complete:
+            failed_at = index
+            break
+    success = failed_at is None
+    record.status = "complete" if success else "incomplete"
+    record.failed_at = failed_at
+    record.reason = None if success else summaries[-1].outcome.reason
+    record.ended = now()
+    run.save()
+    reporter.chain_ended(
+        success,
+        record.steps_done,
+        total,
+        pipeline=not any(s.loop for s in plan.steps),
+        cost=record.cost_usd or None,
+    )
+    return ChainResult(
+        success=success,
+        steps=tuple(summaries),
+        failed_at=failed_at,
+        total=total,
+        cost_usd=record.cost_usd,
+        run_id=record.id,
+    )
+
+
+def _over_budget(record: RunRecord, options: ChainOptions) -> bool:
+    return options.max_cost is not None and record.cost_usd >= options.max_cost
+
+
+def _run_step(
+    index: int,
+    total: int,
+    step: Step,
+    plan: ChainPlan,
+    backend: Backend,
+    reporter: Reporter,
+    run: ActiveRun,
+    options: ChainOptions,
+    step_record: StepRecord,
+) -> StepOutcome:
+    resumed = bool(step_record.iterations)
+    spent = step_record.iterations_used
+    prompt = step_prompt(step, plan, options.agents, options)
+    reporter.step_started(index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop)
+    step_record.status = "running"
+    step_record.started = step_record.started or now()
+    run.save()
+    try:
+        with backend.step(index, step, step_record) as prepared:
+            ctx = StepContext(
+                step=step,
+                agent=prepared.agent,
+                prompt=prompt,
+                sandbox=prepared.sandbox,
+                reporter=reporter,
+                record=step_record,
+                run=run,
+                args=[*options.global_args, *step.args],
+                env=prepared.env,
+                labels=prepared.labels,
+                timeout=prepared.timeout,
+                secrets=options.secrets,
+                progress=prepared.progress,
+                no_progress_limit=options.no_progress_limit,
+                rate_limit_max_wait=options.rate_limit_max_wait,
+                spent_before=spent,
+                extra_iterations=options.more if resumed else 0,
+                over_budget=(lambda: _over_budget(run.record, options)) if options.max_cost is not None else None,
+                after_iteration=prepared.after_iteration,
+            )
+            outcome = StepLoop(ctx).run()
+            if prepared.land is not None:
+                outcome = prepared.land(outcome)
+    except (Interrupted, KeyboardInterrupt):
+        step_record.status = "interrupted"
+        step_record.reason = "interrupted"
+        step_record.ended = now()
+        run.record.status = "interrupted"
+        run.record.reason = "interrupted"
+        run.record.failed_at = index
+        run.record.ended = now()
+        run.save()
+        raise
+    _finish_step(run, step_record, outcome)
+    reporter.step_ended(step.agent, outcome, step.loop)
+    return outcome
+
+
+def _finish_step(run: ActiveRun, step_record: StepRecord, outcome: StepOutcome) -> None:
+    step_record.status = "complete" if outcome.complete else "incomplete"
+    step_record.reason = outcome.reason
+    step_record.ended = now()
+    run.save()

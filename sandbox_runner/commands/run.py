@@ -1,0 +1,361 @@
+"""`fks run`: plan the chain, check everything that can be checked, then run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from sandbox_runner.agents import AgentCommand
+from sandbox_runner.chain import (
+    Backend,
+    ChainOptions,
+    ChainResult,
+    LocalBackend,
+    run_chain,
+    step_prompt,
+)
+from sandbox_runner.config import (
+    ChainPlan,
+    ForgeConfig,
+    SandboxSettings,
+    chain_plan,
+    config_path,
+    load_config,
+    parse_vars,
+)
+from sandbox_runner.dsl import parse_dsl
+from sandbox_runner.errors import (
+    EXIT_COMPLETE,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    Interrupted,
+    UsageError,
+)
+from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
+from sandbox_runner.masking import secrets_from_env
+from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
+from sandbox_runner.prompts import PromptSource
+from sandbox_runner.store import RunOptions, RunRecord, RunStore, StepRecord, new_run_id, now
+
+if TYPE_CHECKING:
+    from sandbox_runner.lock import RunLock
+
+
+@dataclass
+class Planned:
+    """A chain ready to run: the plan, the config, and the options it was asked with."""
+
+    plan: ChainPlan
+    config: ForgeConfig | None
+    options: RunOptions
+    cwd: Path
+    config_file: Path
+
+    @property
+    def agents(self) -> dict[str, Any]:
+        return dict(self.config.agents) if self.config else {}
+
+
+def run(
+    *,
+    targets: Sequence[str] = (),
+    chain: str | None = None,
+    cwd: Path | None = None,
+    config: Path | None = None,
+    prompt: str | None = None,
+    prompt_file: Path | None = None,
+    verbose: bool = False,
+    dry_run: bool = False,
+    json_output: bool = False,
+    sandbox: bool = False,
+    base: str | None = None,
+    image: str | None = None,
+    max_cost: float | None = None,
+    junit: Path | None = None,
+    resume: str | None = None,
+    more: int = 0,
+    global_args: Sequence[str] = (),
+) -> int:
+    """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
+    workdir = _workdir(cwd)
+    if resume is not None:
+        from sandbox_runner.resume import plan_resume
+
+        resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
+        planned, record = resumed.planned, resumed.record
+    else:
+        if more:
+            raise UsageError("--more only makes sense with --resume RUN")
+        options = RunOptions(
+            chain=chain,
+            variables=parse_vars(targets if chain else targets[1:]),
+            prompt=prompt,
+            prompt_file=str(prompt_file) if prompt_file else None,
+            config=str(config) if config else None,
+            sandbox=sandbox,
+            base=base,
+            image=image,
+            max_cost=max_cost,
+            global_args=list(global_args),
+        )
+        if chain is None:
+            if not targets:
+                raise UsageError("nothing to run: give a DSL (e.g. fks run \"planner:3 -> builder:10\") or --chain NAME")
+            options.dsl = targets[0]
+        planned = plan_run(options, workdir)
+        record = None
+    if max_cost is not None and max_cost <= 0:
+        raise UsageError("--max-cost must be a positive amount of USD")
+
+    prompts = [step_prompt(s, planned.plan, planned.agents, _chain_options(planned)) for s in planned.plan.steps]
+    backend = _backend(planned)
+    commands = [backend.resolve(step) for step in planned.plan.steps]
+    if dry_run:
+        return _dry_run(planned, prompts, commands, backend, json_output)
+
+    reporter = _reporter(json_output=json_output, verbose=verbose)
+    store = RunStore(_project_root(workdir))
+    _keep_forge_out_of_git(store.project)
+    with _signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
+        if record is None:
+            active = store.create(_new_record(planned))
+        else:
+            active = store.open(record)
+            active.record.status = "running"
+            active.record.pid = os.getpid()
+            active.record.ended = None
+            active.save()
+        lock.set_run(active.record.id)
+        if lock.reclaimed_from and lock.reclaimed_from != active.record.id:
+            reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")
+        reporter.info(f"Run {active.record.id}" + (" (resumed)" if record is not None else ""))
+        try:
+            result = run_chain(
+                planned.plan,
+                backend=backend,
+                reporter=reporter,
+                run=active,
+                options=_chain_options(planned, more=more),
+            )
+        except Interrupted as exc:
+            reporter.close()
+            print(f"{PREFIX} Interrupted ({exc.signal_name}); run {active.record.id} can be continued with: fks run --resume {active.record.id}", file=sys.stderr)
+            _after_interrupt(backend, active.record)
+            return EXIT_INTERRUPTED
+        except KeyboardInterrupt:
+            reporter.close()
+            print(f"{PREFIX} Interrupted; continue with: fks run --resume {active.record.id}", file=sys.stderr)
+            _after_interrupt(backend, active.record)
+            return EXIT_INTERRUPTED
+        finally:
+            reporter.close()
+    _summary(result, backend, reporter)
+    if json_output:
+        print(json.dumps(result.to_json(), indent=2))
+    if junit is not None:
+        from sandbox_runner.junit import write_junit
+
+        write_junit(junit, active.record)
+    return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
+
+
+def _workdir(cwd: Path | None) -> Path:
+    workdir = (cwd or Path.cwd()).resolve()
+    if not workdir.is_dir():
+        raise UsageError(f"--cwd {cwd}: not a directory")
+    return workdir
+
+
+def plan_run(options: RunOptions, workdir: Path) -> Planned:
+    """Load the config and build the chain plan from the options."""
+    config_file = config_path(workdir, Path(options.config) if options.config else None)
+    cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
+    if options.chain is not None:
+        assert cfg is not None
+        shown = os.path.relpath(config_file, workdir) if config_file.is_relative_to(workdir) else str(config_file)
+        plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
+    else:
+        plan = ChainPlan(parse_dsl(options.dsl or ""))
+    return Planned(plan=plan, config=cfg, options=options, cwd=workdir, config_file=config_file)
+
+
+def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
+    cfg, options = planned.config, planned.options
+    limit = planned.plan.no_progress_limit
+    if limit is None and cfg is not None:
+        limit = cfg.no_progress_limit
+    wait = cfg.rate_limit_max_wait if cfg is not None else None
+    settings = sandbox_settings(planned)
+    return ChainOptions(
+        cwd=planned.cwd,
+        agents=planned.agents,
+        cli_prompt=options.prompt,
+        cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        global_args=options.global_args,
+        secrets=secrets_from_env(settings.env),
+        no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
+        rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
+        max_cost=options.max_cost,
+        more=more,
+    )
+
+
+def sandbox_settings(planned: Planned) -> SandboxSettings:
+    """Top-level settings, then the chain's, then --image."""
+    settings = SandboxSettings()
+    if planned.config is not None:
+        settings = settings.merged(planned.config.sandbox)
+    settings = settings.merged(planned.plan.sandbox)
+    if planned.options.image:
+        settings = settings.merged(SandboxSettings(image=planned.options.image))
+    return settings
+
+
+def _backend(planned: Planned) -> Backend:
+    if planned.options.sandbox:
+        from sandbox_runner.sandboxed import SandboxBackend
+
+        return SandboxBackend(
+            cwd=planned.cwd,
+            agents=planned.agents,
+            settings=sandbox_settings(planned),
+            base=planned.options.base,
+        )
+    if planned.options.base:
+        raise UsageError("--base only applies to --sandbox runs")
+    return LocalBackend(cwd=planned.cwd, agents=planned.agents)
+
+
+def _project_root(workdir: Path) -> Path:
+    from sandbox_runner.progress import git_toplevel
+
+    return git_toplevel(workdir) or workdir
+
+
+def _keep_forge_out_of_git(project: Path) -> None:
+    from sandbox_runner.workspace import exclude_forge_dir
+
+    exclude_forge_dir(project)
+
+
+def _new_record(planned: Planned) -> RunRecord:
+    return RunRecord(
+        id=new_run_id(),
+        started=now(),
+        pid=os.getpid(),
+        cwd=str(planned.cwd),
+        options=planned.options,
+        steps=[
+            StepRecord(index=i, agent=s.agent, iterations_max=s.iterations, loop=s.loop)
+            for i, s in enumerate(planned.plan.steps, start=1)
+        ],
+    )
+
+
+def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
+    out = sys.stderr if json_output else sys.stdout
+    agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
+    return PlainReporter(out=out, agent_out=agent_out, verbose=verbose)
+
+
+@contextmanager
+def _signals_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP stop the run like Ctrl-C does: everything started is stopped."""
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _run_lock(planned: Planned, store: RunStore, backend: Backend) -> AbstractContextManager[RunLock]:
+    from sandbox_runner.lock import run_lock
+
+    return run_lock(store.project, backend.base_branch, run_label=planned.options.chain or planned.options.dsl or "")
+
+
+def _after_interrupt(backend: Backend, record: RunRecord) -> None:
+    for step in record.steps:
+        if step.status == "interrupted":
+            for line in backend.review_hint(step):
+                print(f"{PREFIX} {line}", file=sys.stderr)
+
+
+def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
+    if result.failed_at is None:
+        return
+    failed = result.steps[-1]
+    reporter.info(
+        f"Step {failed.index} ({failed.agent}) did not complete: {failed.outcome.describe()}"
+    )
+    for line in backend.review_hint(failed.record):
+        reporter.info(line)
+
+
+# --- dry run ---------------------------------------------------------------------------------
+
+_SHOW_ARG = 120
+
+
+def _abbreviate(arg: str) -> str:
+    flat = arg.replace("\n", "\\n")
+    if len(flat) <= _SHOW_ARG:
+        return flat
+    return f"{flat[:_SHOW_ARG]}…({len(arg)} chars)"
+
+
+def _dry_run(
+    planned: Planned,
+    prompts: list[PromptSource],
+    commands: list[AgentCommand],
+    backend: Backend,
+    json_output: bool,
+) -> int:
+    chain_opts = _chain_options(planned)
+    steps: list[dict[str, Any]] = []
+    for index, (step, prompt, command) in enumerate(zip(planned.plan.steps, prompts, commands, strict=True), start=1):
+        text = prompt.read()
+        argv = command.argv([*chain_opts.global_args, *step.args], text)
+        steps.append(
+            {
+                "index": index,
+                "agent": step.agent,
+                "kind": command.kind,
+                "loop": step.loop,
+                "iterations": step.iterations,
+                "prompt": text,
+                "promptSource": prompt.describe(),
+                "argv": argv,
+                "cwd": str(command.cwd),
+            }
+        )
+    where = backend.describe()
+    if json_output:
+        print(json.dumps({"dryRun": True, "sandbox": where, "steps": steps}, indent=2))
+        return EXIT_COMPLETE
+    print(f"{PREFIX} Dry run - would execute:")
+    for line in where:
+        print(f"  {line}")
+    for s in steps:
+        limit = f"max {plural(int(s['iterations']), 'iteration')}" if s["loop"] else "once"
+        print(f"  Step {s['index']}: {s['agent']} ({limit})")
+        prompt_text = s["prompt"]
+        shown_prompt = "(none)" if prompt_text is None else f"{_abbreviate(str(prompt_text))!s}  [{s['promptSource']}]"
+        print(f"    prompt:  {shown_prompt}")
+        print(f"    command: {shlex.join(_abbreviate(a) for a in s['argv'])}")
+        print(f"    cwd:     {s['cwd']}")
+    return EXIT_COMPLETE

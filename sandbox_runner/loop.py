@@ -1,0 +1,389 @@
+"""The iteration loop of one step: run the agent until it prints the marker or a limit is hit.
+
+tenacity drives it: one attempt = one iteration, retried while incomplete, stopped after N
+iterations, by the no-progress/repeated-error breakers, or by the cost budget. A second,
+inner tenacity loop backs off from rate-limit answers without using up iterations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
+
+from sandbox_runner.agents import AgentCommand
+from sandbox_runner.dsl import Step
+from sandbox_runner.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.masking import Masker
+from sandbox_runner.output import Reporter
+from sandbox_runner.prompts import PromptSource
+from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Sandbox, Stream
+from sandbox_runner.store import ActiveRun, ClaudeStats, IterationRecord, StepRecord, now
+
+if TYPE_CHECKING:
+    from sandbox_runner.streamjson import Event
+
+DEFAULT_NO_PROGRESS_LIMIT = 3
+DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
+_ERROR_TAIL_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """How one iteration ended."""
+
+    number: int
+    complete: bool
+    marker: bool
+    reason: str
+    exit_code: int | None
+    started: datetime
+    ended: datetime
+    counted: bool = True
+    container_id: str | None = None
+    claude: ClaudeStats | None = None
+    changed: bool | None = None
+    error_tail: str | None = None
+    note: str | None = None
+    """A line worth showing the user (timeouts, Claude errors, back-off)."""
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.reason == "rate_limited"
+
+    @property
+    def cost_usd(self) -> float:
+        return (self.claude.cost_usd or 0.0) if self.claude else 0.0
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """How a step ended: complete or not, why, and its iterations."""
+
+    complete: bool
+    reason: str
+    iterations: tuple[IterationResult, ...] = ()
+    spent_before: int = 0
+    maximum: int = 1
+
+    @property
+    def iterations_used(self) -> int:
+        return self.spent_before + sum(1 for it in self.iterations if it.counted)
+
+    @property
+    def last(self) -> IterationResult | None:
+        return self.iterations[-1] if self.iterations else None
+
+    def describe(self) -> str:
+        """`did not complete after 10 iterations (max_iterations)`-style explanation."""
+        used = self.iterations_used
+        return {
+            "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
+            "no_progress": f"stopped after {used} iterations: no commit and no file change in the last ones (no_progress)",
+            "repeated_error": f"stopped after {used} iterations: the same error repeated (repeated_error)",
+            "max_cost": f"stopped after {used} iterations: --max-cost reached",
+            "timeout": "timed out",
+            "interrupted": f"interrupted during iteration {used}",
+        }.get(self.reason, f"did not complete after {used} iterations ({self.reason})")
+
+
+@dataclass
+class StepContext:
+    """Everything one step's loop needs."""
+
+    step: Step
+    agent: AgentCommand
+    prompt: PromptSource
+    sandbox: Sandbox
+    reporter: Reporter
+    record: StepRecord
+    run: ActiveRun | None = None
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    secrets: Sequence[str] = ()
+    progress: Callable[[], str | None] | None = None
+    """Returns a fingerprint of the workspace (HEAD + files); None when it cannot tell."""
+    no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
+    rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    spent_before: int = 0
+    extra_iterations: int = 0
+    over_budget: Callable[[], bool] | None = None
+    after_iteration: Callable[[IterationResult], IterationResult] | None = None
+    """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
+
+    @property
+    def maximum(self) -> int:
+        return self.step.iterations + self.extra_iterations
+
+
+class StepLoop:
+    """Runs one step's iterations."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+        self.results: list[IterationResult] = []
+        self._attempts = len(ctx.record.iterations)
+        self._stop_reason = "max_iterations"
+
+    def run(self) -> StepOutcome:
+        ctx = self.ctx
+        remaining = ctx.maximum - ctx.spent_before
+        if remaining <= 0:
+            return self._outcome(False, "max_iterations")
+        if not ctx.step.loop:
+            remaining = 1
+        retrying = Retrying(
+            stop=lambda state: self._should_stop(state, remaining),
+            retry=retry_if_result(lambda result: not result.complete),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+            reraise=True,
+        )
+        last: IterationResult = retrying(self._iteration)
+        if last.complete:
+            return self._outcome(True, last.reason)
+        if last.reason == "timeout" and not ctx.step.loop:
+            return self._outcome(False, "timeout")
+        return self._outcome(False, self._stop_reason)
+
+    def _outcome(self, complete: bool, reason: str) -> StepOutcome:
+        return StepOutcome(
+            complete=complete,
+            reason=reason,
+            iterations=tuple(self.results),
+            spent_before=self.ctx.spent_before,
+            maximum=self.ctx.maximum,
+        )
+
+    def _should_stop(self, state: RetryCallState, remaining: int) -> bool:
+        ctx = self.ctx
+        counted = [r for r in self.results if r.counted]
+        if len(counted) >= remaining:
+            self._stop_reason = "max_iterations"
+            return True
+        if ctx.over_budget is not None and ctx.over_budget():
+            self._stop_reason = "max_cost"
+            return True
+        limit = ctx.no_progress_limit
+        if limit > 0 and len(counted) >= limit:
+            recent = counted[-limit:]
+            if all(r.changed is False for r in recent):
+                self._stop_reason = "no_progress"
+                return True
+            tails = {r.error_tail for r in recent}
+            if len(tails) == 1 and None not in tails:
+                self._stop_reason = "repeated_error"
+                return True
+        return False
+
+    def _iteration(self) -> IterationResult:
+        """One counted iteration, retried with back-off while the API answers rate limits."""
+        number = self.ctx.spent_before + sum(1 for r in self.results if r.counted) + 1
+        backoff = Retrying(
+            retry=retry_if_result(lambda result: result.rate_limited),
+            wait=wait_exponential(multiplier=2, min=5, max=300),
+            stop=stop_after_delay(self.ctx.rate_limit_max_wait),
+            before_sleep=self._report_backoff,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+            reraise=True,
+        )
+        result: IterationResult = backoff(self._attempt, number)
+        if result.rate_limited:  # gave up waiting: this one counts
+            result = self._mark_counted(result)
+        return result
+
+    def _report_backoff(self, state: RetryCallState) -> None:
+        wait = state.next_action.sleep if state.next_action else 0
+        self.ctx.reporter.warn(f"rate limited by the API; waiting {wait:.0f}s (this does not use up an iteration)")
+
+    def _mark_counted(self, result: IterationResult) -> IterationResult:
+        counted = replace(result, counted=True)
+        self.results[-1] = counted
+        self.ctx.record.iterations[-1].counted = True
+        self._save()
+        return counted
+
+    def _save(self) -> None:
+        if self.ctx.run is not None:
+            self.ctx.run.save()
+
+    def _attempt(self, number: int) -> IterationResult:
+        ctx = self.ctx
+        self._attempts += 1
+        log_path = ctx.run.log_path(ctx.record, self._attempts) if ctx.run else None
+        started = now()
+        record = IterationRecord(
+            number=number,
+            started=started,
+            log=ctx.run.relative(log_path) if ctx.run and log_path else "",
+            counted=False,
+        )
+        ctx.record.iterations.append(record)
+        self._save()
+        ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
+
+        argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
+        spec = ExecSpec(tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels)
+        monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
+        before = ctx.progress() if ctx.progress else None
+        tap = _OutputTap(ctx, monitor, log_path)
+        try:
+            with tap, ctx.sandbox.start(spec) as execution:
+                record.container_id = execution.id if ctx.sandbox.name == "docker" else None
+                for stream, chunk in execution.chunks():
+                    tap.feed(stream, chunk)
+                tap.finish()
+                exit_status = execution.wait()
+        except BaseException as exc:
+            record.ended = now()
+            record.reason = "interrupted" if not isinstance(exc, Exception) else "error"
+            record.counted = True
+            self._save()
+            raise
+        changed = None
+        if before is not None and ctx.progress is not None:
+            after = ctx.progress()
+            changed = None if after is None else after != before
+        result = self._classify(number, started, exit_status, monitor, tap, changed)
+        if ctx.after_iteration is not None:
+            result = ctx.after_iteration(result)
+        record.ended = result.ended
+        record.exit_code = result.exit_code
+        record.marker = result.marker
+        record.reason = result.reason
+        record.counted = result.counted
+        record.changed = result.changed
+        record.claude = result.claude
+        record.error_tail = result.error_tail
+        self._save()
+        self.results.append(result)
+        ctx.reporter.iteration_ended(result)
+        return result
+
+    def _classify(
+        self,
+        number: int,
+        started: datetime,
+        status: ExecResult,
+        monitor: Monitor,
+        tap: _OutputTap,
+        changed: bool | None,
+    ) -> IterationResult:
+        ctx = self.ctx
+        claude = None
+        result_event = monitor.result if isinstance(monitor, StreamJsonMonitor) else None
+        if result_event is not None:
+            claude = ClaudeStats(
+                cost_usd=result_event.cost_usd,
+                input_tokens=result_event.input_tokens,
+                output_tokens=result_event.output_tokens,
+                turns=result_event.num_turns,
+                subtype=result_event.subtype,
+                session_id=result_event.session_id,
+                duration_ms=result_event.duration_ms,
+            )
+        marker = monitor.marker_seen
+        note = None
+        counted = True
+        failed = status.exit_code != 0
+        if marker:
+            reason = "marker"
+        elif status.timed_out:
+            reason = "timeout"
+            note = f"Iteration {number} timed out after {ctx.timeout:g}s and was killed"
+        elif result_event is not None and result_event.rate_limited:
+            reason, counted = "rate_limited", False
+            note = "The API answered with a rate-limit/overload error"
+        elif not ctx.step.loop:
+            reason = "once"
+        elif result_event is not None and result_event.subtype == "error_max_turns":
+            reason = "error_max_turns"
+            note = f"Iteration {number} hit the turn limit (error_max_turns)"
+            failed = True
+        elif result_event is not None and result_event.is_error:
+            reason = "is_error"
+            note = f"Iteration {number} ended with an error: {(result_event.text or result_event.subtype)[:200]}"
+            failed = True
+        elif ctx.agent.stream_json and result_event is None and status.exit_code != 0:
+            reason = f"exit_{status.exit_code}"
+            note = f"Iteration {number}: claude exited {status.exit_code} without a result"
+        elif status.exit_code != 0:
+            reason = f"exit_{status.exit_code}"
+        else:
+            reason = "no_marker"
+        complete = marker or (not ctx.step.loop and reason not in ("timeout", "rate_limited"))
+        error_tail = None
+        if failed and not complete:
+            error_tail = tap.stderr_tail() or (result_event.text if result_event and result_event.is_error else None)
+        return IterationResult(
+            number=number,
+            complete=complete,
+            marker=marker,
+            reason=reason,
+            exit_code=status.exit_code,
+            started=started,
+            ended=now(),
+            counted=counted,
+            container_id=status.container_id,
+            claude=claude,
+            changed=changed,
+            error_tail=error_tail or None,
+            note=note,
+        )
+
+
+class _OutputTap:
+    """Masks an iteration's output, writes it to the log as it arrives, feeds monitor and screen."""
+
+    def __init__(self, ctx: StepContext, monitor: Monitor, log_path: Path | None) -> None:
+        self._ctx = ctx
+        self._monitor = monitor
+        self._log_path = log_path
+        self._log: IO[bytes] | None = None
+        self._maskers: dict[Stream, Masker] = {"stdout": Masker(ctx.secrets), "stderr": Masker(ctx.secrets)}
+        self._stderr_tail = b""
+        self._exit = contextlib.ExitStack()
+
+    def __enter__(self) -> _OutputTap:
+        if self._log_path is not None:
+            # Unbuffered: a crash or kill -9 leaves everything written so far on disk.
+            self._log = self._exit.enter_context(self._log_path.open("ab", buffering=0))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._exit.close()
+
+    def feed(self, stream: Stream, chunk: bytes) -> None:
+        self._emit(stream, self._maskers[stream].feed(chunk))
+
+    def finish(self) -> None:
+        for stream, masker in self._maskers.items():
+            self._emit(stream, masker.finish())
+        self._show(self._monitor.finish())
+
+    def _emit(self, stream: Stream, data: bytes) -> None:
+        if not data:
+            return
+        if self._log is not None:
+            self._log.write(data)
+        events = self._monitor.feed(stream, data)
+        if self._ctx.agent.stream_json and stream == "stdout":
+            self._show(events)
+        else:
+            self._ctx.reporter.output(stream, data)
+        if stream == "stderr":
+            self._stderr_tail = (self._stderr_tail + data)[-_ERROR_TAIL_BYTES:]
+
+    def _show(self, events: Sequence[Event]) -> None:
+        if events:
+            self._ctx.reporter.events(events)
+
+    def stderr_tail(self) -> str | None:
+        text = self._stderr_tail.decode("utf-8", "replace").strip()
+        return "\n".join(text.splitlines()[-20:]) or None

@@ -1,0 +1,58 @@
+"""Secret masking: values of passed-through credential variables never reach logs or screens."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+
+MASK = b"********"
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+# Shorter values would mask ordinary words; real credentials are far longer.
+_MIN_SECRET = 6
+
+
+def secrets_from_env(names: Iterable[str], env: Mapping[str, str] | None = None) -> list[str]:
+    """The values to mask: credential variables plus the configured pass-through names."""
+    env = os.environ if env is None else env
+    values = {env[n] for n in (*CREDENTIAL_VARS, *names) if env.get(n, "")}
+    return sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True)
+
+
+class Masker:
+    """Replaces secret values in a byte stream, including values split across chunks."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = [s.encode() for s in secrets if s]
+        self._keep = max((len(s) for s in self._secrets), default=1) - 1
+        self._pending = b""
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Masked bytes that are safe to emit; a possible secret prefix at the end is held back."""
+        if not self._secrets:
+            return chunk
+        data = self._mask(self._pending + chunk)
+        cut = len(data) - self._keep
+        if cut <= 0:
+            self._pending = data
+            return b""
+        self._pending = data[cut:]
+        return data[:cut]
+
+    def finish(self) -> bytes:
+        rest, self._pending = self._pending, b""
+        return self._mask(rest)
+
+    def mask_text(self, text: str) -> str:
+        """Mask a whole string (for records and messages)."""
+        if not self._secrets:
+            return text
+        return self._mask(text.encode()).decode("utf-8", "replace")
+
+    def _mask(self, data: bytes) -> bytes:
+        for secret in self._secrets:
+            if secret in data:
+                data = data.replace(secret, MASK)
+        return data

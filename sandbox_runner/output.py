@@ -1,0 +1,145 @@
+"""Everything the user sees while a run goes: `[fks] …` lines, agent output, Claude progress.
+
+`PlainReporter` writes line by line with no control characters (pipes, CI, `--verbose`);
+`sandbox_runner.live.LiveReporter` draws a live view on a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import IO, TYPE_CHECKING, Protocol
+
+from sandbox_runner.sandbox.base import Stream
+
+if TYPE_CHECKING:
+    from sandbox_runner.loop import IterationResult, StepOutcome
+    from sandbox_runner.streamjson import Event
+
+PREFIX = "[fks]"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class Reporter(Protocol):
+    """Receives the run's events as they happen."""
+
+    def info(self, message: str) -> None: ...
+
+    def warn(self, message: str) -> None: ...
+
+    def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None: ...
+
+    def iteration_started(self, number: int, maximum: int, loop: bool) -> None: ...
+
+    def output(self, stream: Stream, chunk: bytes) -> None:
+        """Raw output of a plain agent (already masked)."""
+        ...
+
+    def events(self, events: Sequence[Event]) -> None:
+        """Parsed progress of a Claude agent."""
+        ...
+
+    def iteration_ended(self, result: IterationResult) -> None: ...
+
+    def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None: ...
+
+    def chain_ended(self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PlainReporter:
+    """Seed-style line output. `[fks]` lines go to `out` (stderr under --json)."""
+
+    def __init__(self, *, out: IO[str] | None = None, agent_out: IO[bytes] | None = None, verbose: bool = False) -> None:
+        self._out = out or sys.stdout
+        self._agent_out = agent_out or sys.stdout.buffer
+        self._agent_err = sys.stderr.buffer
+        self._verbose = verbose
+        self._at_line_start = {"stdout": True, "stderr": True}
+
+    def _line(self, text: str) -> None:
+        self._end_partial_lines()
+        self._out.write(f"{PREFIX} {text}\n")
+        self._out.flush()
+
+    def _end_partial_lines(self) -> None:
+        # Agent output that ended mid-line must not glue onto our next line.
+        for stream, at_start in self._at_line_start.items():
+            if not at_start:
+                target = self._agent_out if stream == "stdout" else self._agent_err
+                target.write(b"\n")
+                target.flush()
+                self._at_line_start[stream] = True
+
+    def info(self, message: str) -> None:
+        self._line(message)
+
+    def warn(self, message: str) -> None:
+        self._line(f"Warning: {message}")
+
+    def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
+        if index > 1:
+            self._end_partial_lines()
+            self._out.write("\n")
+        if loop:
+            self._line(f"Starting: {agent} (max {plural(iterations, 'iteration')})")
+        else:
+            self._line(f"Running: {agent}")
+
+    def iteration_started(self, number: int, maximum: int, loop: bool) -> None:
+        if loop:
+            self._line(f"Iteration {number}/{maximum}")
+
+    def output(self, stream: Stream, chunk: bytes) -> None:
+        if not chunk:
+            return
+        target = self._agent_out if stream == "stdout" else self._agent_err
+        target.write(chunk)
+        target.flush()
+        self._at_line_start[stream] = chunk.endswith(b"\n")
+
+    def events(self, events: Sequence[Event]) -> None:
+        from sandbox_runner.streamjson import AssistantText, Result, ToolCall
+
+        for event in events:
+            if isinstance(event, ToolCall):
+                self._line(f"  {event.summary}")
+            elif isinstance(event, AssistantText):
+                text = event.text.rstrip("\n")
+                if text:
+                    self._end_partial_lines()
+                    self._out.write(text + "\n")
+                    self._out.flush()
+            elif isinstance(event, Result):
+                self._line(event.summary_line())
+
+    def iteration_ended(self, result: IterationResult) -> None:
+        if result.note:
+            self._line(result.note)
+
+    def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
+        used = outcome.iterations_used
+        if outcome.complete and not loop:
+            code = outcome.last.exit_code if outcome.last else None
+            self._line(f"Done: {agent} (exit {code})")
+        elif outcome.complete:
+            self._line(f"Complete after {plural(used, 'iteration')}")
+        else:
+            self._line(f"Incomplete: {agent} {outcome.describe()}")
+
+    def chain_ended(self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None) -> None:
+        kind = "Pipeline" if pipeline else "Chain"
+        spent = f", ${cost:.4f}" if cost else ""
+        self._end_partial_lines()
+        self._out.write("\n")
+        if complete:
+            self._line(f"{kind} complete ({done}/{total} steps{spent})")
+        else:
+            self._line(f"{kind} incomplete ({done}/{total} steps{spent})")
+
+    def close(self) -> None:
+        self._end_partial_lines()
