@@ -1,11 +1,192 @@
-"""`forge-tasks` / `fks tasks` command line (placeholder until the task database lands)."""
+"""`forge-tasks` / `fks tasks`: parse options, call `sandbox_runner.tasks.commands`, map errors to exit 2.
+
+Only typer and the standard library are imported at module level: `fks --help` imports this.
+"""
 
 from __future__ import annotations
 
-import typer
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, ParamSpec
 
-app = typer.Typer(help="The forge-tasks task database.", no_args_is_help=True)
+import typer
+from typer.core import TyperGroup
+
+P = ParamSpec("P")
+EXIT_USAGE = 2
+# click's UsageError (vendored inside typer by recent versions): BadParameter's base class.
+_ClickUsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+class _OneLineErrors(TyperGroup):
+    """Report bad options and arguments as one `forge-tasks: …` line instead of a usage block."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _ClickUsageError as exc:
+            failed = getattr(exc, "ctx", None) or ctx  # the (sub)command whose arguments were bad
+            message = str(exc.format_message())  # type: ignore[attr-defined]
+            _fail(f"{message.rstrip('.')} (see `{failed.command_path} --help`)")
+
+
+app = typer.Typer(
+    cls=_OneLineErrors,
+    help=(
+        "The forge-tasks task database: one Markdown file per task under forge/tasks/.\n\n"
+        "The project root is the nearest directory holding forge/ (else the git top level, "
+        "else the current directory); override it with --root or $FORGE_TASKS_ROOT. "
+        "Exit codes: 0 success, 2 bad id/option/status (one line on stderr)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+RootOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--root",
+        envvar="FORGE_TASKS_ROOT",
+        help="Project root holding forge/tasks/ (default: found from the current directory).",
+        show_default=False,
+    ),
+]
+PlainOption = Annotated[bool, typer.Option("--plain", help="Plain text (the default): stable, no colour.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts.")]
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"forge-tasks: {message}", file=sys.stderr)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def _handled(fn: Callable[P, int]) -> Callable[P, None]:
+    """Turn a command's return code and expected errors into typer exits: one line, no traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        from sandbox_runner.errors import FksError
+
+        try:
+            code = fn(*args, **kwargs)
+        except FksError as exc:
+            _fail(str(exc))
+        raise typer.Exit(code)
+
+    return wrapper
+
+
+def _as_json(plain: bool, json_output: bool) -> bool:
+    if plain and json_output:
+        _fail("--plain and --json exclude each other; pass one")
+    return json_output
+
+
+@app.command("create", help='Create a task and print "Created TASK-xxxxxx".')
+@_handled
+def create_cmd(
+    title: Annotated[str, typer.Argument(help="One line saying what the task delivers.", show_default=False)],
+    description: Annotated[str, typer.Option("--description", "-d", help="Why the task exists.")] = "",
+    ac: Annotated[list[str] | None, typer.Option("--ac", help="An acceptance criterion (repeatable).", show_default=False)] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="A label (repeatable; commas split).", show_default=False)] = None,
+    priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
+    depends_on: Annotated[list[str] | None, typer.Option("--depends-on", help="Id of a task that must be Done first (repeatable).", show_default=False)] = None,
+    status: Annotated[str, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked.")] = "To Do",
+    root: RootOption = None,
+) -> int:
+    from sandbox_runner.tasks import commands
+
+    return commands.create(
+        root=root,
+        title=title,
+        description=description,
+        criteria=ac or [],
+        labels=label or [],
+        priority=priority,
+        depends_on=depends_on or [],
+        status=status,
+    )
+
+
+@app.command("list", help="List tasks: priority (high first), then creation order.")
+@_handled
+def list_cmd(
+    ready: Annotated[bool, typer.Option("--ready", help="Only To Do tasks whose dependencies are all Done.")] = False,
+    status: Annotated[list[str] | None, typer.Option("--status", "-s", help="Only tasks with this status (repeatable).", show_default=False)] = None,
+    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="Only tasks carrying this label (repeatable: all of them).", show_default=False)] = None,
+    plain: PlainOption = False,
+    json_output: JsonOption = False,
+    root: RootOption = None,
+) -> int:
+    from sandbox_runner.tasks import commands
+
+    return commands.list_tasks(
+        root=root,
+        ready=ready,
+        statuses=status or [],
+        labels=label or [],
+        as_json=_as_json(plain, json_output),
+    )
+
+
+@app.command("view", help="Show one task: fields, description, acceptance criteria, notes.")
+@_handled
+def view_cmd(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).", show_default=False)],
+    plain: PlainOption = False,
+    json_output: JsonOption = False,
+    root: RootOption = None,
+) -> int:
+    from sandbox_runner.tasks import commands
+
+    return commands.view(root=root, task_ref=task_id, as_json=_as_json(plain, json_output))
+
+
+@app.command("edit", help='Change a task and print "Updated TASK-xxxxxx".')
+@_handled
+def edit_cmd(
+    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).", show_default=False)],
+    title: Annotated[str | None, typer.Option("--title", help="New title.", show_default=False)] = None,
+    description: Annotated[str | None, typer.Option("--description", "-d", help="New description (replaces the old one).", show_default=False)] = None,
+    status: Annotated[str | None, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).", show_default=False)] = None,
+    priority: Annotated[str | None, typer.Option("--priority", "-p", help="high, medium or low.", show_default=False)] = None,
+    add_label: Annotated[list[str] | None, typer.Option("--add-label", help="Add a label (repeatable).", show_default=False)] = None,
+    remove_label: Annotated[list[str] | None, typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False)] = None,
+    add_dependency: Annotated[list[str] | None, typer.Option("--add-dependency", "--depends-on", help="Add a dependency on an existing task (repeatable).", show_default=False)] = None,
+    remove_dependency: Annotated[list[str] | None, typer.Option("--remove-dependency", help="Drop a dependency (repeatable).", show_default=False)] = None,
+    ac: Annotated[list[str] | None, typer.Option("--ac", "--add-ac", help="Append an acceptance criterion (repeatable).", show_default=False)] = None,
+    check_ac: Annotated[list[int] | None, typer.Option("--check-ac", metavar="N", help="Check acceptance criterion #N (repeatable).", show_default=False)] = None,
+    uncheck_ac: Annotated[list[int] | None, typer.Option("--uncheck-ac", metavar="N", help="Uncheck acceptance criterion #N (repeatable).", show_default=False)] = None,
+    append_notes: Annotated[str | None, typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False)] = None,
+    root: RootOption = None,
+) -> int:
+    from sandbox_runner.tasks import commands
+
+    changes = commands.Changes(
+        title=title,
+        description=description,
+        status=status,
+        priority=priority,
+        add_labels=add_label or [],
+        remove_labels=remove_label or [],
+        add_dependencies=add_dependency or [],
+        remove_dependencies=remove_dependency or [],
+        add_criteria=ac or [],
+        check=check_ac or [],
+        uncheck=uncheck_ac or [],
+        append_notes=append_notes,
+    )
+    return commands.edit(root=root, task_ref=task_id, changes=changes)
 
 
 def main() -> None:
     app(prog_name="forge-tasks")
+
+
+if __name__ == "__main__":
+    main()
