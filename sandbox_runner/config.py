@@ -169,6 +169,9 @@ _FRIENDLY = {
 }
 
 
+_INT_FIELDS = {"iterations", "maxTurns", "pidsLimit"}
+
+
 def _dotted(loc: Iterable[int | str]) -> str:
     out = ""
     for part in loc:
@@ -183,8 +186,8 @@ def _describe(exc: ValidationError, shown: str) -> ConfigError:
     errors = exc.errors()
     first = errors[0]
     message = _FRIENDLY.get(first["type"], first["msg"][:1].lower() + first["msg"][1:])
-    if first["type"] == "greater_than" and first.get("ctx", {}).get("gt") == 0:
-        message = "must be a positive integer" if isinstance(first.get("input"), int) else "must be a positive number"
+    if first["type"] == "greater_than" and first["loc"] and first["loc"][-1] in _INT_FIELDS:
+        message = "must be a positive integer"
     where = _dotted(first["loc"]) or "(top level)"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return ConfigError(f"{shown}: {where}: {message}{more}")

@@ -1,0 +1,50 @@
+"""Shared fixtures: projects in tmp_path, fake agents on PATH, the CLI in-process."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import FAKE_AGENT, Result
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project directory with the fake agent on PATH as `fake`, `planner`, `builder`…"""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("fake", "planner", "builder", "reviewer", "noop"):
+        wrapper = bin_dir / name
+        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+        wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_STATE", str(tmp_path / "state"))
+    for key in list(os.environ):
+        if key.startswith("FAKE_") and key != "FAKE_STATE":
+            monkeypatch.delenv(key)
+    monkeypatch.chdir(proj)
+    return proj
+
+
+@pytest.fixture
+def cli() -> Iterator[Any]:
+    """Run the CLI in-process (typer's CliRunner); returns Result."""
+    from typer.testing import CliRunner
+
+    from sandbox_runner import cli as cli_module
+
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        argv = cli_module._split_global_args(list(args))
+        done = runner.invoke(cli_module.app, argv, catch_exceptions=False)
+        return Result(done.exit_code, done.stdout, done.stderr if done.stderr_bytes is not None else "")
+
+    yield invoke
+    cli_module._global_agent_args.clear()

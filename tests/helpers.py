@@ -1,0 +1,83 @@
+"""Helpers shared by the tests: fake agents, configs, git repos, running the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+TESTS = Path(__file__).parent
+FAKE_AGENT = TESTS / "agents" / "fake_agent.py"
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test User",
+    "GIT_AUTHOR_EMAIL": "test@example.com",
+    "GIT_COMMITTER_NAME": "Test User",
+    "GIT_COMMITTER_EMAIL": "test@example.com",
+}
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def calls(tmp_path: Path) -> list[dict[str, Any]]:
+    """What the fake agent recorded, one entry per process."""
+    path = tmp_path / "state" / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def write_config(project: Path, data: dict[str, Any]) -> Path:
+    path = project / "forge" / "chains.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def fks(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+    """Run the real `fks` console script as a subprocess."""
+    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    done = subprocess.run(
+        [exe, *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, **GIT_IDENTITY}
+    )
+    return done.stdout.strip()
+
+
+def init_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.name", "Test User")
+    git(path, "config", "user.email", "test@example.com")
+    for name, content in (files or {"README.md": "hello\n"}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
