@@ -5,7 +5,7 @@ first step that does not complete.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,6 +60,14 @@ class Backend(Protocol):
         """Lines for --dry-run about where steps run."""
         ...
 
+    def preflight(self, steps: list[Step]) -> None:
+        """Check what can be checked before anything starts (raises FksError)."""
+        ...
+
+    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+        """The run's lifetime: set up before the first step, released after the last."""
+        ...
+
     def step(self, index: int, step: Step, record: StepRecord) -> AbstractContextManager[PreparedStep]:
         """Prepare the step; leaving the context releases what it holds."""
         ...
@@ -87,6 +95,12 @@ class LocalBackend:
 
     def describe(self) -> list[str]:
         return []
+
+    def preflight(self, steps: list[Step]) -> None:
+        return None
+
+    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def review_hint(self, record: StepRecord) -> list[str]:
         return []

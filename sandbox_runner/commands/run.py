@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.agents import AgentCommand
@@ -44,6 +42,7 @@ from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MA
 from sandbox_runner.masking import secrets_from_env
 from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
 from sandbox_runner.prompts import PromptSource
+from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.store import RunOptions, RunRecord, RunStore, StepRecord, new_run_id, now
 
 if TYPE_CHECKING:
@@ -122,10 +121,11 @@ def run(
     if dry_run:
         return _dry_run(planned, prompts, commands, backend, json_output)
 
+    backend.preflight(planned.plan.steps)
     reporter = _reporter(json_output=json_output, verbose=verbose)
     store = RunStore(_project_root(workdir))
     _keep_forge_out_of_git(store.project)
-    with _signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
+    with signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
         if record is None:
             active = store.create(_new_record(planned))
         else:
@@ -139,13 +139,14 @@ def run(
             reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")
         reporter.info(f"Run {active.record.id}" + (" (resumed)" if record is not None else ""))
         try:
-            result = run_chain(
-                planned.plan,
-                backend=backend,
-                reporter=reporter,
-                run=active,
-                options=_chain_options(planned, more=more),
-            )
+            with backend.session(active, reporter):
+                result = run_chain(
+                    planned.plan,
+                    backend=backend,
+                    reporter=reporter,
+                    run=active,
+                    options=_chain_options(planned, more=more),
+                )
         except Interrupted as exc:
             reporter.close()
             print(f"{PREFIX} Interrupted ({exc.signal_name}); run {active.record.id} can be continued with: fks run --resume {active.record.id}", file=sys.stderr)
@@ -265,21 +266,6 @@ def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose)
-
-
-@contextmanager
-def _signals_as_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop the run like Ctrl-C does: everything started is stopped."""
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def _run_lock(planned: Planned, store: RunStore, backend: Backend) -> AbstractContextManager[RunLock]:
