@@ -1,0 +1,14 @@
+"""`fks image build`: build and tag the agent image the Docker sandbox runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def build(*, base_image: str | None, ca_certs: list[Path], tag: str | None) -> int:
+    from sandbox_runner import images
+
+    images.build_agent_image(
+        base_image=base_image, ca_certs=ca_certs, tag=tag or images.DEFAULT_AGENT_IMAGE
+    )
+    return 0

@@ -1,0 +1,557 @@
+"""The agent image (Dockerfile.agent): build context, base-image choice, the locally made
+Debian base for machines without a registry, and the Docker client helpers the sandbox uses.
+
+`python -m sandbox_runner.images make-base [--force]` makes the local base (needs root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from sandbox_runner.errors import SandboxError
+
+if TYPE_CHECKING:
+    import docker
+
+DEFAULT_AGENT_IMAGE = "fks-agent:latest"
+DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
+LOCAL_BASE_IMAGE = "fks-base:bookworm"
+DOCKERFILE_NAME = "Dockerfile.agent"
+
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+# debootstrap writes only the release itself; debian:bookworm-slim also has these two.
+_BASE_SOURCES_LIST = f"""\
+deb {DEBIAN_MIRROR} {DEBIAN_SUITE} main
+deb {DEBIAN_MIRROR} {DEBIAN_SUITE}-updates main
+deb http://deb.debian.org/debian-security {DEBIAN_SUITE}-security main
+"""
+_BASE_IMPORT_CHANGES = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    'CMD ["bash"]',
+)
+
+# Holds Dockerfile.agent: in a checkout a symlink to the repository's, in a wheel a copy.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# A pull that gets no answer for this long is given up (the daemon fails at once when DNS
+# cannot resolve the registry; this bounds a hanging one).
+PULL_TIMEOUT_S = 60
+# One silent build step (npm fetching the ~200 MB CLI binary) may take this long.
+BUILD_READ_TIMEOUT_S = 1800
+
+Say = Callable[[str], None]
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+# --- Docker client ------------------------------------------------------------------------
+
+
+def docker_client(*, timeout: int = 60) -> docker.DockerClient:
+    """A connected client, or SandboxError naming why there is none and how to fix it."""
+    import docker
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(_unreachable_daemon_message(exc)) from None
+    return client
+
+
+def _unreachable_daemon_message(exc: BaseException) -> str:
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    reason = _root_cause(exc)
+    if isinstance(reason, PermissionError):
+        return (
+            f"Permission denied on the Docker socket ({host}); add your user to the "
+            "'docker' group ('sudo usermod -aG docker $USER', then log in again) or run as root"
+        )
+    installed = any(shutil.which(name) for name in ("dockerd", "docker"))
+    socket_path = host.removeprefix("unix://") if host.startswith("unix://") else None
+    if not installed and (socket_path is None or not Path(socket_path).exists()):
+        return (
+            f"Docker is not installed (no 'docker' or 'dockerd' on PATH, nothing at {host}); "
+            "install it (e.g. 'sudo apt-get install docker.io') and start it"
+        )
+    return (
+        f"Docker daemon not running (cannot connect to {host}: {_one_line(reason)}); "
+        "start it (e.g. 'sudo systemctl start docker' or 'dockerd &')"
+    )
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost OS-level error behind a docker-py/requests exception chain."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        todo.extend(arg for arg in current.args if isinstance(arg, BaseException))
+        if current.__cause__ is not None:
+            todo.append(current.__cause__)
+        if current.__context__ is not None:
+            todo.append(current.__context__)
+    return exc
+
+
+def _one_line(reason: BaseException | str) -> str:
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    text = " ".join(str(reason).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def image_exists(client: docker.DockerClient, name: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def require_image(client: docker.DockerClient, name: str) -> None:
+    """SandboxError with the command that builds `name` when it is not present locally."""
+    if image_exists(client, name):
+        return
+    how = "fks image build" if name == DEFAULT_AGENT_IMAGE else f"fks image build --tag {name}"
+    raise SandboxError(f"Image {name!r} not found; build it with {how!r}")
+
+
+def pull_image(client: docker.DockerClient, name: str) -> None:
+    """Pull `name`, bounded by PULL_TIMEOUT_S of silence; SandboxError with the reason on failure."""
+    import docker
+
+    repository, tag = _split_tag(name)
+    saved_timeout = client.api.timeout  # docker-py's pull() takes no timeout of its own
+    client.api.timeout = PULL_TIMEOUT_S
+    try:
+        for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
+            if "error" in event:
+                raise SandboxError(f"cannot pull {name}: {_one_line(event['error'])}")
+    except docker.errors.APIError as exc:
+        detail = exc.explanation or str(exc)
+        raise SandboxError(f"cannot pull {name}: {_one_line(detail)}") from None
+    except (docker.errors.DockerException, OSError) as exc:  # timeouts, dropped connections
+        raise SandboxError(f"cannot pull {name}: {_one_line(_root_cause(exc))}") from None
+    finally:
+        client.api.timeout = saved_timeout
+
+
+def _split_tag(name: str) -> tuple[str, str]:
+    repository, sep, tag = name.rpartition(":")
+    if not sep or "/" in tag:  # no tag, or the colon belongs to a registry port
+        return name, "latest"
+    return repository, tag
+
+
+# --- Which base ----------------------------------------------------------------------------
+
+
+def resolve_base_image(
+    requested: str | None,
+    *,
+    is_present: Callable[[str], bool],
+    pull: Callable[[str], None],
+    make_local_base: Callable[[], object],
+    say: Say = _say,
+) -> str:
+    """The base to build FROM: the requested/default one, pulled if missing; without an
+    explicit request, fall back to the locally made LOCAL_BASE_IMAGE when the pull fails."""
+    base = requested or DEFAULT_BASE_IMAGE
+    if is_present(base):
+        return base
+    try:
+        pull(base)
+    except SandboxError as exc:
+        if requested is not None:
+            raise SandboxError(
+                f"Base image {base!r} is not available locally and {exc}; pull or build it "
+                f"yourself, or omit --base-image to fall back to {LOCAL_BASE_IMAGE}"
+            ) from None
+        say(f"fks: {exc}; using the locally made base {LOCAL_BASE_IMAGE} instead")
+        if not is_present(LOCAL_BASE_IMAGE):
+            make_local_base()
+        return LOCAL_BASE_IMAGE
+    return base
+
+
+# --- The locally made base (debootstrap) ---------------------------------------------------
+
+
+def make_base_image(*, tag: str = LOCAL_BASE_IMAGE, force: bool = False, say: Say = _say) -> bool:
+    """debootstrap a minimal Debian and `docker import` it as `tag`; False if it already existed.
+
+    Needs root, the `docker` CLI and debootstrap (installed with apt-get when missing).
+    """
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        raise SandboxError("Cannot make the base image: no 'docker' CLI on PATH; install Docker")
+    if not force and _cli_image_exists(docker_cli, tag):
+        say(f"{tag} already exists; not remaking it (use --force to)")
+        return False
+    if os.geteuid() != 0:
+        raise SandboxError(
+            f"Making the local base image {tag} needs root (debootstrap); run "
+            "'sudo scripts/make-base-image' (or 'sudo python3 -m sandbox_runner.images make-base'), "
+            "or pass --base-image with an image you have"
+        )
+    debootstrap = _ensure_debootstrap(say)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fks-base-") as tmp, _unmounted_on_exit(Path(tmp)):
+        rootfs = Path(tmp) / "rootfs"
+        say(f"debootstrap --variant=minbase {DEBIAN_SUITE} into {rootfs} (about a minute)")
+        _run(
+            [
+                debootstrap,
+                "--variant=minbase",
+                "--include=git,ca-certificates",
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            what="debootstrap",
+        )
+        (rootfs / "etc/apt/sources.list").write_text(_BASE_SOURCES_LIST)
+        for leftover in [
+            *(rootfs / "var/cache/apt/archives").glob("*.deb"),
+            *(rootfs / "var/lib/apt/lists").glob("*_*"),
+        ]:
+            leftover.unlink()
+        say(f"docker import {rootfs} as {tag}")
+        changes = [arg for change in _BASE_IMPORT_CHANGES for arg in ("--change", change)]
+        with subprocess.Popen(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
+        ) as tar:
+            imported = subprocess.run(
+                [docker_cli, "import", *changes, "-", tag],
+                stdin=tar.stdout,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        if tar.returncode != 0 or imported.returncode != 0:
+            raise SandboxError(
+                f"docker import of {rootfs} failed (tar exit {tar.returncode}, docker exit "
+                f"{imported.returncode}): {_one_line(imported.stderr)}"
+            )
+    say(f"made {tag} in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def _cli_image_exists(docker_cli: str, name: str) -> bool:
+    result = subprocess.run(
+        [docker_cli, "image", "inspect", name], capture_output=True, text=True, check=False
+    )
+    if result.returncode == 0:
+        return True
+    if "no such image" in result.stderr.lower():
+        return False
+    raise SandboxError(
+        f"'docker image inspect {name}' failed: {_one_line(result.stderr)}; "
+        "is the Docker daemon running?"
+    )
+
+
+def _ensure_debootstrap(say: Say) -> str:
+    found = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    if found:
+        return found
+    if shutil.which("apt-get") is None:
+        raise SandboxError(
+            "Cannot make the local base image: debootstrap is not installed and there is no "
+            "apt-get to install it; install debootstrap or pass --base-image"
+        )
+    say("installing debootstrap with apt-get")
+    _run(["apt-get", "update", "-q"], what="apt-get update")
+    _run(
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap"],
+        what="apt-get install debootstrap",
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
+    found = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    if not found:
+        raise SandboxError("apt-get installed debootstrap but it is not on PATH or in /usr/sbin")
+    return found
+
+
+def _run(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None) -> None:
+    """Run with output passed through; SandboxError naming the command when it fails."""
+    result = subprocess.run(argv, env=env, check=False)
+    if result.returncode != 0:
+        raise SandboxError(f"{what} failed (exit {result.returncode}): {' '.join(argv)}")
+
+
+@contextlib.contextmanager
+def _unmounted_on_exit(root: Path) -> Iterator[None]:
+    """A failed debootstrap can leave proc/sys mounted in the target: unmount them before the
+    temporary directory is deleted, so the deletion never reaches into the host's."""
+    try:
+        yield
+    finally:
+        prefix = str(root.resolve()) + "/"
+        mounts = (
+            Path("/proc/mounts").read_text().splitlines() if Path("/proc/mounts").exists() else []
+        )
+        targets = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+        for target in sorted(targets, key=len, reverse=True):
+            subprocess.run(["umount", "-l", target], check=False)
+
+
+# --- Build context -------------------------------------------------------------------------
+
+
+def assemble_context(
+    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+) -> Path:
+    """Write the build context into `dest`: Dockerfile.agent, ca-certs/, fks/ (see the Dockerfile)."""
+    certs = [_checked_cert(path) for path in ca_certs]
+    dockerfile = package_dir / DOCKERFILE_NAME
+    if not dockerfile.is_file():
+        raise SandboxError(f"{dockerfile} is missing; reinstall fks (it ships the Dockerfile)")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(dockerfile, dest / DOCKERFILE_NAME)
+
+    cert_dir = dest / "ca-certs"
+    cert_dir.mkdir()
+    used: set[str] = set()
+    for cert in certs:
+        name = _unique_crt_name(cert, used)
+        shutil.copyfile(cert, cert_dir / name)
+
+    requirements, project = _project_files()
+    source = dest / "fks"
+    shutil.copytree(
+        package_dir,
+        source / "sandbox_runner",
+        ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"),
+    )
+    (source / "requirements.txt").write_text(requirements)
+    (source / "pyproject.toml").write_text(project)
+    return dest
+
+
+def _checked_cert(path: Path) -> Path:
+    if not path.is_file():
+        raise SandboxError(
+            f"CA certificate {path} not found; pass an existing PEM file to --ca-cert"
+        )
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise SandboxError(f"CA certificate {path} cannot be read ({exc.strerror})") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise SandboxError(
+            f"CA certificate {path} is not a PEM certificate (no '-----BEGIN CERTIFICATE-----'); "
+            "convert it with 'openssl x509 -in FILE -out FILE.crt'"
+        )
+    return path
+
+
+def _unique_crt_name(cert: Path, used: set[str]) -> str:
+    """update-ca-certificates only reads *.crt; keep names readable and distinct."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", cert.stem) or "ca"
+    name, n = f"{stem}.crt", 1
+    while name in used:
+        n += 1
+        name = f"{stem}-{n}.crt"
+    used.add(name)
+    return name
+
+
+def _project_files() -> tuple[str, str]:
+    """requirements.txt and a minimal pyproject.toml for the fks that is running.
+
+    Taken from the installed distribution's metadata, so a checkout (editable install) and a
+    wheel install give the same context.
+    """
+    try:
+        dist = importlib.metadata.distribution("fks")
+    except importlib.metadata.PackageNotFoundError:
+        raise SandboxError(
+            "fks is not installed as a package (no 'fks' metadata); install it with "
+            "'pip install -e .' in the checkout"
+        ) from None
+    dependencies = [req for req in dist.requires or [] if not re.search(r"\bextra\s*==", req)]
+    scripts = {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
+    # setuptools/wheel: the image installs fks with --no-build-isolation (no PyPI at that step).
+    requirements = "\n".join([*dependencies, "setuptools>=68", "wheel"]) + "\n"
+    lines = [
+        "[build-system]",
+        'requires = ["setuptools>=68"]',
+        'build-backend = "setuptools.build_meta"',
+        "",
+        "[project]",
+        'name = "fks"',
+        f"version = {json.dumps(dist.version)}",
+        f"requires-python = {json.dumps(str(dist.metadata.json.get('requires_python', '>=3.11')))}",
+        f"dependencies = {json.dumps(dependencies)}",
+        "",
+        "[project.scripts]",
+        *(f"{json.dumps(name)} = {json.dumps(value)}" for name, value in sorted(scripts.items())),
+        "",
+        "[tool.setuptools.packages.find]",
+        'include = ["sandbox_runner*"]',
+        "",
+        "[tool.setuptools.package-data]",
+        'sandbox_runner = ["**/*"]',
+        "",
+    ]
+    return requirements, "\n".join(lines)
+
+
+# --- Build -----------------------------------------------------------------------------------
+
+
+def build_agent_image(
+    *,
+    base_image: str | None,
+    ca_certs: Sequence[Path],
+    tag: str = DEFAULT_AGENT_IMAGE,
+    out: TextIO | None = None,
+) -> str:
+    """Build the agent image and return its id. Build output is streamed to `out` line by line."""
+    stream = out if out is not None else sys.stdout
+    with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
+        context = assemble_context(Path(tmp) / "context", ca_certs=ca_certs)
+        client = docker_client()
+        base = resolve_base_image(
+            base_image,
+            is_present=lambda name: image_exists(client, name),
+            pull=lambda name: pull_image(client, name),
+            make_local_base=make_base_image,
+            say=lambda line: print(line, file=stream, flush=True),
+        )
+        return build_context(client, context, base_image=base, tag=tag, out=stream)
+
+
+def build_context(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    base_image: str,
+    tag: str,
+    out: TextIO,
+    buildargs: dict[str, str] | None = None,
+) -> str:
+    """`docker build` an assembled context; SandboxError when a step fails."""
+    import docker
+
+    started = time.monotonic()
+    print(f"building {tag} from {base_image}", file=out, flush=True)
+    try:
+        events = client.api.build(
+            path=str(context),
+            dockerfile=DOCKERFILE_NAME,
+            tag=tag,
+            buildargs={"BASE_IMAGE": base_image, **(buildargs or {})},
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+            timeout=BUILD_READ_TIMEOUT_S,
+        )
+        for line in _build_lines(events, plain=not _isatty(out)):
+            print(line, file=out, flush=True)
+        image_id = _image_id(client, tag)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"docker build failed: {_one_line(exc.explanation or exc)}") from None
+    except (docker.errors.DockerException, OSError) as exc:  # a stalled step, a dying daemon
+        raise SandboxError(f"docker build failed: {_one_line(_root_cause(exc))}") from None
+    size_mb = client.images.get(tag).attrs.get("Size", 0) / 1e6
+    print(
+        f"built {tag} ({image_id[7:19]}, {size_mb:.0f} MB) in {time.monotonic() - started:.0f} s",
+        file=out,
+        flush=True,
+    )
+    return image_id
+
+
+def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[str]:
+    """Whole lines from docker's build events; the first error event ends it with SandboxError."""
+    pending = ""
+    for event in events:
+        if "error" in event:
+            if pending:
+                yield _plain(pending) if plain else pending
+            message = _one_line(event["error"])
+            raise SandboxError(
+                f"docker build failed: {message} (the build output above shows why; behind a "
+                "TLS-intercepting proxy pass its CA with --ca-cert)"
+            )
+        text = event.get("stream")
+        if text is None and "status" in event:  # FROM pulling a missing base, cache import
+            text = f"{event['status']} {event.get('progress', '')}".rstrip() + "\n"
+        if not text:
+            continue
+        pending += text
+        *complete, pending = pending.split("\n")
+        for line in complete:
+            yield _plain(line) if plain else line
+    if pending:
+        yield _plain(pending) if plain else pending
+
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _plain(line: str) -> str:
+    """What a terminal would finally show of `line`, minus escape sequences and controls."""
+    line = _ANSI.sub("", line)
+    redrawn = [part for part in line.split("\r") if part]
+    return _CONTROL.sub("", redrawn[-1] if redrawn else "")
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _image_id(client: docker.DockerClient, tag: str) -> str:
+    image_id: str = client.images.get(tag).id
+    return image_id
+
+
+# --- python -m sandbox_runner.images make-base ---------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "make-base" or not set(args[1:]) <= {"--force"}:
+        print("usage: python -m sandbox_runner.images make-base [--force]", file=sys.stderr)
+        return 2
+    try:
+        make_base_image(force="--force" in args)
+    except SandboxError as exc:
+        print(f"make-base-image: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
