@@ -1,0 +1,106 @@
+"""`fks init`: scaffold the Ralph defaults (ralph/, system-prompts/fk/, forge/chains.json).
+
+Existing files are never touched; the templates live in `sandbox_runner/templates/init/`.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.workspace import git_common_dir
+
+# In the order they are reported; each is also its path under templates/init/.
+FILES = (
+    "ralph/PLAN.md",
+    "ralph/SPECS.md",
+    "ralph/AGENTS.md",
+    "system-prompts/fk/planner.md",
+    "system-prompts/fk/builder.md",
+    "system-prompts/fk/reviewer.md",
+    "forge/chains.json",
+)
+CONFIG = "forge/chains.json"
+FK_AGENTS = ("fk:planner", "fk:builder", "fk:reviewer")
+FK_CHAINS = ("ralph", "plan", "build", "review")
+
+NEXT_STEPS = """\
+Next steps:
+  1. Write what to build in ralph/PLAN.md and the requirements in ralph/SPECS.md
+     (replace the examples and delete the fks-template comment at the top of each).
+  2. Put your setup, test and check commands in ralph/AGENTS.md.
+  3. Commit: git add ralph system-prompts forge && git commit -m "Add fks Ralph setup"
+  4. Run:    fks run --chain ralph --sandbox   (build the image once: fks image build)
+     or, without Docker: fks run --chain ralph"""
+
+
+def template(relative: str) -> Traversable:
+    """The packaged template for `relative` (a path from FILES)."""
+    node = resources.files("sandbox_runner") / "templates" / "init"
+    for part in relative.split("/"):
+        node = node / part
+    return node
+
+
+def run(*, cwd: Path | None) -> int:
+    if cwd is not None and not cwd.is_dir():
+        raise UsageError(f"--cwd {cwd}: not a directory")
+    project = (cwd or Path.cwd()).resolve()
+    for relative in FILES:
+        if _create(project, relative):
+            print(f"created {relative}")
+        else:
+            print(f"kept {relative} (exists)")
+            if relative == CONFIG:
+                _report_missing(project / CONFIG)
+    print()
+    if git_common_dir(project) is None:
+        print(f"{project} is not a git repository: run 'git init' first (the agents commit their work).")
+    print(NEXT_STEPS)
+    return EXIT_COMPLETE
+
+
+def _create(project: Path, relative: str) -> bool:
+    """Write the template unless something is already there; True when written."""
+    target = project / relative
+    if target.exists() or target.is_symlink():
+        return False
+    content = template(relative).read_bytes()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        # FileExistsError here means a parent is a file (e.g. a file named `ralph`).
+        raise FksError(f"cannot create {relative} in {project}: {exc.strerror}") from None
+    try:
+        # "x" mode: a file that appears meanwhile is kept, not overwritten.
+        with target.open("xb") as out:
+            out.write(content)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise FksError(f"cannot create {relative} in {project}: {exc.strerror}") from None
+    return True
+
+
+def _report_missing(config: Path) -> None:
+    """Say which fk agents and chains an existing config lacks; it is never merged."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        print(f"  {CONFIG} cannot be read as JSON; check it with 'fks validate'")
+        return
+    agents = data.get("agents") if isinstance(data, dict) else None
+    chains = data.get("chains") if isinstance(data, dict) else None
+    lacking = []
+    missing_agents = [n for n in FK_AGENTS if not isinstance(agents, dict) or n not in agents]
+    missing_chains = [n for n in FK_CHAINS if not isinstance(chains, dict) or n not in chains]
+    if missing_agents:
+        lacking.append(f"agent(s) {', '.join(missing_agents)}")
+    if missing_chains:
+        lacking.append(f"chain(s) {', '.join(missing_chains)}")
+    if lacking:
+        print(f"  it lacks {' and '.join(lacking)}. It was not changed; copy them")
+        print("  from the forge/chains.json that 'fks init --cwd <empty dir>' writes.")
