@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sandbox_runner.agents import AgentCommand, resolve_agent
 from sandbox_runner.config import AgentConfig, ChainPlan
@@ -317,22 +317,42 @@ def _run_step(
                 over_budget=(lambda: _over_budget(run.record, options)) if options.max_cost is not None else None,
                 after_iteration=prepared.after_iteration,
             )
-            outcome = StepLoop(ctx).run()
+            if _loop_finished(step_record):
+                # Resumed after the agent had finished but its work could not land (conflict,
+                # blocked merge): only try landing again.
+                outcome = StepOutcome(complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum)
+            else:
+                outcome = StepLoop(ctx).run()
             if prepared.land is not None:
                 outcome = prepared.land(outcome)
     except (Interrupted, KeyboardInterrupt):
-        step_record.status = "interrupted"
-        step_record.reason = "interrupted"
-        step_record.ended = now()
-        run.record.status = "interrupted"
-        run.record.reason = "interrupted"
-        run.record.failed_at = index
-        run.record.ended = now()
-        run.save()
+        _abort(run, step_record, index, "interrupted", "interrupted")
+        raise
+    except Exception as exc:
+        _abort(run, step_record, index, "failed", str(exc)[:500])
         raise
     _finish_step(run, step_record, outcome)
     reporter.step_ended(step.agent, outcome, step.loop)
     return outcome
+
+
+def _abort(run: ActiveRun, step_record: StepRecord, index: int, status: Literal["interrupted", "failed"], reason: str) -> None:
+    step_record.status = status
+    step_record.reason = reason
+    step_record.ended = now()
+    run.record.status = status
+    run.record.reason = reason
+    run.record.failed_at = index
+    run.record.ended = now()
+    run.save()
+
+
+def _loop_finished(record: StepRecord) -> bool:
+    counted = [it for it in record.iterations if it.counted]
+    if not counted or record.reason not in ("merge_conflict", "merge_blocked"):
+        return False
+    last = counted[-1]
+    return last.marker or (not record.loop and last.reason == "once")
 
 
 def _finish_step(run: ActiveRun, step_record: StepRecord, outcome: StepOutcome) -> None:

@@ -22,8 +22,8 @@ There is no human watching this session and nobody will answer questions.
 - Your context is fresh every iteration. Keep all state in files and in git: read the
   current state first, then do the next piece of work.
 - Commit your work with git, with clear messages, before you finish.
-- When the work this iteration asks for is done, print {MARKER} on a line of its own.
-  Only print it when the work is really done: without it, you will be started again.
+- {MARKER} on a line of its own means "this step's whole job is finished". Print it only
+  then. If work remains, just stop: you will be started again with a fresh context.
 
 """
 

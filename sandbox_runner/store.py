@@ -156,6 +156,13 @@ def forge_dir(project: Path) -> Path:
     return project / FORGE_DIR
 
 
+def project_root(cwd: Path) -> Path:
+    """Where `.forge/` lives: the git work tree's top, else `cwd` itself."""
+    from sandbox_runner.progress import git_toplevel
+
+    return git_toplevel(cwd) or cwd
+
+
 def new_run_id() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 

@@ -231,6 +231,8 @@ class RunWorktree:
             else:
                 git(self.repo.top, *_NO_REFLOG, "worktree", "add", "-q", str(self.path), branch)
             return self.path
+        if start is None and current_branch(self.path) == branch:
+            return self.path  # resuming the interrupted step: keep its work tree as it was left
         # Recycle: a fresh workspace is the new branch's tree and nothing else.
         git(self.path, "reset", "-q", "--hard")
         git(self.path, "clean", "-q", "-ffdx")

@@ -43,7 +43,7 @@ from sandbox_runner.masking import secrets_from_env
 from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
 from sandbox_runner.prompts import PromptSource
 from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.store import RunOptions, RunRecord, RunStore, StepRecord, new_run_id, now
+from sandbox_runner.store import RunOptions, RunRecord, RunStore, StepRecord, new_run_id, now, project_root
 
 if TYPE_CHECKING:
     from sandbox_runner.lock import RunLock
@@ -123,7 +123,7 @@ def run(
 
     backend.preflight(planned.plan.steps)
     reporter = _reporter(json_output=json_output, verbose=verbose)
-    store = RunStore(_project_root(workdir))
+    store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
     with signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
         if record is None:
@@ -236,12 +236,6 @@ def _backend(planned: Planned) -> Backend:
     return LocalBackend(cwd=planned.cwd, agents=planned.agents)
 
 
-def _project_root(workdir: Path) -> Path:
-    from sandbox_runner.progress import git_toplevel
-
-    return git_toplevel(workdir) or workdir
-
-
 def _keep_forge_out_of_git(project: Path) -> None:
     from sandbox_runner.workspace import exclude_forge_dir
 
@@ -265,6 +259,10 @@ def _new_record(planned: Planned) -> RunRecord:
 def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
+    if not verbose and out.isatty():
+        from sandbox_runner.live import LiveReporter
+
+        return LiveReporter(out=out)
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose)
 
 

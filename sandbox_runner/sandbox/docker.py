@@ -103,6 +103,8 @@ class DockerExecution:
         self._timed_out = False
         self._chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(_QUEUE_CHUNKS)
         self._stream: Any = None
+        self._stderr_head = b""
+        self.argv0 = ""
 
     @property
     def id(self) -> str:
@@ -122,6 +124,8 @@ class DockerExecution:
                 if out:
                     self._chunks.put(("stdout", out))
                 if err:
+                    if len(self._stderr_head) < 1024:
+                        self._stderr_head += err[:1024]
                     self._chunks.put(("stderr", err))
         except Exception as exc:  # surfaced to the reading thread
             self._chunks.put(exc)
@@ -168,8 +172,15 @@ class DockerExecution:
 
     def wait(self) -> ExecResult:
         status = with_retries("wait", lambda: self._container.wait())
+        code = int(status.get("StatusCode", -1))
+        if code == 127 and b"[FATAL tini" in self._stderr_head and b"exec " in self._stderr_head:
+            # The init process could not exec the agent: it is not in the image.
+            raise AgentNotFoundError(
+                f"Agent '{self.argv0}' not found in the image (not on its PATH, or not in the workspace); "
+                "install it in the image or give a path in the repository"
+            )
         return ExecResult(
-            exit_code=int(status.get("StatusCode", -1)),
+            exit_code=code,
             timed_out=self._timed_out,
             container_id=self.id,
         )
@@ -250,6 +261,7 @@ class DockerSandbox:
         except docker.errors.APIError as exc:
             raise SandboxError(f"Docker could not create the container: {exc.explanation or exc}") from None
         execution = DockerExecution(self._client, container, spec.timeout)
+        execution.argv0 = spec.argv[0]
         try:
             execution.attach()
             try:
@@ -258,8 +270,8 @@ class DockerSandbox:
                 text = str(exc.explanation or exc)
                 if _is_missing_executable(text.lower()):
                     raise AgentNotFoundError(
-                        f"Agent '{spec.argv[0]}' not found in the image '{self._settings.image}' "
-                        "(not on its PATH, or not in the workspace); install it in the image or give a path in the repository"
+                        f"Agent '{spec.argv[0]}' not found in the image (not on its PATH, or not in the workspace); "
+                        "install it in the image or give a path in the repository"
                     ) from None
                 raise SandboxError(f"Docker could not start the container: {text}") from None
             yield execution

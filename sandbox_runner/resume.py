@@ -1,0 +1,60 @@
+"""`fks run --resume RUN`: continue an interrupted or incomplete run from its first unfinished
+step, on that step's branch, counting the iterations it already used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox_runner.errors import LockedError, UsageError
+from sandbox_runner.store import RunRecord, RunStore, project_root
+
+if TYPE_CHECKING:
+    from sandbox_runner.commands.run import Planned
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Resumed:
+    planned: Planned
+    record: RunRecord
+
+
+def plan_resume(ref: str, *, cwd: Path, targets: Sequence[str], chain: str | None, more: int) -> Resumed:
+    """Load run `ref` and re-plan it exactly as it was started."""
+    from sandbox_runner.commands.run import plan_run
+
+    if targets or chain:
+        raise UsageError("--resume continues a run as it was started: give no DSL, --chain or VAR=value")
+    store = RunStore(project_root(cwd))
+    record = store.load(store.resolve(ref))
+    if record.status == "complete":
+        raise UsageError(f"run {record.id} is complete; there is nothing to resume")
+    if record.status == "running" and pid_alive(record.pid) and record.pid != os.getpid():
+        raise LockedError(f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first")
+    planned = plan_run(record.options, Path(record.cwd))
+    agents = [s.agent for s in planned.plan.steps]
+    if agents != [s.agent for s in record.steps]:
+        raise UsageError(
+            f"the chain changed since run {record.id} started ({' -> '.join(s.agent for s in record.steps)} "
+            f"then, {' -> '.join(agents)} now); start a new run instead"
+        )
+    for step in record.steps:
+        if step.status != "complete":
+            step.status = "pending"
+            step.iterations_max = next(s.iterations for s in planned.plan.steps if s.agent == step.agent) + more
+            break
+    return Resumed(planned=planned, record=record)

@@ -1,0 +1,379 @@
+"""`fks run --sandbox` against the real Docker engine: containers, worktrees, merge-back, safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from helpers import Result, fks, git, init_repo, write_config
+
+pytestmark = pytest.mark.docker
+
+COMMIT_AGENT = """#!/bin/sh
+# Commits one file per iteration; prints the marker on iteration ${MARK_AT:-2}.
+n=$(ls work-*.txt 2>/dev/null | wc -l); n=$((n+1))
+echo "iteration $n as $(id -u):$(id -g) in $(pwd)"
+echo "work $n" > work-$n.txt
+git add work-$n.txt && git commit -qm "agent: work $n"
+if [ "$n" -ge "${MARK_AT:-2}" ]; then echo FORKHESTRA_COMPLETE; fi
+"""
+
+
+def containers(run_id: str | None = None) -> list[str]:
+    label = f"fks.run={run_id}" if run_id else "fks.run"
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()
+
+
+def record(repo: Path) -> dict:
+    runs = sorted((repo / ".forge" / "runs").iterdir())
+    return json.loads((runs[-1] / "run.json").read_text())
+
+
+def configure(repo: Path, data: dict) -> None:
+    """Commit a forge/chains.json; MARK_AT always passes through to the container."""
+    sandbox_cfg = data.setdefault("sandbox", {})
+    sandbox_cfg.setdefault("env", []).append("MARK_AT")
+    write_config(repo, data)
+    git(repo, "add", "forge")
+    git(repo, "commit", "-qm", "config")
+
+
+def add_script(repo: Path, name: str, body: str, commit: bool = True) -> None:
+    path = repo / "scripts" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(body)
+    path.chmod(0o755)
+    if commit:
+        git(repo, "add", str(path))
+        git(repo, "commit", "-qm", f"add {name}")
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    add_script(path, "commit.sh", COMMIT_AGENT)
+    configure(path, {})
+    monkeypatch.chdir(path)
+    return path
+
+
+def sandbox(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> Result:
+    return fks("run", *args, "--sandbox", env=env, timeout=timeout)
+
+
+def branches(repo: Path) -> list[str]:
+    return git(repo, "branch", "--format=%(refname:short)").split()
+
+
+def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
+    res = sandbox("./scripts/commit.sh:3")
+    assert res.code == 0, res.output
+    assert "[fks] Iteration 2/3" in res.stdout and "Iteration 3/3" not in res.stdout
+    assert "[fks] Complete after 2 iterations" in res.stdout
+    log = git(repo, "log", "--format=%s", "main")
+    assert log.splitlines()[:2] == ["agent: work 2", "agent: work 1"]
+    assert (repo / "work-1.txt").read_text() == "work 1\n"  # the user's checkout shows the result
+    rec = record(repo)
+    step = rec["steps"][0]
+    assert step["branch"] in branches(repo)
+    assert step["merged"] is True and step["merge_commit"] == git(repo, "rev-parse", "main")
+    assert git(repo, "rev-parse", step["branch"]) == git(repo, "rev-parse", "main")  # fast-forward
+    assert not Path(rec["steps"][0]["repo"], ".forge", "worktrees", rec["id"]).exists()
+    assert git(repo, "worktree", "list").count("\n") == 0  # only the main work tree
+    assert containers(rec["id"]) == []
+    assert all(it["container_id"] for it in step["iterations"])
+    assert git(repo, "status", "--porcelain") == ""  # .forge/ is kept out of git
+
+
+def test_two_steps_second_sees_first(repo: Path) -> None:
+    add_script(repo, "check.sh", "#!/bin/sh\ncat work-1.txt && ls work-*.txt | wc -l > count.txt && git add count.txt && git commit -qm counted\n")
+    res = sandbox("./scripts/commit.sh:2 -> ./scripts/check.sh", env={"MARK_AT": "1"})
+    assert res.code == 0, res.output
+    assert "work 1" in res.stdout
+    assert (repo / "count.txt").read_text().strip() == "1"
+    assert git(repo, "log", "-1", "--format=%s", "main") == "counted"
+    rec = record(repo)
+    assert [s["merged"] for s in rec["steps"]] == [True, True]
+    assert rec["steps"][1]["branch"].endswith("/2-check.sh")
+
+
+def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
+    before = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/commit.sh:2", env={"MARK_AT": "9"})
+    assert res.code == 1, res.output
+    assert git(repo, "rev-parse", "main") == before
+    rec = record(repo)
+    step = rec["steps"][0]
+    assert step["merged"] is False and step["reason"] == "max_iterations"
+    assert git(repo, "log", "--format=%s", f"main..{step['branch']}").splitlines() == ["agent: work 2", "agent: work 1"]
+    assert f"Branch kept for review: {step['branch']}" in res.stdout
+    assert f"log --stat main..{step['branch']}" in res.stdout
+    assert not Path(repo, ".forge", "worktrees", rec["id"]).exists()  # worktree removed, branch kept
+    assert containers(rec["id"]) == []
+
+
+def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
+    add_script(repo, "messy.sh", "#!/bin/sh\necho draft > notes.txt\nmkdir -p src && echo code > src/new.py\necho FORKHESTRA_COMPLETE\n")
+    res = sandbox("./scripts/messy.sh:2")
+    assert res.code == 0, res.output
+    assert "left uncommitted" in res.stdout
+    subject = git(repo, "log", "-1", "--format=%s", "main")
+    assert subject.startswith("fks: commit what ./scripts/messy.sh left uncommitted")
+    assert set(git(repo, "show", "--name-only", "--format=", "main").split()) == {"notes.txt", "src/new.py"}
+    assert (repo / "src" / "new.py").read_text() == "code\n"
+
+
+def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    add_script(
+        repo,
+        "conflict.sh",
+        f"#!/bin/sh\necho agent > README.md\ngit commit -qam 'agent edits README'\n"
+        f"while [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n",
+    )
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/conflict.sh:2", "--sandbox"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not containers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (repo / "README.md").write_text("user\n")
+        git(repo, "commit", "-qam", "user edits README")  # the user's own work during the run
+        user_tip = git(repo, "rev-parse", "main")
+        (flags / "go").touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    assert git(repo, "rev-parse", "main") == user_tip  # base untouched
+    assert (repo / "README.md").read_text() == "user\n"
+    assert git(repo, "status", "--porcelain") == ""
+    step = record(repo)["steps"][0]
+    assert step["reason"] == "merge_conflict" and step["conflicts"] == ["README.md"]
+    assert step["branch"] in out and "README.md" in out
+    assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "agent edits README"
+
+
+def test_merge_commit_builds_on_user_commits(repo: Path, tmp_path: Path) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    add_script(repo, "slow.sh", f"#!/bin/sh\necho a > agent.txt\ngit add agent.txt && git commit -qm agent\nwhile [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n")
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/slow.sh:2", "--sandbox"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not containers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        (repo / "user.txt").write_text("mine\n")
+        git(repo, "add", "user.txt")
+        git(repo, "commit", "-qm", "user work")
+        user_tip = git(repo, "rev-parse", "main")
+        (flags / "go").touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    parents = git(repo, "log", "-1", "--format=%P", "main").split()
+    assert len(parents) == 2 and parents[0] == user_tip  # never undone, built upon
+    assert (repo / "user.txt").exists() and (repo / "agent.txt").exists()
+    assert "merge commit" in out
+
+
+def test_untracked_file_blocks_merge_back_with_clear_message(repo: Path) -> None:
+    add_script(repo, "creates.sh", "#!/bin/sh\necho agent > new.txt\ngit add new.txt && git commit -qm 'agent new.txt'\necho FORKHESTRA_COMPLETE\n")
+    (repo / "new.txt").write_text("user's untracked work\n")
+    before = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/creates.sh:2")
+    assert res.code == 1, res.output
+    assert (repo / "new.txt").read_text() == "user's untracked work\n"
+    assert git(repo, "rev-parse", "main") == before
+    assert "new.txt" in res.stdout and "untracked" in res.stdout
+    step = record(repo)["steps"][0]
+    assert step["reason"] == "merge_blocked" and step["branch"] in branches(repo)
+
+
+def test_dirty_tracked_files_refuse_to_start(repo: Path) -> None:
+    (repo / "README.md").write_text("local edit\n")
+    res = sandbox("./scripts/commit.sh:2")
+    assert res.code == 2
+    assert "uncommitted changes to tracked files" in res.stderr and "README.md" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert (repo / "README.md").read_text() == "local edit\n"
+    assert not (repo / ".forge" / "runs").exists()
+
+
+def test_ref_tampering_agent_cannot_move_other_refs(repo: Path) -> None:
+    git(repo, "tag", "v1")
+    main_before, tag_before = git(repo, "rev-parse", "main"), git(repo, "rev-parse", "v1")
+    add_script(
+        repo,
+        "tamper.sh",
+        "#!/bin/sh\necho x > x.txt && git add x.txt && git commit -qm 'own work'\n"
+        "git update-ref refs/heads/main HEAD 2>&1\n"
+        "git branch -f main HEAD 2>&1\n"
+        "git tag -d v1 2>&1\n"
+        "git tag -f v1 HEAD 2>&1\n"
+        "git update-ref -d refs/heads/main 2>&1\n"
+        "git branch evil HEAD 2>&1\n"
+        "git reset -q --hard HEAD~1 && git reset -q --hard HEAD@{1} 2>/dev/null; true\n",
+    )
+    main_before = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/tamper.sh:1")
+    assert res.code == 1, res.output  # no marker: not merged
+    assert "Read-only file system" in res.stdout
+    assert git(repo, "rev-parse", "main") == main_before
+    assert git(repo, "rev-parse", "v1") == tag_before
+    step = record(repo)["steps"][0]
+    assert sorted(branches(repo)) == sorted(["main", step["branch"]])
+    assert git(repo, "log", "-1", "--format=%s", step["branch"]) in ("own work", "add tamper.sh")
+
+
+def test_timeout_kills_iteration(repo: Path) -> None:
+    add_script(repo, "sleepy.sh", "#!/bin/sh\necho started\nsleep 60\necho FORKHESTRA_COMPLETE\n")
+    configure(repo, {"sandbox": {"timeout": 2}})
+    started = time.monotonic()
+    res = sandbox("./scripts/sleepy.sh:1")
+    assert res.code == 1, res.output
+    assert time.monotonic() - started < 40
+    assert "timed out after 2s" in res.stdout
+    rec = record(repo)
+    assert rec["steps"][0]["iterations"][0]["reason"] == "timeout"
+    assert containers(rec["id"]) == []
+
+
+def test_ctrl_c_mid_iteration(repo: Path) -> None:
+    add_script(repo, "long.sh", "#!/bin/sh\necho working > partial.txt\ngit add partial.txt && git commit -qm partial\necho waiting\nsleep 120\n")
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/long.sh:3", "--sandbox"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        log_seen = False
+        while time.monotonic() < deadline and not log_seen:
+            time.sleep(0.2)
+            logs = list((repo / ".forge" / "runs").glob("*/01-*/001.log")) if (repo / ".forge" / "runs").exists() else []
+            log_seen = bool(logs) and "waiting" in logs[0].read_text()
+        assert log_seen
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    assert took < 15
+    rec = record(repo)
+    assert containers(rec["id"]) == []
+    step = rec["steps"][0]
+    assert step["status"] == "interrupted" and rec["status"] == "interrupted"
+    worktree = repo / ".forge" / "worktrees" / rec["id"]
+    assert worktree.is_dir() and (worktree / "partial.txt").exists()  # worktree kept
+    # the commit the agent made before the interrupt is on its branch
+    assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "partial"
+    assert "fks run --resume" in err
+
+
+def test_long_output_lines(repo: Path) -> None:
+    add_script(
+        repo,
+        "loud.py",
+        "#!/usr/bin/env python3\nimport sys\nsys.stdout.write('A' * 50000 + '\\n')\nsys.stdout.write('B' * 100000)\nsys.stdout.flush()\n"
+        "sys.stdout.write('\\nFORKHESTRA_COMPLETE\\n')\n",
+    )
+    res = sandbox("./scripts/loud.py:2")
+    assert res.code == 0, res.output[-2000:]
+    rec = record(repo)
+    log = (repo / ".forge" / "runs" / rec["id"] / rec["steps"][0]["iterations"][0]["log"]).read_text()
+    assert log == "A" * 50000 + "\n" + "B" * 100000 + "\nFORKHESTRA_COMPLETE\n"
+    assert ("A" * 50000 + "\n") in res.stdout
+
+
+def test_marker_in_long_line_does_not_count(repo: Path) -> None:
+    add_script(repo, "sneaky.py", "#!/usr/bin/env python3\nprint('x' * 40000 + 'FORKHESTRA_COMPLETE')\nprint('FORKHESTRA_COMPLETE' + 'y' * 30000)\n")
+    res = sandbox("./scripts/sneaky.py:1")
+    assert res.code == 1, res.output[-2000:]
+
+
+@pytest.fixture
+def other_user_repo() -> Iterator[tuple[Path, int]]:
+    """A repository owned by an unprivileged uid, in a directory that uid can reach."""
+    uid = 4242
+    top = Path(tempfile.mkdtemp(prefix="fks-owner-"))
+    top.chmod(0o755)
+    try:
+        repo = init_repo(top / "repo", {"README.md": "hi\n"})
+        add_script(repo, "commit.sh", COMMIT_AGENT)
+        (top / "home").mkdir()
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", str(top)], check=True)
+        yield repo, uid
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_files_stay_owned_by_the_user(other_user_repo: tuple[Path, int]) -> None:
+    repo, uid = other_user_repo
+    docker_gid = os.stat("/var/run/docker.sock").st_gid
+    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent / "home"), "MARK_AT": "1"}
+    done = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={docker_gid}", exe, "run", "./scripts/commit.sh:2", "--sandbox"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"iteration 1 as {uid}:{uid}" in done.stdout
+    objects = [p for p in (repo / ".git" / "objects").rglob("*") if p.is_file()]
+    assert objects and {p.stat().st_uid for p in objects} == {uid}
+    assert (repo / "work-1.txt").stat().st_uid == uid
+
+
+def test_docker_problems_are_one_line(repo: Path) -> None:
+    res = sandbox("./scripts/commit.sh:2", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert res.code == 2, res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
+    assert "Docker" in res.stderr
+    res = fks("run", "./scripts/commit.sh:2", "--sandbox", "--image", "fks-missing:nope")
+    assert res.code == 2
+    assert "fks image build" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> None:
+    res = sandbox("forge-tasks")  # installed in the agent image, not necessarily on the host
+    assert res.code == 0, res.output
+    res = sandbox("no-such-agent-in-image:2")
+    assert res.code == 2
+    assert "not found in the image" in res.stderr
+    assert containers() == []
+
+
+def test_host_path_outside_repo_is_refused(repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.sh"
+    outside.write_text("#!/bin/sh\necho hi\n")
+    outside.chmod(0o755)
+    res = sandbox(f"{outside}:1")
+    assert res.code == 2
+    assert str(outside) in res.stderr and "mounts" in res.stderr
+
+
+def test_not_a_git_repo(tmp_path: Path) -> None:
+    res = fks("run", "fake:1", "--sandbox", "--cwd", str(tmp_path))
+    assert res.code == 2
+    assert "needs a git repository" in res.stderr
