@@ -231,7 +231,8 @@ class StepLoop:
         argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
         spec = ExecSpec(tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels)
         monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
-        before = ctx.progress() if ctx.progress else None
+        probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
+        before = probe() if probe else None
         tap = _OutputTap(ctx, monitor, log_path)
         try:
             with tap, ctx.sandbox.start(spec) as execution:
@@ -247,8 +248,8 @@ class StepLoop:
             self._save()
             raise
         changed = None
-        if before is not None and ctx.progress is not None:
-            after = ctx.progress()
+        if before is not None and probe is not None:
+            after = probe()
             changed = None if after is None else after != before
         result = self._classify(number, started, exit_status, monitor, tap, changed)
         if ctx.after_iteration is not None:

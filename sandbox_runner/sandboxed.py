@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.agents import AgentCommand, parse_claude_agent_path, resolve_agent
-from sandbox_runner.chain import PreparedStep
+from sandbox_runner.backend import PreparedStep
 from sandbox_runner.config import AgentConfig, SandboxSettings
 from sandbox_runner.dsl import Step
 from sandbox_runner.errors import SandboxError, WorkspaceError

@@ -29,7 +29,8 @@ def now() -> datetime:
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    # Built on first use: `fks --help` and dry runs never pay for these schemas.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ClaudeStats(_Record):

@@ -233,13 +233,16 @@ class RunWorktree:
             return self.path
         if start is None and current_branch(self.path) == branch:
             return self.path  # resuming the interrupted step: keep its work tree as it was left
-        # Recycle: a fresh workspace is the new branch's tree and nothing else.
-        git(self.path, "reset", "-q", "--hard")
+        # Recycle: the previous step landed, so its tree is clean (leftovers were committed);
+        # a fresh workspace also drops ignored files. Switching branches then rewrites only the
+        # files that differ.
         git(self.path, "clean", "-q", "-ffdx")
-        if start is not None:
-            git(self.path, *_NO_REFLOG, "checkout", "-q", "--no-track", "-b", branch, start)
-        else:
-            git(self.path, *_NO_REFLOG, "checkout", "-q", branch)
+        switch = ["checkout", "-q", "--no-track", "-b", branch, start] if start is not None else ["checkout", "-q", branch]
+        try:
+            git(self.path, *_NO_REFLOG, *switch)
+        except GitError:
+            git(self.path, "reset", "-q", "--hard")
+            git(self.path, *_NO_REFLOG, *switch)
         return self.path
 
     def remove(self) -> None:

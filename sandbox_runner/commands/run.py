@@ -13,14 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.agents import AgentCommand
-from sandbox_runner.chain import (
-    Backend,
-    ChainOptions,
-    ChainResult,
-    LocalBackend,
-    run_chain,
-    step_prompt,
-)
+from sandbox_runner.backend import Backend, LocalBackend, step_prompt
 from sandbox_runner.config import (
     ChainPlan,
     ForgeConfig,
@@ -38,14 +31,22 @@ from sandbox_runner.errors import (
     Interrupted,
     UsageError,
 )
-from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 from sandbox_runner.masking import secrets_from_env
 from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
 from sandbox_runner.prompts import PromptSource
 from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.store import RunOptions, RunRecord, RunStore, StepRecord, new_run_id, now, project_root
+from sandbox_runner.store import (
+    RunOptions,
+    RunRecord,
+    RunStore,
+    StepRecord,
+    new_run_id,
+    now,
+    project_root,
+)
 
 if TYPE_CHECKING:
+    from sandbox_runner.chain import ChainOptions, ChainResult
     from sandbox_runner.lock import RunLock
 
 
@@ -115,11 +116,18 @@ def run(
     if max_cost is not None and max_cost <= 0:
         raise UsageError("--max-cost must be a positive amount of USD")
 
-    prompts = [step_prompt(s, planned.plan, planned.agents, _chain_options(planned)) for s in planned.plan.steps]
+    options = planned.options
+    prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
+    prompts = [
+        step_prompt(s, planned.plan, planned.agents, planned.cwd, options.prompt, prompt_file_opt)
+        for s in planned.plan.steps
+    ]
     backend = _backend(planned)
     commands = [backend.resolve(step) for step in planned.plan.steps]
     if dry_run:
         return _dry_run(planned, prompts, commands, backend, json_output)
+
+    from sandbox_runner.chain import run_chain
 
     backend.preflight(planned.plan.steps)
     reporter = _reporter(json_output=json_output, verbose=verbose)
@@ -190,6 +198,9 @@ def plan_run(options: RunOptions, workdir: Path) -> Planned:
 
 
 def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
+    from sandbox_runner.chain import ChainOptions
+    from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
+
     cfg, options = planned.config, planned.options
     limit = planned.plan.no_progress_limit
     if limit is None and cfg is not None:
@@ -309,11 +320,11 @@ def _dry_run(
     backend: Backend,
     json_output: bool,
 ) -> int:
-    chain_opts = _chain_options(planned)
+    global_args = planned.options.global_args
     steps: list[dict[str, Any]] = []
     for index, (step, prompt, command) in enumerate(zip(planned.plan.steps, prompts, commands, strict=True), start=1):
         text = prompt.read()
-        argv = command.argv([*chain_opts.global_args, *step.args], text)
+        argv = command.argv([*global_args, *step.args], text)
         steps.append(
             {
                 "index": index,
