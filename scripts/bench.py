@@ -180,7 +180,7 @@ def bench_output(work: Path, repeat: int) -> list[str]:
         start = time.perf_counter()
         proc = subprocess.Popen([FKS, "run", "loud", "--sandbox", "--", "-c", script], cwd=project, env=ENV,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
+        _, _status, usage = os.wait4(proc.pid, 0)
         t_fks_all.append(time.perf_counter() - start)
         rss.append(usage.ru_maxrss / 1024)
         name = f"fks-bench-logs-{os.getpid()}-{attempt}"
