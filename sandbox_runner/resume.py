@@ -53,6 +53,10 @@ def plan_resume(ref: str, *, cwd: Path, targets: Sequence[str], chain: str | Non
             f"then, {' -> '.join(agents)} now); start a new run instead"
         )
     for step in record.steps:
+        for iteration in step.iterations:
+            if iteration.ended is None:  # fks was killed during it: it used up an iteration
+                iteration.counted = True
+                iteration.reason = iteration.reason or "killed"
         if step.status != "complete":
             step.status = "pending"
             step.iterations_max = next(s.iterations for s in planned.plan.steps if s.agent == step.agent) + more

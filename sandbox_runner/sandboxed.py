@@ -42,6 +42,7 @@ from sandbox_runner.workspace import (
     open_repo,
     require_base,
     rev,
+    salvage_staging,
     step_branch,
 )
 
@@ -188,6 +189,8 @@ class SandboxBackend:
         workdir = path / relative
         settings = self.settings_for(step.agent)
         staging = Staging(repo, worktree, branch, repo.top / ".forge" / "sandbox" / run_id / str(index))
+        if resumed and staging.root.is_dir() and salvage_staging(repo, staging.root, branch) and self._reporter:
+            self._reporter.info(f"Kept the commits the killed run had not saved yet on {branch}")
         staging.prepare()
         if host_view.kind == "claude-agent":
             agent = replace(host_view, cwd=workdir, project=workdir)

@@ -354,6 +354,27 @@ class Staging:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def salvage_staging(repo: Repo, root: Path, branch: str) -> bool:
+    """Keep what a killed run's agent committed: move its objects in and advance its branch.
+
+    Only a fast-forward of the step branch is applied. Returns True when the branch moved.
+    """
+    _move_objects(root / "objects", repo.objects)
+    staged_file = root / "refs" / Path(branch).name
+    if not staged_file.is_file() or not branch_exists(repo, branch):
+        return False
+    staged = staged_file.read_text(encoding="utf-8").strip()
+    current = rev(repo, branch)
+    if not staged or staged == current:
+        return False
+    if not git_ok(repo.top, "cat-file", "-e", f"{staged}^{{commit}}"):
+        return False
+    if not git_ok(repo.top, "merge-base", "--is-ancestor", current, staged):
+        return False
+    git(repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{branch}", staged, current)
+    return True
+
+
 def _move_objects(source: Path, target: Path) -> None:
     """Move loose objects and packs written by the container into the real object store."""
     if not source.is_dir():

@@ -70,6 +70,22 @@ def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[Path]:
     return {r for r in repos if r.is_dir()}
 
 
+def _salvage(repo: Path, run_dir: Path, record: RunRecord | None) -> None:
+    """Before deleting a dead run's staging: keep the commits its agent made."""
+    from sandbox_runner.workspace import WorkspaceError, open_repo, salvage_staging
+
+    if record is None:
+        return
+    for step in record.steps:
+        staging = run_dir / str(step.index)
+        if step.branch and staging.is_dir() and step.repo and Path(step.repo) == repo:
+            try:
+                if salvage_staging(open_repo(repo), staging, step.branch):
+                    print(f"kept the last commits of {step.branch} (the run was killed before saving them)")
+            except WorkspaceError as exc:
+                print(f"warning: could not salvage {staging}: {exc}")
+
+
 def _clean_worktrees(project: Path, records: dict[str, RunRecord]) -> int:
     from sandbox_runner.workspace import git, git_common_dir
 
@@ -77,13 +93,15 @@ def _clean_worktrees(project: Path, records: dict[str, RunRecord]) -> int:
     for repo in _repos_of(project, records):
         if git_common_dir(repo) is None:
             continue
-        for kind in ("worktrees", "sandbox"):
+        for kind in ("sandbox", "worktrees"):
             folder = forge_dir(repo) / kind
             if not folder.is_dir():
                 continue
             for entry in sorted(folder.iterdir()):
                 if _running(records.get(entry.name)):
                     continue
+                if kind == "sandbox":
+                    _salvage(repo, entry, records.get(entry.name))
                 if kind == "worktrees":
                     git(repo, "worktree", "remove", "--force", str(entry), check=False)
                 if entry.exists():

@@ -270,7 +270,7 @@ def _new_record(planned: Planned) -> RunRecord:
 def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
-    if not verbose and out.isatty():
+    if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
         from sandbox_runner.live import LiveReporter
 
         return LiveReporter(out=out)

@@ -1,0 +1,256 @@
+"""Runs you can trust overnight: records, kill -9 then clean and resume, breakers, lock, masking."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import fks, git, init_repo, write_config
+
+
+def records(project: Path) -> list[dict]:
+    runs = project / ".forge" / "runs"
+    return [json.loads((d / "run.json").read_text()) for d in sorted(runs.iterdir())] if runs.exists() else []
+
+
+def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sandbox_runner", "run", *args],
+        cwd=project, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def wait_until(predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def script(project: Path, name: str, body: str) -> str:
+    path = project / name
+    path.write_text(body)
+    path.chmod(0o755)
+    return f"./{name}"
+
+
+# --- records -------------------------------------------------------------------------------------
+
+
+def test_records_after_success_and_failure(project: Path) -> None:
+    agent = script(project, "a.sh", "#!/bin/sh\necho out-line\necho err-line >&2\n[ -e done ] && echo FORKHESTRA_COMPLETE\ntouch done\n")
+    assert fks("run", f"{agent}:3").code == 0
+    assert fks("run", "fake:2", env={"FAKE_MARKER_AT": "0"}).code == 1
+    ok, failed = records(project)
+    assert ok["status"] == "complete" and ok["failed_at"] is None
+    (step,) = ok["steps"]
+    assert [it["marker"] for it in step["iterations"]] == [False, True]
+    assert [it["reason"] for it in step["iterations"]] == ["no_marker", "marker"]
+    first_log = project / ".forge" / "runs" / ok["id"] / step["iterations"][0]["log"]
+    assert "out-line" in first_log.read_text() and "err-line" in first_log.read_text()
+    assert all(it["started"] and it["ended"] and it["exit_code"] == 0 for it in step["iterations"])
+    assert failed["status"] == "incomplete" and failed["failed_at"] == 1
+    assert failed["steps"][0]["reason"] == "max_iterations"
+    assert failed["options"]["dsl"] == "fake:2"
+
+
+# --- kill -9, clean, resume ------------------------------------------------------------------------
+
+
+@pytest.mark.docker
+def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    agent = (
+        "#!/bin/sh\n"
+        "n=$(ls step-*.txt 2>/dev/null | wc -l); n=$((n+1))\n"
+        "echo \"before commit $n\"\n"
+        "echo $n > step-$n.txt && git add step-$n.txt && git commit -qm \"work $n\"\n"
+        "if [ $n -ge 2 ]; then echo FORKHESTRA_COMPLETE; exit 0; fi\n"
+        "echo 'sleeping now'\nsleep 300\n"
+    )
+    (repo / "agent.sh").write_text(agent)
+    (repo / "agent.sh").chmod(0o755)
+    write_config(repo, {"sandbox": {"timeout": 60}})  # a lost commit would make it sleep: fail, don't hang
+    git(repo, "add", "agent.sh", "forge")
+    git(repo, "commit", "-qm", "agent")
+    proc = start(repo, "./agent.sh:4", "--sandbox")
+    runs = repo / ".forge" / "runs"
+
+    def sleeping() -> bool:
+        logs = list(runs.glob("*/01-*/001.log")) if runs.exists() else []
+        return bool(logs) and "sleeping now" in logs[0].read_text()
+
+    wait_until(sleeping, what="the agent to be mid-iteration")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    (rec,) = records(repo)
+    run_id = rec["id"]
+    log = (runs / run_id / rec["steps"][0]["iterations"][0]["log"]).read_text()
+    assert "before commit 1" in log and "sleeping now" in log  # output up to the kill is on disk
+    assert rec["status"] == "running"  # nobody could write otherwise
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"], capture_output=True, text=True).stdout.split()
+    assert left, "the killed run's container is still there before clean"
+
+    assert fks("runs", cwd=repo).stdout.count("died") == 1
+    res = fks("clean", cwd=repo)
+    assert res.code == 0, res.output
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"], capture_output=True, text=True).stdout.split()
+    assert left == []
+    assert not (repo / ".forge" / "worktrees" / run_id).exists()
+    assert not (repo / ".forge" / "sandbox" / run_id).exists()
+    assert "worktrees" not in git(repo, "worktree", "list")
+    assert git(repo, "status", "--porcelain") == ""
+
+    res = fks("run", "--resume", "last", "--more", "1", cwd=repo, timeout=240)
+    assert res.code == 0, res.output
+    assert "(resumed)" in res.stdout
+    (rec,) = records(repo)  # the same record, appended to
+    assert rec["id"] == run_id and rec["status"] == "complete"
+    step = rec["steps"][0]
+    assert step["merged"] is True
+    numbers = [it["number"] for it in step["iterations"] if it["counted"]]
+    assert numbers == sorted(numbers) and numbers[0] == 1 and len(numbers) >= 2  # kept counting
+    assert (repo / "step-1.txt").exists()  # the commit made before the kill landed too
+    assert [it["number"] for it in step["iterations"]] == [1, 2]  # the killed iteration counted
+    assert step["iterations"][0]["reason"] == "killed"
+
+
+@pytest.mark.docker
+def test_resume_right_after_kill_9_keeps_unsaved_commits(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "agent.sh").write_text(
+        "#!/bin/sh\nif [ -e first.txt ]; then echo FORKHESTRA_COMPLETE; exit 0; fi\n"
+        "echo 1 > first.txt && git add first.txt && git commit -qm first\necho 'sleeping now'\nsleep 300\n"
+    )
+    (repo / "agent.sh").chmod(0o755)
+    write_config(repo, {"sandbox": {"timeout": 60}})
+    git(repo, "add", "agent.sh", "forge")
+    git(repo, "commit", "-qm", "agent")
+    proc = start(repo, "./agent.sh:3", "--sandbox")
+    runs = repo / ".forge" / "runs"
+    wait_until(lambda: any("sleeping now" in p.read_text() for p in runs.glob("*/01-*/001.log")), what="mid-iteration")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    subprocess.run(["docker", "rm", "-f", *subprocess.run(["docker", "ps", "-aq", "--filter", "label=fks.run"], capture_output=True, text=True).stdout.split()], capture_output=True)
+    res = fks("run", "--resume", "last", cwd=repo, timeout=240)
+    assert res.code == 0, res.output
+    assert "Kept the commits the killed run had not saved yet" in res.stdout
+    assert git(repo, "log", "--format=%s", "-3", "main").splitlines()[0] == "first"
+
+
+def test_resume_local_incomplete_run_with_more(project: Path) -> None:
+    res = fks("run", "fake:2", env={"FAKE_MARKER_AT": "4"})
+    assert res.code == 1
+    res = fks("run", "--resume", "last", env={"FAKE_MARKER_AT": "4"})
+    assert res.code == 1  # still at its maximum: no iteration left
+    assert "2/2 iterations" in res.stdout
+    res = fks("run", "--resume", "last", "--more", "3", env={"FAKE_MARKER_AT": "4"})
+    assert res.code == 0, res.output
+    assert "Iteration 3/5" in res.stdout and "Iteration 4/5" in res.stdout
+    (rec,) = records(project)
+    assert [it["number"] for it in rec["steps"][0]["iterations"]] == [1, 2, 3, 4]
+    res = fks("run", "--resume", "last")
+    assert res.code == 2 and "complete; there is nothing to resume" in res.stderr
+
+
+def test_resume_skips_finished_steps(project: Path) -> None:
+    res = fks("run", "planner -> builder:1", env={"FAKE_MARKER_AT": "0"})
+    assert res.code == 1
+    res = fks("run", "--resume", "last", "--more", "1", env={"FAKE_MARKER_AT": "0"})
+    assert res.code == 1
+    assert "Running: planner" not in res.stdout and "Starting: builder" in res.stdout
+
+
+def test_resume_refuses_changed_chain(project: Path) -> None:
+    write_config(project, {"chains": {"c": {"steps": [{"agent": "fake", "iterations": 1}]}}})
+    assert fks("run", "--chain", "c", env={"FAKE_MARKER_AT": "0"}).code == 1
+    write_config(project, {"chains": {"c": {"steps": [{"agent": "builder", "iterations": 1}]}}})
+    res = fks("run", "--resume", "last")
+    assert res.code == 2 and "the chain changed" in res.stderr
+
+
+# --- breakers ----------------------------------------------------------------------------------------
+
+
+def test_no_progress_breaker(tmp_path: Path, project: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    res = fks("run", "fake:10", cwd=repo, env={"FAKE_MARKER_AT": "0"})
+    assert res.code == 1
+    (rec,) = records(repo)
+    step = rec["steps"][0]
+    assert step["reason"] == "no_progress"
+    assert len(step["iterations"]) == 3
+    assert all(it["changed"] is False for it in step["iterations"])
+    assert "no_progress" in res.stdout
+
+
+def test_progress_keeps_the_loop_going(tmp_path: Path, project: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    res = fks("run", "fake:5", cwd=repo, env={"FAKE_MARKER_AT": "5", "FAKE_TOUCH": "1"})
+    assert res.code == 0, res.output
+    (rec,) = records(repo)
+    assert [it["changed"] for it in rec["steps"][0]["iterations"]] == [True] * 5
+
+
+def test_breaker_limit_is_configurable(tmp_path: Path, project: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    write_config(repo, {"noProgressLimit": 0, "chains": {"c": {"noProgressLimit": 5, "steps": [{"agent": "fake", "iterations": 9}]}}})
+    assert fks("run", "fake:4", cwd=repo, env={"FAKE_MARKER_AT": "0"}).code == 1
+    assert len(records(repo)[0]["steps"][0]["iterations"]) == 4  # 0 = never
+    assert fks("run", "--chain", "c", cwd=repo, env={"FAKE_MARKER_AT": "0"}).code == 1
+    assert len(records(repo)[1]["steps"][0]["iterations"]) == 5
+
+
+def test_repeated_error_breaker(project: Path) -> None:
+    res = fks("run", "fake:10", env={"FAKE_MARKER_AT": "0", "FAKE_EXIT": "3", "FAKE_STDERR": "fatal: same thing broke"})
+    assert res.code == 1
+    (rec,) = records(project)
+    step = rec["steps"][0]
+    assert step["reason"] == "repeated_error" and len(step["iterations"]) == 3
+    assert "repeated_error" in res.stdout
+
+
+# --- lock --------------------------------------------------------------------------------------------
+
+
+def test_second_run_on_same_base_fails_fast_and_stale_lock_is_reclaimed(tmp_path: Path, project: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    first = start(repo, "fake:3", env={"FAKE_MARKER_AT": "0", "FAKE_SLEEP": "60"})
+    try:
+        wait_until(lambda: bool(records(repo)) and records(repo)[0]["steps"][0]["iterations"], what="first run")
+        run_id = records(repo)[0]["id"]
+        started = time.monotonic()
+        res = fks("run", "fake:1", cwd=repo)
+        assert time.monotonic() - started < 10
+        assert res.code == 2
+        assert run_id in res.stderr and "already running" in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+        os.kill(first.pid, signal.SIGKILL)  # leaves a stale lock file behind
+        first.wait(timeout=10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    res = fks("run", "fake:1", cwd=repo)
+    assert res.code == 0, res.output
+    assert f"Reclaimed the lock of run {run_id}" in res.stdout
+
+
+# --- masking -----------------------------------------------------------------------------------------
+
+
+def test_secrets_are_masked_everywhere(project: Path) -> None:
+    secret = "sk-ant-api03-" + "q" * 40
+    agent = script(project, "leak.sh", "#!/bin/sh\necho \"key is $ANTHROPIC_API_KEY\"\necho \"again:$ANTHROPIC_API_KEY\" >&2\nexit 1\n")
+    res = fks("run", f"{agent}:1", "--json", env={"ANTHROPIC_API_KEY": secret})
+    assert secret not in res.stdout + res.stderr
+    assert "key is ********" in res.stderr  # agent output goes to stderr under --json
+    for path in (project / ".forge").rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
