@@ -1,0 +1,113 @@
+"""`fks review RUN`: what each step of a sandboxed run left on its branch, and how to land it."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
+from sandbox_runner.errors import EXIT_COMPLETE
+from sandbox_runner.store import RunRecord, StepRecord
+from sandbox_runner.workspace import GitError, checkout_of, git, git_ok, open_repo
+
+
+def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
+    """Print every step branch of the run: commits, diffstat, merged or not; `diff` adds the patch."""
+    store = open_store(cwd)
+    record = load_run(store, run_ref)
+    state = run_status(record)
+    _say(f"Run {record.id}: {record.label} ({state})")
+    if not any(step.branch for step in record.steps):
+        if record.options.sandbox:
+            _say("No step of this run got a branch (it stopped before the first step started).")
+        else:
+            _say(f"This run ran in place in {record.cwd}, without --sandbox: its steps made no branches to review.")
+            _say("Their commits are on the branch that was checked out there (see `git log`).")
+        _say(f"Steps and iterations: fks show {record.id}")
+        return EXIT_COMPLETE
+    for step in record.steps:
+        _say("")
+        _review_step(record, step, state, diff=diff)
+    return EXIT_COMPLETE
+
+
+def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: bool) -> None:
+    status = step_status(step, run_state)
+    if step.reason and step.reason != status:
+        status += f", {step.reason}"
+    _say(f"Step {step.index}: {step.agent} ({status})")
+    if not step.branch:
+        _say("  no branch (the step never started)")
+        return
+    repo = Path(step.repo or record.cwd)
+    base = step.base_branch or record.base_branch
+    _say(f"  branch:    {step.branch}")
+    _say(f"  repo:      {repo}")
+    _say(f"  base:      {base or '?'}")
+    if step.merged:
+        at = f" at {step.merge_commit[:12]}" if step.merge_commit else ""
+        _say(f"  merged:    yes, into {base or '?'}{at}")
+    else:
+        _say("  merged:    no")
+    if step.conflicts:
+        _say(f"  conflicts: {', '.join(step.conflicts)} (with {base or 'the base'} when fks tried to merge)")
+    if not repo.is_dir():
+        _say(f"  the repository {repo} no longer exists")
+        return
+    if not git_ok(repo, "show-ref", "--verify", "-q", f"refs/heads/{step.branch}"):
+        _say("  the branch no longer exists (deleted, e.g. by `fks clean --branches`)")
+        return
+    since = _start(repo, step, base)
+    if since is None:
+        _say("  (cannot tell where the step started: its start commit and base are gone)")
+        return
+    commits = git(repo, "log", "--oneline", "--no-decorate", f"{since}..{step.branch}")
+    _say(f"  commits since {since[:12]}:" if commits else f"  no commits since {since[:12]}")
+    for line in commits.splitlines():
+        _say(f"    {line}")
+    stat = git(repo, "diff", "--stat", since, step.branch)
+    if stat:
+        _say("  changes:")
+        for line in stat.splitlines():
+            _say(f"   {line}")
+    if not step.merged:
+        _landing_commands(repo, step.branch, base)
+    if diff and stat:
+        _say("")
+        color = ["--color=always"] if sys.stdout.isatty() else []
+        _say(git(repo, "diff", *color, since, step.branch))
+
+
+def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
+    """The commit the step's branch started from (or where it forked off its base)."""
+    if step.start_commit and git_ok(repo, "cat-file", "-e", f"{step.start_commit}^{{commit}}"):
+        return step.start_commit
+    if base is not None and step.branch is not None:
+        try:
+            return git(repo, "merge-base", base, step.branch)
+        except GitError:
+            return None
+    return None
+
+
+def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
+    quoted_branch = shlex.quote(branch)
+    where = shlex.quote(str(repo))
+    _say("  to land it:")
+    if base is None:
+        _say(f"    git -C {where} merge {quoted_branch}   # on the branch it should land on")
+    else:
+        checkout = checkout_of(open_repo(repo, what="fks review"), base)
+        if checkout is not None:
+            _say(f"    git -C {shlex.quote(str(checkout))} merge {quoted_branch}")
+        else:
+            _say(f"    git -C {where} switch {shlex.quote(base)} && git -C {where} merge {quoted_branch}")
+    _say("  to discard it:")
+    _say(f"    git -C {where} branch -D {quoted_branch}")
+
+
+def _say(text: str) -> None:
+    # git output is decoded with surrogateescape: write it back as the bytes git printed.
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape") + b"\n")
+    sys.stdout.buffer.flush()
