@@ -79,11 +79,11 @@ def _root(
 
 CwdOption = Annotated[
     Path | None,
-    typer.Option("--cwd", help="Project directory the agents work in (default: the current directory)."),
+    typer.Option("--cwd", metavar="DIR", help="Project directory the agents work in (default: the current directory)."),
 ]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="Config file (default: <cwd>/forge/chains.json)."),
+    typer.Option("--config", metavar="FILE", help="Config file (default: <cwd>/forge/chains.json)."),
 ]
 
 
@@ -103,21 +103,21 @@ def run_cmd(
         list[str] | None,
         typer.Argument(help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.", show_default=False),
     ] = None,
-    chain: Annotated[str | None, typer.Option("--chain", "-c", help="Run this chain from the config.")] = None,
+    chain: Annotated[str | None, typer.Option("--chain", "-c", metavar="NAME", help="Run this chain from the config.")] = None,
     cwd: CwdOption = None,
     config: ConfigOption = None,
-    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="Prompt for every step (overrides config prompts).")] = None,
-    prompt_file: Annotated[Path | None, typer.Option("--prompt-file", help="Read the prompt for every step from this file.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream all agent output, untruncated.")] = False,
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", metavar="TEXT", help="Prompt for every step (overrides config prompts).")] = None,
+    prompt_file: Annotated[Path | None, typer.Option("--prompt-file", metavar="FILE", help="Read the prompt for every step from this file (relative to --cwd).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream all agent output line by line (no live view on a terminal).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the chain result as JSON on stdout (progress goes to stderr).")] = False,
     sandbox: Annotated[bool, typer.Option("--sandbox", help="Run every step in a Docker container on its own git worktree.")] = False,
-    base: Annotated[str | None, typer.Option("--base", help="Branch the sandboxed steps start from and merge into (default: the current branch).")] = None,
-    image: Annotated[str | None, typer.Option("--image", help="Agent image for --sandbox (default: config, else fks-agent:latest).")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Stop the chain cleanly once the run has spent this many USD.")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", help="Write a JUnit XML report here (each step a test case).")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.")] = None,
-    more: Annotated[int, typer.Option("--more", min=0, help="With --resume: allow N iterations beyond the step's maximum.")] = 0,
+    base: Annotated[str | None, typer.Option("--base", metavar="BRANCH", help="Branch the sandboxed steps start from and merge into (default: the current branch).")] = None,
+    image: Annotated[str | None, typer.Option("--image", metavar="IMAGE", help="Agent image for --sandbox (default: config, else fks-agent:latest).")] = None,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", metavar="USD", help="Stop the chain cleanly once the run has spent this many USD.")] = None,
+    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write a JUnit XML report here (each step a test case).")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", metavar="RUN", help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.")] = None,
+    more: Annotated[int, typer.Option("--more", min=0, metavar="N", help="With --resume: allow N iterations beyond the step's maximum.")] = 0,
 ) -> int:
     from sandbox_runner.commands import run as run_command
 

@@ -231,8 +231,9 @@ class RunStore:
         ids = self.ids()
         if not ids:
             raise UsageError(f"no runs recorded in {self.root}")
-        if ref == "last":
-            return ids[-1]
+        if ref == "last":  # the newest by start time (ids only have one-second resolution)
+            newest = max(self.records(), key=lambda r: (r.started, r.id), default=None)
+            return newest.id if newest is not None else ids[-1]
         if ref in ids:
             return ref
         matches = [i for i in ids if i.startswith(ref)]

@@ -56,6 +56,7 @@ def fks(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
+        errors="replace",
         timeout=timeout,
         check=False,
     )

@@ -103,7 +103,7 @@ def test_external_without_md_file_uses_path_name(tmp_path: Path, monkeypatch: py
 
 
 def test_external_missing_project(tmp_path: Path) -> None:
-    with pytest.raises(AgentNotFoundError, match="project directory .*gone does not exist"):
+    with pytest.raises(AgentNotFoundError, match=r"project directory .*gone does not exist"):
         resolve_agent(str(tmp_path / "gone/.claude/agents/x"), agents={}, cwd=tmp_path)
 
 

@@ -4,11 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import write_config
 
 from sandbox_runner.config import chain_plan, load_config, parse_vars
 from sandbox_runner.errors import ConfigError, UsageError
-
-from helpers import write_config
 
 
 def load(project: Path, data: object) -> object:
@@ -21,7 +20,7 @@ def load(project: Path, data: object) -> object:
 def test_missing_file_is_fine_unless_required(tmp_path: Path) -> None:
     path = tmp_path / "forge" / "chains.json"
     assert load_config(path, cwd=tmp_path, required=False) is None
-    with pytest.raises(ConfigError, match="not found.*fks init"):
+    with pytest.raises(ConfigError, match=r"not found.*fks init"):
         load_config(path, cwd=tmp_path, required=True)
 
 
@@ -64,7 +63,7 @@ def test_missing_system_prompt_fails_at_load(tmp_path: Path) -> None:
 
 
 def test_missing_prompt_file_fails_at_load(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="promptFile references 'nope.md' which does not exist"):
+    with pytest.raises(ConfigError, match=r"promptFile references 'nope\.md' which does not exist"):
         load(tmp_path, {"chains": {"c": {"steps": [{"agent": "a", "promptFile": "nope.md"}]}}})
 
 

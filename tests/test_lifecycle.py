@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import fks, git, init_repo, write_config
 
 

@@ -387,7 +387,7 @@ def test_ctrl_c_in_a_terminal(tmux: Tmux, chatty: Path) -> None:
     tmux("send-keys", "C-c")
     screen = tmux.wait_for(lambda s: "[exit " in s)
     assert "[exit 130]" in screen
-    assert "[fks] Interrupted (SIGINT); run " in screen
+    assert "[fks] Interrupted (SIGINT); continue with: fks run --resume " in screen
     assert_clean_screen(tmux, screen)
 
 

@@ -52,7 +52,7 @@ def test_files_are_reread_every_time(files: Path) -> None:
 
 
 def test_missing_file_and_both_cli_options(files: Path) -> None:
-    with pytest.raises(ConfigError, match="nope.md"):
+    with pytest.raises(ConfigError, match=r"nope\.md"):
         resolve_prompt(cwd=files, cli_prompt=None, cli_prompt_file=Path("nope.md"), levels=levels())
     with pytest.raises(UsageError, match="either --prompt or --prompt-file"):
         resolve_prompt(cwd=files, cli_prompt="x", cli_prompt_file=Path("cli.md"), levels=levels())

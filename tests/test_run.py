@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import calls, fks, write_config
 
 

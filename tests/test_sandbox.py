@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from helpers import Result, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
@@ -331,7 +330,7 @@ def other_user_repo() -> Iterator[tuple[Path, int]]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 def test_files_stay_owned_by_the_user(other_user_repo: tuple[Path, int]) -> None:
     repo, uid = other_user_repo
-    docker_gid = os.stat("/var/run/docker.sock").st_gid
+    docker_gid = Path("/var/run/docker.sock").stat().st_gid
     exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
     env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent / "home"), "MARK_AT": "1"}
     done = subprocess.run(

@@ -21,7 +21,7 @@ def alive(pid: int) -> bool:
         return False
     # A zombie is dead for our purposes.
     try:
-        with open(f"/proc/{pid}/stat") as stat:
+        with Path(f"/proc/{pid}/stat").open() as stat:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False

@@ -72,7 +72,8 @@ def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[Path]:
 
 def _salvage(repo: Path, run_dir: Path, record: RunRecord | None) -> None:
     """Before deleting a dead run's staging: keep the commits its agent made."""
-    from sandbox_runner.workspace import WorkspaceError, open_repo, salvage_staging
+    from sandbox_runner.errors import WorkspaceError
+    from sandbox_runner.workspace import open_repo, salvage_staging
 
     if record is None:
         return

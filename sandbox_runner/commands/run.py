@@ -155,26 +155,28 @@ def run(
                     run=active,
                     options=_chain_options(planned, more=more),
                 )
-        except Interrupted as exc:
+        except (Interrupted, KeyboardInterrupt) as exc:
             reporter.close()
-            print(f"{PREFIX} Interrupted ({exc.signal_name}); run {active.record.id} can be continued with: fks run --resume {active.record.id}", file=sys.stderr)
+            signal_name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+            run_id = active.record.id
+            print(f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {run_id}", file=sys.stderr)
             _after_interrupt(backend, active.record)
-            return EXIT_INTERRUPTED
-        except KeyboardInterrupt:
-            reporter.close()
-            print(f"{PREFIX} Interrupted; continue with: fks run --resume {active.record.id}", file=sys.stderr)
-            _after_interrupt(backend, active.record)
+            _write_junit(junit, active.record)
             return EXIT_INTERRUPTED
         finally:
             reporter.close()
     _summary(result, backend, reporter)
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
-    if junit is not None:
+    _write_junit(junit, active.record)
+    return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
+
+
+def _write_junit(path: Path | None, record: RunRecord) -> None:
+    if path is not None:
         from sandbox_runner.junit import write_junit
 
-        write_junit(junit, active.record)
-    return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
+        write_junit(path, record)
 
 
 def _workdir(cwd: Path | None) -> Path:
@@ -253,13 +255,24 @@ def _keep_forge_out_of_git(project: Path) -> None:
     exclude_forge_dir(project)
 
 
+def _masked_options(planned: Planned) -> RunOptions:
+    """The options as recorded: credential values that appear in them are masked."""
+    from sandbox_runner.masking import Masker
+
+    masker = Masker(_chain_options(planned).secrets)
+    if not masker:
+        return planned.options
+    raw = planned.options.model_dump_json()
+    return RunOptions.model_validate_json(masker.mask_text(raw))
+
+
 def _new_record(planned: Planned) -> RunRecord:
     return RunRecord(
         id=new_run_id(),
         started=now(),
         pid=os.getpid(),
         cwd=str(planned.cwd),
-        options=planned.options,
+        options=_masked_options(planned),
         steps=[
             StepRecord(index=i, agent=s.agent, iterations_max=s.iterations, loop=s.loop)
             for i, s in enumerate(planned.plan.steps, start=1)
