@@ -20,7 +20,7 @@ from typing import Literal
 
 from sandbox_runner.config import AgentConfig
 from sandbox_runner.errors import AgentNotFoundError, ConfigError
-from sandbox_runner.prompts import MODE_AWARENESS
+from sandbox_runner.prompts import MODE_AWARENESS, NO_PROMPT_TEXT
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
@@ -100,7 +100,7 @@ class AgentCommand:
         argv = [self.program]
         if self.kind == "claude-agent":
             argv += ["--agent", self.claude_agent or ""]
-        argv += ["-p", prompt or "", "--output-format", "stream-json", "--verbose"]
+        argv += ["-p", prompt or NO_PROMPT_TEXT, "--output-format", "stream-json", "--verbose"]
         argv += ["--dangerously-skip-permissions", "--append-system-prompt", self._system_prompt()]
         if self.kind == "claude":
             argv += self._config_flags()

@@ -12,6 +12,9 @@ from sandbox_runner.errors import ConfigError, UsageError
 
 MARKER = "FORKHESTRA_COMPLETE"
 
+# `claude -p` needs some input; a step with no prompt gets this, and its instructions do the rest.
+NO_PROMPT_TEXT = "Do the work your instructions describe."
+
 MODE_AWARENESS = f"""# How you are being run
 
 You are running headless, launched by fks, an orchestrator that runs coding agents unattended.

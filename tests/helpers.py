@@ -82,3 +82,16 @@ def init_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "initial")
     return path
+
+
+def commit_scripts(repo: Path, scripts: dict[str, str], folder: str = "scripts") -> Path:
+    """Write executable agent scripts into `repo/folder` and commit them."""
+    for name, body in scripts.items():
+        script = repo / folder / name
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(body)
+        script.chmod(0o755)
+    git(repo, "add", folder)
+    git(repo, "commit", "-qm", f"add {', '.join(scripts)}")
+    return repo
+

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import Result, git, init_repo, write_config
+from helpers import commit_scripts, fks, init_repo, write_config
 
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 REPO = Path(__file__).resolve().parent.parent
@@ -44,23 +44,11 @@ sleep 30
 """
 
 
-def fks(*args: str, cwd: Path) -> Result:
-    done = subprocess.run(
-        [FKS, *args], cwd=cwd, capture_output=True, text=True, errors="replace", timeout=120, check=False
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = init_repo(tmp_path / "proj")
-    for name, body in (("ok.sh", OK_AGENT), ("fail.sh", FAIL_AGENT), ("sleep.sh", SLEEP_AGENT)):
-        script = path / "scripts" / name
-        script.parent.mkdir(exist_ok=True)
-        script.write_text(body)
-        script.chmod(0o755)
-    git(path, "add", "scripts")
-    git(path, "commit", "-qm", "agents")
+    path = commit_scripts(init_repo(tmp_path / "proj"), {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "sleep.sh": SLEEP_AGENT})
     monkeypatch.chdir(path)
     return path
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import Result, git, init_repo
+from helpers import commit_scripts, fks, git, init_repo
 
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 
@@ -27,23 +27,11 @@ git add partial-$n.txt && git commit -qm "partial: step $n"
 """
 
 
-def fks(*args: str, cwd: Path, timeout: float = 180) -> Result:
-    done = subprocess.run(
-        [FKS, *args], cwd=cwd, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = init_repo(tmp_path / "proj")
-    for name, body in (("done.sh", DONE_AGENT), ("partial.sh", PARTIAL_AGENT)):
-        script = path / "scripts" / name
-        script.parent.mkdir(exist_ok=True)
-        script.write_text(body)
-        script.chmod(0o755)
-    git(path, "add", "scripts")
-    git(path, "commit", "-qm", "agents")
+    path = commit_scripts(init_repo(tmp_path / "proj"), {"done.sh": DONE_AGENT, "partial.sh": PARTIAL_AGENT})
     monkeypatch.chdir(path)
     return path
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Result, git, init_repo
+from helpers import Result, commit_scripts, fks, init_repo
 
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 
@@ -57,14 +57,7 @@ ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = init_repo(tmp_path / "proj")
-    for name, body in (("ok.sh", OK_AGENT), ("fail.sh", FAIL_AGENT), ("slow.sh", SLOW_AGENT)):
-        script = path / "scripts" / name
-        script.parent.mkdir(exist_ok=True)
-        script.write_text(body)
-        script.chmod(0o755)
-    git(path, "add", "scripts")
-    git(path, "commit", "-qm", "agents")
+    path = commit_scripts(init_repo(tmp_path / "proj"), {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "slow.sh": SLOW_AGENT})
     monkeypatch.chdir(path)
     return path
 
@@ -99,19 +92,6 @@ def incomplete_run(project: Path) -> str:
     return new_run(project, "./scripts/ok.sh:2 -> ./scripts/fail.sh:2 -> ./scripts/ok.sh", code=1)
 
 
-def fks(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
-    """The real `fks` console script; output decoded leniently (agents may print any bytes)."""
-    done = subprocess.run(
-        [FKS, *args],
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        errors="replace",
-        timeout=timeout,
-        check=False,
-    )
-    return Result(done.returncode, done.stdout, done.stderr)
 
 
 def fks_bytes(*args: str, cwd: Path) -> bytes:
