@@ -109,8 +109,10 @@ def run_record(repo: Path, run_id: str | None = None) -> dict[str, Any]:
     runs = repo / ".forge" / "runs"
     found = sorted(p for p in runs.iterdir() if (p / "run.json").is_file()) if runs.is_dir() else []
     assert found, f"no run record under {runs}"
-    path = runs / run_id / "run.json" if run_id else found[-1] / "run.json"
-    data = json.loads(path.read_text())
+    if run_id:
+        data = json.loads((runs / run_id / "run.json").read_text())
+    else:  # the newest by start time: ids only have one-second resolution
+        data = max((json.loads((p / "run.json").read_text()) for p in found), key=lambda r: r["started"])
     assert isinstance(data, dict)
     return data
 

@@ -15,8 +15,10 @@ from helpers import fks, git, init_repo, write_config
 
 
 def records(project: Path) -> list[dict]:
+    """Run records, oldest first (by start time: ids only have one-second resolution)."""
     runs = project / ".forge" / "runs"
-    return [json.loads((d / "run.json").read_text()) for d in sorted(runs.iterdir())] if runs.exists() else []
+    found = [json.loads((d / "run.json").read_text()) for d in runs.iterdir()] if runs.exists() else []
+    return sorted(found, key=lambda r: r["started"])
 
 
 def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -37,8 +37,8 @@ def containers(run_id: str | None = None) -> list[str]:
 
 
 def record(repo: Path) -> dict:
-    runs = sorted((repo / ".forge" / "runs").iterdir())
-    return json.loads((runs[-1] / "run.json").read_text())
+    found = [json.loads((d / "run.json").read_text()) for d in (repo / ".forge" / "runs").iterdir()]
+    return max(found, key=lambda r: r["started"])
 
 
 def configure(repo: Path, data: dict) -> None:
