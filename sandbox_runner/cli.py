@@ -18,7 +18,6 @@ import typer
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted
-from sandbox_runner.tasks.cli import app as tasks_app
 
 P = ParamSpec("P")
 
@@ -37,7 +36,6 @@ app = typer.Typer(
 )
 image_app = typer.Typer(help="Build the agent image the sandbox runs.", no_args_is_help=True)
 app.add_typer(image_app, name="image")
-app.add_typer(tasks_app, name="tasks", help="The forge-tasks task database (same as `forge-tasks`).")
 
 # Arguments after a bare `--` on `fks run` are passed to every agent (the seed's "global args").
 _global_agent_args: list[str] = []
@@ -230,6 +228,19 @@ def image_build_cmd(
     from sandbox_runner.commands import image
 
     return image.build(base_image=base_image, ca_certs=list(ca_cert or []), tag=tag)
+
+
+@app.command(
+    "tasks",
+    help="The forge-tasks task database (same as `forge-tasks`; see `fks tasks --help`).",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+)
+def tasks_cmd(ctx: typer.Context) -> None:
+    # Loaded only when used: every other command starts faster without it.
+    from sandbox_runner.tasks.cli import app as tasks_app
+
+    tasks_app(args=list(ctx.args), prog_name="fks tasks")
 
 
 def _split_global_args(argv: list[str]) -> list[str]:

@@ -93,7 +93,13 @@ def fks(*args: str, cwd: Path) -> None:
 def bench_startup(work: Path, repeat: int) -> list[str]:
     project = make_repo(work / "startup", NOOP_CONFIG)
     py = lambda: subprocess.run([sys.executable, "-c", "pass"], check=True)  # noqa: E731
-    rows = []
+    # What any typer + pydantic CLI pays before doing anything (fks must use both).
+    floor_code = "import typer, pydantic\nclass M(pydantic.BaseModel):\n    x: int = pydantic.Field(default=1, gt=0)\nM(x=1)"
+    floor = lambda: subprocess.run([sys.executable, "-c", floor_code], check=True)  # noqa: E731
+    t_floor, t_base = median_pair(floor, py, repeat)
+    rows = [
+        f"| startup floor: `import typer, pydantic` + one model (for reference) | {t_floor * 1000:.0f} ms | `python -c pass` {t_base * 1000:.0f} ms | +{(t_floor - t_base) * 1000:.0f} ms | - | - |"
+    ]
     for label, argv in (("fks --help", ["--help"]), ('fks run --dry-run "noop:3 -> noop"', ["run", "--dry-run", "noop:3 -> noop"])):
         t_fks, t_py = median_pair(lambda a=argv: fks(*a, cwd=project), py, repeat)
         extra = (t_fks - t_py) * 1000

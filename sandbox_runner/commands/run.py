@@ -95,8 +95,10 @@ def run(
     else:
         if more:
             raise UsageError("--more only makes sense with --resume RUN")
-        options = RunOptions(
+        # Already typed by the CLI: model_construct skips building a validator (start-up time).
+        options = RunOptions.model_construct(
             chain=chain,
+            dsl=None,
             variables=parse_vars(targets if chain else targets[1:]),
             prompt=prompt,
             prompt_file=str(prompt_file) if prompt_file else None,
