@@ -112,6 +112,8 @@ class StepContext:
     """Returns a fingerprint of the workspace (HEAD + files); None when it cannot tell."""
     no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
     rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    rate_limit_min_wait: float = 5.0
+    """First back-off wait after a rate-limit answer (it doubles, up to 300 s)."""
     spent_before: int = 0
     extra_iterations: int = 0
     over_budget: Callable[[], bool] | None = None
@@ -187,7 +189,7 @@ class StepLoop:
         number = self.ctx.spent_before + sum(1 for r in self.results if r.counted) + 1
         backoff = Retrying(
             retry=retry_if_result(lambda result: result.rate_limited),
-            wait=wait_exponential(multiplier=2, min=5, max=300),
+            wait=wait_exponential(multiplier=self.ctx.rate_limit_min_wait, min=self.ctx.rate_limit_min_wait, max=300),
             stop=stop_after_delay(self.ctx.rate_limit_max_wait),
             before_sleep=self._report_backoff,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,

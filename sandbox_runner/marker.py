@@ -71,11 +71,10 @@ class PlainMonitor:
             return []
         head = chunk[: newline + 1]
         if _MARKER in head or (self._tail and _MARKER in self._tail + head[: _MAX_MARKER_LINE]):
-            text = b"" if self._tail_too_long else self._tail
-            for line in (text + head).split(b"\n"):
-                if line.strip() == _MARKER:
-                    self.marker_seen = True
-                    break
+            lines = (self._tail + head).split(b"\n")
+            if self._tail_too_long:
+                lines = lines[1:]  # the rest of a line already too long to be the marker
+            self.marker_seen = any(line.strip() == _MARKER for line in lines)
         self._tail, self._tail_too_long = b"", False
         self._extend_tail(chunk[newline + 1 :])
         return []

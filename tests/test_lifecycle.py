@@ -146,6 +146,29 @@ def test_resume_right_after_kill_9_keeps_unsaved_commits(tmp_path: Path) -> None
     assert git(repo, "log", "--format=%s", "-3", "main").splitlines()[0] == "first"
 
 
+@pytest.mark.docker
+def test_clean_branches_and_old_records(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo")
+    (repo / "done.sh").write_text("#!/bin/sh\necho d > d.txt && git add d.txt && git commit -qm d\necho FORKHESTRA_COMPLETE\n")
+    (repo / "half.sh").write_text("#!/bin/sh\necho h > h.txt && git add h.txt && git commit -qm h\n")
+    for name in ("done.sh", "half.sh"):
+        (repo / name).chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "agents")
+    assert fks("run", "./done.sh:1 -> ./half.sh:1", "--sandbox", cwd=repo).code == 1
+    (rec,) = records(repo)
+    merged, unmerged = rec["steps"][0]["branch"], rec["steps"][1]["branch"]
+    res = fks("clean", "--branches", cwd=repo)
+    assert res.code == 0 and f"deleted branch {merged}" in res.stdout
+    branches = git(repo, "branch", "--format=%(refname:short)").split()
+    assert merged not in branches and unmerged in branches  # unmerged work is never deleted
+    assert fks("clean", "--older-than", "1", cwd=repo).stdout.strip() == "fks clean: nothing to remove"
+    res = fks("clean", "--older-than", "0", cwd=repo)
+    assert f"deleted run record {rec['id']}" in res.stdout
+    assert records(repo) == []
+    assert fks("clean", "--older-than", "-1", cwd=repo).code == 2
+
+
 def test_resume_local_incomplete_run_with_more(project: Path) -> None:
     res = fks("run", "fake:2", env={"FAKE_MARKER_AT": "4"})
     assert res.code == 1
