@@ -184,6 +184,14 @@ def test_resume_local_incomplete_run_with_more(project: Path) -> None:
     assert res.code == 2 and "complete; there is nothing to resume" in res.stderr
 
 
+def test_resume_refuses_options_it_cannot_change(project: Path) -> None:
+    assert fks("run", "fake:1", env={"FAKE_MARKER_AT": "0"}).code == 1
+    res = fks("run", "--resume", "last", "-p", "new prompt")
+    assert res.code == 2 and "--prompt cannot be changed" in res.stderr
+    res = fks("run", "--resume", "last", "fake:3")
+    assert res.code == 2 and "give no DSL" in res.stderr
+
+
 def test_resume_skips_finished_steps(project: Path) -> None:
     res = fks("run", "planner -> builder:1", env={"FAKE_MARKER_AT": "0"})
     assert res.code == 1

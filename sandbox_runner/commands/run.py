@@ -90,8 +90,17 @@ def run(
     if resume is not None:
         from sandbox_runner.resume import plan_resume
 
+        fixed = {
+            "--prompt": prompt, "--prompt-file": prompt_file, "--config": config, "--sandbox": sandbox,
+            "--base": base, "--image": image, "arguments after --": list(global_args),
+        }
+        given = [name for name, value in fixed.items() if value]
+        if given:
+            raise UsageError(f"--resume continues a run as it was started; {', '.join(given)} cannot be changed")
         resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
         planned, record = resumed.planned, resumed.record
+        if max_cost is not None:  # a new budget for the rest of the run
+            planned.options.max_cost = max_cost
     else:
         if more:
             raise UsageError("--more only makes sense with --resume RUN")
