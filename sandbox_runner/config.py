@@ -32,7 +32,7 @@ class SandboxSettings(_Model):
     """Agent image (default: fks-agent:latest)."""
     network: str | None = None
     """`bridge` (default), `none`, or the name of a Docker network."""
-    memory: str | None = None
+    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?[bBkKmMgG]?$")
     """Memory limit, Docker syntax (`2g`, `512m`)."""
     cpus: float | None = Field(default=None, gt=0)
     """CPU limit (e.g. 2 or 0.5)."""
@@ -166,6 +166,7 @@ _FRIENDLY = {
     "model_type": "must be an object",
     "too_short": "must not be empty",
     "bool_type": "must be true or false",
+    "string_pattern_mismatch": "must be a size like 512m or 2g",
 }
 
 

@@ -117,6 +117,9 @@ class SandboxBackend:
         ping(self._client)
         for image in {self.settings_for(s.agent).image or self._image_default for s in steps}:
             require_image(self._client, image)
+        for network in {self.settings_for(s.agent).network or "bridge" for s in steps} - {"bridge", "none", "host"}:
+            if not self._client.networks.list(names=[network]):
+                raise SandboxError(f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none")
         for step in steps:
             if self.resolve(step).stream_json and not any(os.environ.get(v) for v in (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")):
                 raise SandboxError(

@@ -43,6 +43,7 @@ def test_invalid_json_names_line(tmp_path: Path) -> None:
         ({"chains": {"r": {"prompt": 3, "steps": [{"agent": "a"}]}}}, "chains.r.prompt: must be a string"),
         ({"sandbox": {"network": "none", "cpus": 0}}, "sandbox.cpus: must be a positive number"),
         ({"unknown": {}}, "unknown: unknown key"),
+        ({"sandbox": {"memory": "lots"}}, "sandbox.memory: must be a size like 512m or 2g"),
     ],
 )
 def test_schema_errors_name_file_and_path(tmp_path: Path, data: dict[str, object], message: str | None) -> None:

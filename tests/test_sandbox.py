@@ -354,6 +354,14 @@ def test_docker_problems_are_one_line(repo: Path) -> None:
     assert "fks image build" in res.stderr and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_missing_network_is_refused_up_front(repo: Path) -> None:
+    configure(repo, {"sandbox": {"network": "fks-no-such-network"}})
+    res = sandbox("./scripts/commit.sh:2")
+    assert res.code == 2
+    assert "network 'fks-no-such-network' does not exist" in res.stderr
+    assert not (repo / ".forge" / "runs").exists()
+
+
 def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> None:
     res = sandbox("forge-tasks")  # installed in the agent image, not necessarily on the host
     assert res.code == 0, res.output
