@@ -54,6 +54,10 @@ class Backend(Protocol):
         """Lines for --dry-run about where steps run."""
         ...
 
+    def planned_cwd(self, command: AgentCommand) -> str:
+        """For --dry-run: the directory the agent will run in."""
+        ...
+
     def preflight(self, steps: list[Step]) -> None:
         """Check what can be checked before anything starts (raises FksError)."""
         ...
@@ -90,6 +94,9 @@ class LocalBackend:
 
     def describe(self) -> list[str]:
         return []
+
+    def planned_cwd(self, command: AgentCommand) -> str:
+        return str(command.cwd)
 
     def preflight(self, steps: list[Step]) -> None:
         return None

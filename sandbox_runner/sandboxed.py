@@ -108,6 +108,11 @@ class SandboxBackend:
             f"in {self._repo.top}/.forge/worktrees/<run-id>, merged into '{self._base}' when it completes",
         ]
 
+    def planned_cwd(self, command: AgentCommand) -> str:
+        repo, _base, relative = self._step_repo(command)
+        inside = repo.top / ".forge" / "worktrees" / "<run-id>" / relative
+        return f"{inside} (in the container)"
+
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: Docker answers, the images exist, credentials are there."""
         from sandbox_runner.images import docker_client, require_image

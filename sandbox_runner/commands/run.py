@@ -359,7 +359,7 @@ def _dry_run(
                 "prompt": text,
                 "promptSource": prompt.describe(),
                 "argv": argv,
-                "cwd": str(command.cwd),
+                "cwd": backend.planned_cwd(command),
             }
         )
     where = backend.describe()
