@@ -135,31 +135,39 @@ def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
     assert (repo / "src" / "new.py").read_text() == "code\n"
 
 
-def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> None:
-    flags = tmp_path / "flags"
-    flags.mkdir()
-    add_script(
-        repo,
-        "conflict.sh",
-        f"#!/bin/sh\necho agent > README.md\ngit commit -qam 'agent edits README'\n"
-        f"while [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n",
-    )
-    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/conflict.sh:2", "--sandbox"],
+def run_with_user_commit(repo: Path, flags: Path, dsl: str, edit: dict[str, str]) -> tuple[int, str, str, str]:
+    """Start `fks run DSL --sandbox`; once its container runs, commit `edit` on main as the user
+    would, then let the agent finish (it waits for `flags/go`). Returns (code, out, err, user tip)."""
+    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not containers() and time.monotonic() < deadline:
             time.sleep(0.1)
-        (repo / "README.md").write_text("user\n")
-        git(repo, "commit", "-qam", "user edits README")  # the user's own work during the run
+        for name, content in edit.items():
+            (repo / name).write_text(content)
+        git(repo, "add", *edit)
+        git(repo, "commit", "-qm", "the user's own work during the run")
         user_tip = git(repo, "rev-parse", "main")
         (flags / "go").touch()
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 1, out + err
+    return proc.returncode, out, err, user_tip
+
+
+def waiting_agent(flags: Path, work: str) -> str:
+    return f"#!/bin/sh\n{work}\nwhile [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n"
+
+
+def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    add_script(repo, "conflict.sh", waiting_agent(flags, "echo agent > README.md\ngit commit -qam 'agent edits README'"))
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    code, out, err, user_tip = run_with_user_commit(repo, flags, "./scripts/conflict.sh:2", {"README.md": "user\n"})
+    assert code == 1, out + err
     assert git(repo, "rev-parse", "main") == user_tip  # base untouched
     assert (repo / "README.md").read_text() == "user\n"
     assert git(repo, "status", "--porcelain") == ""
@@ -173,23 +181,9 @@ def test_merge_commit_builds_on_user_commits(repo: Path, tmp_path: Path) -> None
     flags = tmp_path / "flags"
     flags.mkdir()
     configure(repo, {"sandbox": {"mounts": [str(flags)]}})
-    add_script(repo, "slow.sh", f"#!/bin/sh\necho a > agent.txt\ngit add agent.txt && git commit -qm agent\nwhile [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n")
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/slow.sh:2", "--sandbox"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not containers() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        (repo / "user.txt").write_text("mine\n")
-        git(repo, "add", "user.txt")
-        git(repo, "commit", "-qm", "user work")
-        user_tip = git(repo, "rev-parse", "main")
-        (flags / "go").touch()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out + err
+    add_script(repo, "slow.sh", waiting_agent(flags, "echo a > agent.txt\ngit add agent.txt && git commit -qm agent"))
+    code, out, err, user_tip = run_with_user_commit(repo, flags, "./scripts/slow.sh:2", {"user.txt": "mine\n"})
+    assert code == 0, out + err
     parents = git(repo, "log", "-1", "--format=%P", "main").split()
     assert len(parents) == 2 and parents[0] == user_tip  # never undone, built upon
     assert (repo / "user.txt").exists() and (repo / "agent.txt").exists()
