@@ -1,9 +1,8 @@
 """`forge-tasks` / `fks tasks`: parse options, call `sandbox_runner.tasks.commands`, map errors to exit 2.
 
-Only typer and the standard library are imported at module level: `fks --help` imports this.
+Only typer and the standard library are imported at module level, and annotations are not
+postponed (typer evaluates them at every start otherwise): agents call this often.
 """
-
-from __future__ import annotations
 
 import functools
 import sys
