@@ -14,8 +14,8 @@ Benchmarks:
   output     an agent printing 200 MB: fks's peak memory, and its throughput against
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)
 
-The machines are noisy: every number is the median of --repeat runs, and baselines run
-interleaved with what they are compared to.
+The machines are noisy: every number is the median of --repeat runs after warm-up runs, and
+baselines run interleaved with what they are compared to.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def median_pair(a: Callable[[], object], b: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """Run a and b alternately `repeat` times; medians of each."""
+def median_pair(a: Callable[[], object], b: Callable[[], object], repeat: int, warmup: int = 3) -> tuple[float, float]:
+    """Run a and b alternately `repeat` times after `warmup` unmeasured rounds; medians of each."""
+    for _ in range(warmup):  # page cache, CPU caches, .pyc files: measure the steady state
+        a()
+        b()
     ta, tb = [], []
     for _ in range(repeat):
         ta.append(timed(a))
