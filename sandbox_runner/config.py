@@ -199,7 +199,9 @@ def config_path(cwd: Path, config: Path | None) -> Path:
     return config.resolve() if config is not None else cwd / DEFAULT_CONFIG
 
 
-def load_config(path: Path, *, cwd: Path, required: bool, shown: str | None = None) -> ForgeConfig | None:
+def load_config(
+    path: Path, *, cwd: Path, required: bool, shown: str | None = None, needed_by: str = "--chain"
+) -> ForgeConfig | None:
     """Load and check the config; None when the file does not exist and nothing needs it."""
     shown = shown or _shown(path, cwd)
     try:
@@ -207,7 +209,7 @@ def load_config(path: Path, *, cwd: Path, required: bool, shown: str | None = No
     except FileNotFoundError:
         if required:
             raise ConfigError(
-                f"{shown} not found; --chain needs a config (create it, or run 'fks init')"
+                f"{shown} not found; {needed_by} needs a config (create it, or run 'fks init')"
             ) from None
         return None
     except OSError as exc:

@@ -91,6 +91,8 @@ def resolve_prompt(
 
 def _existing(cwd: Path, ref: str, what: str) -> Path:
     path = (cwd / ref).resolve()
+    if path.is_dir():
+        raise ConfigError(f"{what} '{ref}' is a directory; give the prompt file inside it")
     if not path.is_file():
         raise ConfigError(f"{what} '{ref}' does not exist (looked for {path})")
     return path

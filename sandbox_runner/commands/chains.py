@@ -15,7 +15,7 @@ def _describe_steps(steps: list[tuple[str, int | None]]) -> str:
 def run(*, cwd: Path | None, config: Path | None) -> int:
     workdir = (cwd or Path.cwd()).resolve()
     path = config_path(workdir, config)
-    cfg = load_config(path, cwd=workdir, required=True)
+    cfg = load_config(path, cwd=workdir, required=True, needed_by="fks chains")
     assert cfg is not None
     if not cfg.chains:
         print(f"No chains defined in {path}.")

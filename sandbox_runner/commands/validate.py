@@ -11,7 +11,7 @@ from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
 def run(*, cwd: Path | None, config: Path | None) -> int:
     workdir = (cwd or Path.cwd()).resolve()
     path = config_path(workdir, config)
-    cfg = load_config(path, cwd=workdir, required=True)
+    cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate")
     assert cfg is not None
     for name, chain in cfg.chains.items():
         for i, step in enumerate(chain.steps):
