@@ -1,5 +1,6 @@
-"""Did an iteration make progress? A cheap fingerprint of a git work tree: HEAD plus the state
-of every changed or untracked file, from one `git status` call.
+"""Quick git queries with plain subprocesses (no GitPython import on these paths): where a work
+tree and its git directory are, and whether an iteration made progress — a fingerprint of HEAD
+plus the state of every changed or untracked file, from one `git status` call.
 """
 
 from __future__ import annotations
@@ -22,15 +23,24 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-def git_toplevel(path: Path) -> Path | None:
-    """The work tree `path` is in, or None outside git (or without git installed)."""
+def _rev_parse_path(path: Path, *args: str) -> Path | None:
     try:
-        done = _git(path, "rev-parse", "--show-toplevel")
+        done = _git(path, "rev-parse", *args)
     except (FileNotFoundError, NotADirectoryError):
         return None
     if done.returncode != 0:
         return None
     return Path(os.fsdecode(done.stdout.strip()))
+
+
+def git_toplevel(path: Path) -> Path | None:
+    """The work tree `path` is in, or None outside git (or without git installed)."""
+    return _rev_parse_path(path, "--show-toplevel")
+
+
+def git_common_dir(path: Path) -> Path | None:
+    """The repository's shared git directory (`.git` of the main work tree), or None."""
+    return _rev_parse_path(path, "--path-format=absolute", "--git-common-dir")
 
 
 def workspace_fingerprint(top: Path) -> str | None:

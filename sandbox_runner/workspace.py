@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox_runner.errors import WorkspaceError
+from sandbox_runner.progress import git_common_dir
 
 FORGE_EXCLUDE = ".forge/"
 BRANCH_PREFIX = "fks"
@@ -55,23 +56,6 @@ def git_ok(cwd: Path, *args: str) -> bool:
     except GitError:
         return False
     return True
-
-
-def git_common_dir(path: Path) -> Path | None:
-    """The repository's shared git directory (`.git` of the main work tree), or None."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=path,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if done.returncode != 0:
-        return None
-    return Path(done.stdout.strip())
 
 
 def exclude_forge_dir(project: Path) -> None:

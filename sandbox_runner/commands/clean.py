@@ -88,7 +88,8 @@ def _salvage(repo: Path, run_dir: Path, record: RunRecord | None) -> None:
 
 
 def _clean_worktrees(project: Path, records: dict[str, RunRecord]) -> int:
-    from sandbox_runner.workspace import git, git_common_dir
+    from sandbox_runner.progress import git_common_dir
+    from sandbox_runner.workspace import git
 
     count = 0
     for repo in _repos_of(project, records):
