@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).parent
+# The installed console script, as a user runs it.
+FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 FAKE_AGENT = TESTS / "agents" / "fake_agent.py"
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test User",
@@ -49,9 +51,8 @@ def write_config(project: Path, data: dict[str, Any]) -> Path:
 
 def fks(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
     """Run the real `fks` console script as a subprocess."""
-    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
     done = subprocess.run(
-        [exe, *args],
+        [FKS, *args],
         cwd=cwd,
         env={**os.environ, **(env or {})},
         capture_output=True,

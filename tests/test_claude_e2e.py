@@ -12,7 +12,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import git, init_repo, write_config
+from helpers import FKS, git, init_repo, write_config
 
 from sandbox_runner.prompts import MARKER
 
@@ -29,7 +28,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.claude]
 
 API_KEY = "sk-ant-api03-" + "e2eFakeKey7Qx2Lm9Pw4Rt8Zk3Vn6Bh1Jd5Sg0Yc"
 assert len(API_KEY) == 13 + 40
-FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 RUN_TIMEOUT = 180.0
 
 

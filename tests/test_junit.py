@@ -6,10 +6,8 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -17,9 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import commit_scripts, fks, init_repo, write_config
+from helpers import FKS, commit_scripts, fks, init_repo, write_config
 
-FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 REPO = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO / "examples" / "ci" / "github-actions.yml"
 

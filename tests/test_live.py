@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers import fks
+from helpers import FKS, fks
 from rich.console import Console
 
 from sandbox_runner.live import LiveReporter
@@ -334,7 +334,7 @@ def tmux() -> Iterator[Tmux]:
 
 
 def start_in_terminal(tmux: Tmux, chatty: Path, dsl: str) -> None:
-    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    exe = FKS
     script = chatty / "go.sh"
     # The shell survives a Ctrl-C (a trap, not an ignore: fks still gets SIGINT) and stays
     # open, so the screen and the cursor can be inspected after fks exits.

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from helpers import commit_scripts, fks, git, init_repo
-
-FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 
 DONE_AGENT = """#!/bin/sh
 echo "done work" > done.txt

@@ -7,20 +7,16 @@ import json
 import os
 import pty
 import re
-import shutil
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Result, commit_scripts, fks, init_repo
-
-FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+from helpers import FKS, Result, commit_scripts, fks, init_repo
 
 OK_AGENT = """#!/bin/sh
 # Commits one file, prints the marker.

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Result, fks, git, init_repo, write_config
+from helpers import FKS, Result, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -325,7 +325,7 @@ def other_user_repo() -> Iterator[tuple[Path, int]]:
 def test_files_stay_owned_by_the_user(other_user_repo: tuple[Path, int]) -> None:
     repo, uid = other_user_repo
     docker_gid = Path("/var/run/docker.sock").stat().st_gid
-    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    exe = FKS
     env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent / "home"), "MARK_AT": "1"}
     done = subprocess.run(
         ["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={docker_gid}", exe, "run", "./scripts/commit.sh:2", "--sandbox"],

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from helpers import FKS
 
 
 def alive(pid: int) -> bool:
@@ -38,7 +37,7 @@ def wait_for(path: Path, timeout: float = 20) -> None:
 def test_signal_kills_agent_group_and_exits_130(project: Path, sig: signal.Signals) -> None:
     state = project.parent / "state"
     env = {**os.environ, "FAKE_SLEEP": "120", "FAKE_CHILD": "1", "FAKE_MARKER_AT": "0"}
-    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    exe = FKS
     proc = subprocess.Popen([exe, "run", "fake:5"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(state / "child.pid")
@@ -75,7 +74,7 @@ def test_timeout_kills_grandchildren_after_agent_exit(project: Path) -> None:
     script = project / "leaky.sh"
     script.write_text(f"#!/bin/sh\n(sleep {seconds} &)\necho FORKHESTRA_COMPLETE\n")
     script.chmod(0o755)
-    exe = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
+    exe = FKS
     started = time.monotonic()
     done = subprocess.run([exe, "run", "./leaky.sh:2"], cwd=project, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
