@@ -159,7 +159,9 @@ def resolve_agent(
     target = cfg.path if cfg is not None and cfg.path else agent
     if cfg is not None and cfg.is_claude and not (cfg.path and _CLAUDE_AGENTS in "/" + cfg.path):
         program = _claude_program(on_host)
-        return AgentCommand(name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd)
+        return AgentCommand(
+            name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
+        )
 
     external = parse_claude_agent_path(target, cwd)
     if external is not None:

@@ -66,7 +66,9 @@ class Backend(Protocol):
         """The run's lifetime: set up before the first step, released after the last."""
         ...
 
-    def step(self, index: int, step: Step, record: StepRecord) -> AbstractContextManager[PreparedStep]:
+    def step(
+        self, index: int, step: Step, record: StepRecord
+    ) -> AbstractContextManager[PreparedStep]:
         """Prepare the step; leaving the context releases what it holds."""
         ...
 
@@ -78,7 +80,9 @@ class Backend(Protocol):
 class LocalBackend:
     """Agents run as host processes, in place, in the project directory."""
 
-    def __init__(self, *, cwd: Path, agents: dict[str, AgentConfig], sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self, *, cwd: Path, agents: dict[str, AgentConfig], sandbox: Sandbox | None = None
+    ) -> None:
         self._cwd = cwd
         self._agents = agents
         self._sandbox = sandbox or LocalSandbox()
@@ -123,7 +127,14 @@ def _git_progress_probe(cwd: Path) -> Callable[[], str | None] | None:
     return lambda: workspace_fingerprint(top)
 
 
-def step_prompt(step: Step, plan: ChainPlan, agents: dict[str, AgentConfig], cwd: Path, cli_prompt: str | None, cli_prompt_file: Path | None) -> PromptSource:
+def step_prompt(
+    step: Step,
+    plan: ChainPlan,
+    agents: dict[str, AgentConfig],
+    cwd: Path,
+    cli_prompt: str | None,
+    cli_prompt_file: Path | None,
+) -> PromptSource:
     """The prompt source of one step: CLI > step > chain > agent default > none."""
     agent_cfg = agents.get(step.agent)
     return resolve_prompt(

@@ -126,7 +126,9 @@ def run_chain(
         if _over_budget(record, options):
             outcome = StepOutcome(complete=False, reason="max_cost", maximum=step.iterations)
             _finish_step(run, step_record, outcome)
-            reporter.warn(f"--max-cost ${options.max_cost:g} reached (spent ${record.cost_usd:.4f}); not starting step {index}")
+            reporter.warn(
+                f"--max-cost ${options.max_cost:g} reached (spent ${record.cost_usd:.4f}); not starting step {index}"
+            )
             summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
             failed_at = index
             break
@@ -175,8 +177,12 @@ def _run_step(
 ) -> StepOutcome:
     resumed = bool(step_record.iterations)
     spent = step_record.iterations_used
-    prompt = step_prompt(step, plan, options.agents, options.cwd, options.cli_prompt, options.cli_prompt_file)
-    reporter.step_started(index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop)
+    prompt = step_prompt(
+        step, plan, options.agents, options.cwd, options.cli_prompt, options.cli_prompt_file
+    )
+    reporter.step_started(
+        index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop
+    )
     step_record.status = "running"
     step_record.started = step_record.started or now()
     run.save()
@@ -200,13 +206,17 @@ def _run_step(
                 rate_limit_max_wait=options.rate_limit_max_wait,
                 spent_before=spent,
                 extra_iterations=options.more if resumed else 0,
-                over_budget=(lambda: _over_budget(run.record, options)) if options.max_cost is not None else None,
+                over_budget=(lambda: _over_budget(run.record, options))
+                if options.max_cost is not None
+                else None,
                 after_iteration=prepared.after_iteration,
             )
             if _loop_finished(step_record):
                 # Resumed after the agent had finished but its work could not land (conflict,
                 # blocked merge): only try landing again.
-                outcome = StepOutcome(complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum)
+                outcome = StepOutcome(
+                    complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum
+                )
             else:
                 outcome = StepLoop(ctx).run()
             if prepared.land is not None:
@@ -222,7 +232,13 @@ def _run_step(
     return outcome
 
 
-def _abort(run: ActiveRun, step_record: StepRecord, index: int, status: Literal["interrupted", "failed"], reason: str) -> None:
+def _abort(
+    run: ActiveRun,
+    step_record: StepRecord,
+    index: int,
+    status: Literal["interrupted", "failed"],
+    reason: str,
+) -> None:
     step_record.status = status
     step_record.reason = reason
     step_record.ended = now()

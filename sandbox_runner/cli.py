@@ -70,7 +70,12 @@ def _version_callback(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
     ] = False,
 ) -> None:
     """fks: loops and chains of coding agents."""
@@ -78,18 +83,24 @@ def _root(
 
 CwdOption = Annotated[
     Path | None,
-    typer.Option("--cwd", metavar="DIR", help="Project directory the agents work in (default: the current directory)."),
+    typer.Option(
+        "--cwd",
+        metavar="DIR",
+        help="Project directory the agents work in (default: the current directory).",
+    ),
 ]
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", metavar="FILE", help="Config file (default: <cwd>/forge/chains.json)."),
+    typer.Option(
+        "--config", metavar="FILE", help="Config file (default: <cwd>/forge/chains.json)."
+    ),
 ]
 
 
 @app.command(
     "run",
     help=(
-        "Run a DSL chain (`fks run \"planner:3 -> builder:10\"`) or a named chain "
+        'Run a DSL chain (`fks run "planner:3 -> builder:10"`) or a named chain '
         "(`fks run --chain ralph TASK=T-1`).\n\n"
         "`agent` runs once; `agent:N` loops up to N times until the agent prints "
         "FORKHESTRA_COMPLETE on its own stdout line. Arguments after `--` are passed to every agent.\n\n"
@@ -100,23 +111,105 @@ ConfigOption = Annotated[
 def run_cmd(
     targets: Annotated[
         list[str] | None,
-        typer.Argument(help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.", show_default=False),
+        typer.Argument(
+            help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.",
+            show_default=False,
+        ),
     ] = None,
-    chain: Annotated[str | None, typer.Option("--chain", "-c", metavar="NAME", help="Run this chain from the config.")] = None,
+    chain: Annotated[
+        str | None,
+        typer.Option("--chain", "-c", metavar="NAME", help="Run this chain from the config."),
+    ] = None,
     cwd: CwdOption = None,
     config: ConfigOption = None,
-    prompt: Annotated[str | None, typer.Option("--prompt", "-p", metavar="TEXT", help="Prompt for every step (overrides config prompts).")] = None,
-    prompt_file: Annotated[Path | None, typer.Option("--prompt-file", metavar="FILE", help="Read the prompt for every step from this file (relative to --cwd).")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Stream all agent output line by line (no live view on a terminal).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print the chain result as JSON on stdout (progress goes to stderr).")] = False,
-    sandbox: Annotated[bool, typer.Option("--sandbox", help="Run every step in a Docker container on its own git worktree.")] = False,
-    base: Annotated[str | None, typer.Option("--base", metavar="BRANCH", help="Branch the sandboxed steps start from and merge into (default: the current branch).")] = None,
-    image: Annotated[str | None, typer.Option("--image", metavar="IMAGE", help="Agent image for --sandbox (default: config, else fks-agent:latest).")] = None,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", metavar="USD", help="Stop the chain cleanly once the run has spent this many USD.")] = None,
-    junit: Annotated[Path | None, typer.Option("--junit", metavar="FILE", help="Write a JUnit XML report here (each step a test case).")] = None,
-    resume: Annotated[str | None, typer.Option("--resume", metavar="RUN", help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.")] = None,
-    more: Annotated[int, typer.Option("--more", min=0, metavar="N", help="With --resume: allow N iterations beyond the step's maximum.")] = 0,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            "-p",
+            metavar="TEXT",
+            help="Prompt for every step (overrides config prompts).",
+        ),
+    ] = None,
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--prompt-file",
+            metavar="FILE",
+            help="Read the prompt for every step from this file (relative to --cwd).",
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Stream all agent output line by line (no live view on a terminal).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing."),
+    ] = False,
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the chain result as JSON on stdout (progress goes to stderr)."
+        ),
+    ] = False,
+    sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--sandbox", help="Run every step in a Docker container on its own git worktree."
+        ),
+    ] = False,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            metavar="BRANCH",
+            help="Branch the sandboxed steps start from and merge into (default: the current branch).",
+        ),
+    ] = None,
+    image: Annotated[
+        str | None,
+        typer.Option(
+            "--image",
+            metavar="IMAGE",
+            help="Agent image for --sandbox (default: config, else fks-agent:latest).",
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            metavar="USD",
+            help="Stop the chain cleanly once the run has spent this many USD.",
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            "--junit", metavar="FILE", help="Write a JUnit XML report here (each step a test case)."
+        ),
+    ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="RUN",
+            help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.",
+        ),
+    ] = None,
+    more: Annotated[
+        int,
+        typer.Option(
+            "--more",
+            min=0,
+            metavar="N",
+            help="With --resume: allow N iterations beyond the step's maximum.",
+        ),
+    ] = 0,
 ) -> int:
     from sandbox_runner.commands import run as run_command
 
@@ -157,7 +250,9 @@ def validate_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
     return validate.run(cwd=cwd, config=config)
 
 
-@app.command("init", help="Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites).")
+@app.command(
+    "init", help="Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites)."
+)
 @_handled
 def init_cmd(cwd: CwdOption = None) -> int:
     from sandbox_runner.commands import init
@@ -173,9 +268,13 @@ def runs_cmd(cwd: CwdOption = None) -> int:
     return runs.list_runs(cwd=cwd)
 
 
-@app.command("show", help="Show a run's steps and iterations. RUN is an id, an id prefix or `last`.")
+@app.command(
+    "show", help="Show a run's steps and iterations. RUN is an id, an id prefix or `last`."
+)
 @_handled
-def show_cmd(run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last", cwd: CwdOption = None) -> int:
+def show_cmd(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last", cwd: CwdOption = None
+) -> int:
     from sandbox_runner.commands import runs
 
     return runs.show(run_ref=run_id, cwd=cwd)
@@ -186,8 +285,13 @@ def show_cmd(run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last", cwd
 def logs_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
     step: Annotated[int | None, typer.Argument(metavar="[STEP]", min=1)] = None,
-    iteration: Annotated[int | None, typer.Option("--iteration", "-i", min=1, help="Only this iteration.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing output as a running run writes it.")] = False,
+    iteration: Annotated[
+        int | None, typer.Option("--iteration", "-i", min=1, help="Only this iteration.")
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f", help="Keep printing output as a running run writes it."),
+    ] = False,
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import runs
@@ -207,11 +311,24 @@ def review_cmd(
     return review.run(run_ref=run_id, diff=diff, cwd=cwd)
 
 
-@app.command("clean", help="Remove what finished or killed runs left: containers, worktrees, optionally branches and records.")
+@app.command(
+    "clean",
+    help="Remove what finished or killed runs left: containers, worktrees, optionally branches and records.",
+)
 @_handled
 def clean_cmd(
-    older_than: Annotated[float | None, typer.Option("--older-than", metavar="DAYS", help="Also delete run records older than DAYS.")] = None,
-    branches: Annotated[bool, typer.Option("--branches", help="Also delete step branches already merged into their base.")] = False,
+    older_than: Annotated[
+        float | None,
+        typer.Option(
+            "--older-than", metavar="DAYS", help="Also delete run records older than DAYS."
+        ),
+    ] = None,
+    branches: Annotated[
+        bool,
+        typer.Option(
+            "--branches", help="Also delete step branches already merged into their base."
+        ),
+    ] = False,
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import clean
@@ -219,12 +336,22 @@ def clean_cmd(
     return clean.run(older_than=older_than, branches=branches, cwd=cwd)
 
 
-@image_app.command("build", help="Build and tag the agent image (falls back to a locally made base when the public one cannot be pulled).")
+@image_app.command(
+    "build",
+    help="Build and tag the agent image (falls back to a locally made base when the public one cannot be pulled).",
+)
 @_handled
 def image_build_cmd(
-    base_image: Annotated[str | None, typer.Option("--base-image", help="Base image (default: debian:bookworm-slim).")] = None,
-    ca_cert: Annotated[list[Path] | None, typer.Option("--ca-cert", help="Extra CA certificate to trust in the image (repeatable).")] = None,
-    tag: Annotated[str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")] = None,
+    base_image: Annotated[
+        str | None, typer.Option("--base-image", help="Base image (default: debian:bookworm-slim).")
+    ] = None,
+    ca_cert: Annotated[
+        list[Path] | None,
+        typer.Option("--ca-cert", help="Extra CA certificate to trust in the image (repeatable)."),
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import image
 
@@ -265,5 +392,8 @@ def main() -> None:
         fd, path = tempfile.mkstemp(prefix="fks-crash-", suffix=".txt")
         with os.fdopen(fd, "w") as crash:
             traceback.print_exc(file=crash)
-        print(f"fks: internal error: {type(exc).__name__}: {exc} (traceback in {path})", file=sys.stderr)
+        print(
+            f"fks: internal error: {type(exc).__name__}: {exc} (traceback in {path})",
+            file=sys.stderr,
+        )
         sys.exit(3)

@@ -217,7 +217,9 @@ def load_config(
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise ConfigError(
+            f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     try:
         loaded = ForgeConfig.model_validate(raw)
     except ValidationError as exc:
@@ -308,7 +310,9 @@ class ChainPlan:
         self.no_progress_limit = no_progress_limit
 
 
-def chain_plan(config: ForgeConfig, name: str, variables: Mapping[str, str], *, shown: str) -> ChainPlan:
+def chain_plan(
+    config: ForgeConfig, name: str, variables: Mapping[str, str], *, shown: str
+) -> ChainPlan:
     """Look up chain `name`, substitute variables (all missing ones reported at once)."""
     chain = config.chains.get(name)
     if chain is None:

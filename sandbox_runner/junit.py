@@ -31,7 +31,10 @@ def write_junit(path: Path, record: RunRecord) -> None:
 def junit_xml(record: RunRecord) -> str:
     suite = ET.Element("testsuite")
     cases = [_testcase(record, step) for step in record.steps]
-    counts = {kind: sum(1 for case in cases if case.find(kind) is not None) for kind in ("failure", "error", "skipped")}
+    counts = {
+        kind: sum(1 for case in cases if case.find(kind) is not None)
+        for kind in ("failure", "error", "skipped")
+    }
     _set(
         suite,
         name=f"fks: {record.label}",
@@ -56,7 +59,9 @@ def junit_xml(record: RunRecord) -> str:
             _set(ET.SubElement(properties, "property"), name=name, value=value)
     suite.extend(cases)
     ET.indent(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"
+    )
 
 
 def _testcase(record: RunRecord, step: StepRecord) -> ET.Element:
@@ -69,7 +74,11 @@ def _testcase(record: RunRecord, step: StepRecord) -> ET.Element:
     )
     status = step.status
     if status == "pending":
-        blocker = f"step {record.failed_at} did not complete" if record.failed_at else f"the run is {record.status}"
+        blocker = (
+            f"step {record.failed_at} did not complete"
+            if record.failed_at
+            else f"the run is {record.status}"
+        )
         _set(ET.SubElement(case, "skipped"), message=f"not started: {blocker}")
     elif status == "interrupted" or (status == "running" and record.status != "running"):
         error = ET.SubElement(case, "error")

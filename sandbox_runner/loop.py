@@ -189,7 +189,9 @@ class StepLoop:
         number = self.ctx.spent_before + sum(1 for r in self.results if r.counted) + 1
         backoff = Retrying(
             retry=retry_if_result(lambda result: result.rate_limited),
-            wait=wait_exponential(multiplier=self.ctx.rate_limit_min_wait, min=self.ctx.rate_limit_min_wait, max=300),
+            wait=wait_exponential(
+                multiplier=self.ctx.rate_limit_min_wait, min=self.ctx.rate_limit_min_wait, max=300
+            ),
             stop=stop_after_delay(self.ctx.rate_limit_max_wait),
             before_sleep=self._report_backoff,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
@@ -202,7 +204,9 @@ class StepLoop:
 
     def _report_backoff(self, state: RetryCallState) -> None:
         wait = state.next_action.sleep if state.next_action else 0
-        self.ctx.reporter.warn(f"rate limited by the API; waiting {wait:.0f}s (this does not use up an iteration)")
+        self.ctx.reporter.warn(
+            f"rate limited by the API; waiting {wait:.0f}s (this does not use up an iteration)"
+        )
 
     def _mark_counted(self, result: IterationResult) -> IterationResult:
         counted = replace(result, counted=True)
@@ -231,7 +235,9 @@ class StepLoop:
         ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
 
         argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
-        spec = ExecSpec(tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels)
+        spec = ExecSpec(
+            tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
+        )
         monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
         probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
         before = probe() if probe else None
@@ -323,7 +329,9 @@ class StepLoop:
         complete = marker or (not ctx.step.loop and reason not in ("timeout", "rate_limited"))
         error_tail = None
         if failed and not complete:
-            error_tail = tap.stderr_tail() or (result_event.text if result_event and result_event.is_error else None)
+            error_tail = tap.stderr_tail() or (
+                result_event.text if result_event and result_event.is_error else None
+            )
         return IterationResult(
             number=number,
             complete=complete,
@@ -349,7 +357,10 @@ class _OutputTap:
         self._monitor = monitor
         self._log_path = log_path
         self._log: IO[bytes] | None = None
-        self._maskers: dict[Stream, Masker] = {"stdout": Masker(ctx.secrets), "stderr": Masker(ctx.secrets)}
+        self._maskers: dict[Stream, Masker] = {
+            "stdout": Masker(ctx.secrets),
+            "stderr": Masker(ctx.secrets),
+        }
         self._stderr_tail = b""
         self._exit = contextlib.ExitStack()
 

@@ -70,7 +70,7 @@ class PlainMonitor:
             self._extend_tail(chunk)
             return []
         head = chunk[: newline + 1]
-        if _MARKER in head or (self._tail and _MARKER in self._tail + head[: _MAX_MARKER_LINE]):
+        if _MARKER in head or (self._tail and _MARKER in self._tail + head[:_MAX_MARKER_LINE]):
             lines = (self._tail + head).split(b"\n")
             if self._tail_too_long:
                 lines = lines[1:]  # the rest of a line already too long to be the marker

@@ -30,7 +30,9 @@ class Reporter(Protocol):
 
     def warn(self, message: str) -> None: ...
 
-    def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None: ...
+    def step_started(
+        self, index: int, total: int, agent: str, iterations: int, loop: bool
+    ) -> None: ...
 
     def iteration_started(self, number: int, maximum: int, loop: bool) -> None: ...
 
@@ -46,7 +48,9 @@ class Reporter(Protocol):
 
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None: ...
 
-    def chain_ended(self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None) -> None: ...
+    def chain_ended(
+        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
+    ) -> None: ...
 
     def close(self) -> None: ...
 
@@ -54,7 +58,13 @@ class Reporter(Protocol):
 class PlainReporter:
     """Seed-style line output. `[fks]` lines go to `out` (stderr under --json)."""
 
-    def __init__(self, *, out: IO[str] | None = None, agent_out: IO[bytes] | None = None, verbose: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        out: IO[str] | None = None,
+        agent_out: IO[bytes] | None = None,
+        verbose: bool = False,
+    ) -> None:
         self._out = out or sys.stdout
         self._agent_out = agent_out or sys.stdout.buffer
         self._agent_err = sys.stderr.buffer
@@ -131,7 +141,9 @@ class PlainReporter:
         else:
             self._line(f"Incomplete: {agent} {outcome.describe()}")
 
-    def chain_ended(self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None) -> None:
+    def chain_ended(
+        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
+    ) -> None:
         kind = "Pipeline" if pipeline else "Chain"
         spent = f", ${cost:.4f}" if cost else ""
         self._end_partial_lines()

@@ -50,7 +50,9 @@ class PromptSource:
                     f"prompt file '{self.file}' ({self.origin}) does not exist"
                 ) from None
             except OSError as exc:
-                raise ConfigError(f"cannot read prompt file '{self.file}': {exc.strerror}") from None
+                raise ConfigError(
+                    f"cannot read prompt file '{self.file}': {exc.strerror}"
+                ) from None
             return content or None
         return self.text or None
 
@@ -80,7 +82,9 @@ def resolve_prompt(
     if cli_prompt:
         return PromptSource(origin="--prompt", text=cli_prompt)
     if cli_prompt_file is not None:
-        return PromptSource(origin="--prompt-file", file=_existing(cwd, str(cli_prompt_file), "--prompt-file"))
+        return PromptSource(
+            origin="--prompt-file", file=_existing(cwd, str(cli_prompt_file), "--prompt-file")
+        )
     for origin, inline, file in levels:
         if inline:
             return PromptSource(origin=origin, text=inline)

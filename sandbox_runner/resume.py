@@ -33,18 +33,24 @@ class Resumed:
     record: RunRecord
 
 
-def plan_resume(ref: str, *, cwd: Path, targets: Sequence[str], chain: str | None, more: int) -> Resumed:
+def plan_resume(
+    ref: str, *, cwd: Path, targets: Sequence[str], chain: str | None, more: int
+) -> Resumed:
     """Load run `ref` and re-plan it exactly as it was started."""
     from sandbox_runner.commands.run import plan_run
 
     if targets or chain:
-        raise UsageError("--resume continues a run as it was started: give no DSL, --chain or VAR=value")
+        raise UsageError(
+            "--resume continues a run as it was started: give no DSL, --chain or VAR=value"
+        )
     store = RunStore(project_root(cwd))
     record = store.load(store.resolve(ref))
     if record.status == "complete":
         raise UsageError(f"run {record.id} is complete; there is nothing to resume")
     if record.status == "running" and pid_alive(record.pid) and record.pid != os.getpid():
-        raise LockedError(f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first")
+        raise LockedError(
+            f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first"
+        )
     planned = plan_run(record.options, Path(record.cwd))
     agents = [s.agent for s in planned.plan.steps]
     if agents != [s.agent for s in record.steps]:
@@ -59,6 +65,8 @@ def plan_resume(ref: str, *, cwd: Path, targets: Sequence[str], chain: str | Non
                 iteration.reason = iteration.reason or "killed"
         if step.status != "complete":
             step.status = "pending"
-            step.iterations_max = next(s.iterations for s in planned.plan.steps if s.agent == step.agent) + more
+            step.iterations_max = (
+                next(s.iterations for s in planned.plan.steps if s.agent == step.agent) + more
+            )
             break
     return Resumed(planned=planned, record=record)

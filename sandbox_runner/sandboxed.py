@@ -55,7 +55,14 @@ PASSED_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
 class SandboxBackend:
     """Steps in containers, each on a worktree branch of its repository."""
 
-    def __init__(self, *, cwd: Path, agents: dict[str, AgentConfig], settings: SandboxSettings, base: str | None) -> None:
+    def __init__(
+        self,
+        *,
+        cwd: Path,
+        agents: dict[str, AgentConfig],
+        settings: SandboxSettings,
+        base: str | None,
+    ) -> None:
         from sandbox_runner.images import DEFAULT_AGENT_IMAGE
 
         self._cwd = cwd
@@ -82,12 +89,22 @@ class SandboxBackend:
 
     def resolve(self, step: Step) -> AgentCommand:
         """Check the agent the way the container will see it (paths inside the repository)."""
-        target = self._agents[step.agent].path if step.agent in self._agents and self._agents[step.agent].path else step.agent
+        target = (
+            self._agents[step.agent].path
+            if step.agent in self._agents and self._agents[step.agent].path
+            else step.agent
+        )
         external = parse_claude_agent_path(target or step.agent, self._cwd)
         if external is not None and external.project.is_dir():
             open_repo(external.project, what=f"--sandbox (agent '{step.agent}')")
         visible = [Path(m) for m in self.settings_for(step.agent).mounts]
-        return resolve_agent(step.agent, agents=self._agents, cwd=self._cwd, on_host=False, visible=[self._repo.top, *visible])
+        return resolve_agent(
+            step.agent,
+            agents=self._agents,
+            cwd=self._cwd,
+            on_host=False,
+            visible=[self._repo.top, *visible],
+        )
 
     def describe(self) -> list[str]:
         s = self._settings
@@ -122,11 +139,19 @@ class SandboxBackend:
         ping(self._client)
         for image in {self.settings_for(s.agent).image or self._image_default for s in steps}:
             require_image(self._client, image)
-        for network in {self.settings_for(s.agent).network or "bridge" for s in steps} - {"bridge", "none", "host"}:
+        for network in {self.settings_for(s.agent).network or "bridge" for s in steps} - {
+            "bridge",
+            "none",
+            "host",
+        }:
             if not self._client.networks.list(names=[network]):
-                raise SandboxError(f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none")
+                raise SandboxError(
+                    f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
+                )
         for step in steps:
-            if self.resolve(step).stream_json and not any(os.environ.get(v) for v in (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")):
+            if self.resolve(step).stream_json and not any(
+                os.environ.get(v) for v in (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
+            ):
                 raise SandboxError(
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
@@ -170,7 +195,9 @@ class SandboxBackend:
             if repo.common_dir != self._repo.common_dir:
                 base = current_branch(repo.top)
                 if base is None:
-                    raise WorkspaceError(f"HEAD is detached in {repo.top} (agent '{agent.name}'); check out a branch there")
+                    raise WorkspaceError(
+                        f"HEAD is detached in {repo.top} (agent '{agent.name}'); check out a branch there"
+                    )
                 require_base(repo, base)
                 exclude_forge_dir(repo.top)
                 return repo, base, agent.project.relative_to(repo.top)
@@ -196,26 +223,46 @@ class SandboxBackend:
 
         workdir = path / relative
         settings = self.settings_for(step.agent)
-        staging = Staging(repo, worktree, branch, repo.top / ".forge" / "sandbox" / run_id / str(index))
-        if resumed and staging.root.is_dir() and salvage_staging(repo, staging.root, branch) and self._reporter:
+        staging = Staging(
+            repo, worktree, branch, repo.top / ".forge" / "sandbox" / run_id / str(index)
+        )
+        if (
+            resumed
+            and staging.root.is_dir()
+            and salvage_staging(repo, staging.root, branch)
+            and self._reporter
+        ):
             self._reporter.info(f"Kept the commits the killed run had not saved yet on {branch}")
         staging.prepare()
         if host_view.kind == "claude-agent":
             agent = replace(host_view, cwd=workdir, project=workdir)
         else:
             agent = resolve_agent(
-                step.agent, agents=self._agents, cwd=workdir, on_host=False, visible=[Path(m) for m in settings.mounts]
+                step.agent,
+                agents=self._agents,
+                cwd=workdir,
+                on_host=False,
+                visible=[Path(m) for m in settings.mounts],
             )
         # Claude config files are read from the user's project, mounted read-only where they are.
         agent = replace(agent, config_root=self._cwd)
         extra = [Mount(source=m, read_only=True) for m in settings.mounts]
         extra += [Mount(source=str(f), read_only=True) for f in _config_files(agent)]
-        mounts = [Mount(source=src, target=dst, read_only=ro) for src, dst, ro in staging.mounts()] + extra
+        mounts = [
+            Mount(source=src, target=dst, read_only=ro) for src, dst, ro in staging.mounts()
+        ] + extra
         identity = identity_env(repo)
-        env = {name: os.environ[name] for name in (*PASSED_ENV, *settings.env) if name in os.environ}
+        env = {
+            name: os.environ[name] for name in (*PASSED_ENV, *settings.env) if name in os.environ
+        }
         env.update(identity)
         env.update(staging.env())
-        labels = {LABEL_RUN: run_id, LABEL_STEP: str(index), LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+        labels = {
+            LABEL_RUN: run_id,
+            LABEL_STEP: str(index),
+            LABEL_PID: str(os.getpid()),
+            LABEL_REPO: str(repo.top),
+        }
         sandbox = DockerSandbox(
             self._client,
             ContainerSettings(
@@ -247,13 +294,21 @@ class SandboxBackend:
             if leftover and reporter is not None:
                 reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
             record.head_commit = rev(repo, branch)
-            landing = merge_back(repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity)
+            landing = merge_back(
+                repo,
+                base,
+                branch,
+                f"fks: merge step {index} ({step.agent}) of run {run_id}",
+                identity,
+            )
             record.merged = landing.merged
             record.merge_commit = landing.commit if landing.merged else None
             record.conflicts = list(landing.conflicts)
             if landing.conflicts:
                 if reporter is not None:
-                    reporter.warn(f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched")
+                    reporter.warn(
+                        f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched"
+                    )
                 return replace(outcome, complete=False, reason="merge_conflict")
             if landing.blocked:
                 if reporter is not None:

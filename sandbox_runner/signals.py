@@ -38,7 +38,9 @@ def deferred_signals() -> Iterator[None]:
         yield
         return
     received: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _f: received.append(signum)) for sig in _STOP_SIGNALS}
+    previous = {
+        sig: signal.signal(sig, lambda signum, _f: received.append(signum)) for sig in _STOP_SIGNALS
+    }
     try:
         yield
     finally:

@@ -241,7 +241,9 @@ class RunStore:
             return matches[0]
         if not matches:
             raise UsageError(f"no run matches '{ref}'; see 'fks runs'")
-        raise UsageError(f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}…); give more of the id")
+        raise UsageError(
+            f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}…); give more of the id"
+        )
 
     def run_dir(self, run_id: str) -> Path:
         return self.root / run_id

@@ -68,7 +68,10 @@ def exclude_forge_dir(project: Path) -> None:
         current = exclude.read_text(encoding="utf-8")
     except FileNotFoundError:
         current = ""
-    if any(line.strip() in (".forge", ".forge/", "/.forge", "/.forge/") for line in current.splitlines()):
+    if any(
+        line.strip() in (".forge", ".forge/", "/.forge", "/.forge/")
+        for line in current.splitlines()
+    ):
         return
     exclude.parent.mkdir(parents=True, exist_ok=True)
     prefix = "" if not current or current.endswith("\n") else "\n"
@@ -100,10 +103,14 @@ def open_repo(path: Path, *, what: str = "--sandbox") -> Repo:
             f"{what} needs a git repository, and {path} is not in one; run 'git init' and commit first"
         )
     if common.name != ".git":
-        raise WorkspaceError(f"{what}: bare or unusual repository layout at {common} is not supported")
+        raise WorkspaceError(
+            f"{what}: bare or unusual repository layout at {common} is not supported"
+        )
     repo = Repo(top=common.parent, common_dir=common)
     if not git_ok(repo.top, "rev-parse", "--verify", "-q", "HEAD^{commit}"):
-        raise WorkspaceError(f"{what}: the repository at {repo.top} has no commits yet; make a first commit")
+        raise WorkspaceError(
+            f"{what}: the repository at {repo.top} has no commits yet; make a first commit"
+        )
     return repo
 
 
@@ -142,8 +149,16 @@ def dirty_tracked(path: Path) -> list[str]:
 
 def identity_env(repo: Repo) -> dict[str, str]:
     """The user's git identity (for commits fks makes and the agent's), with a fallback."""
-    name = git(repo.top, "config", "user.name", check=False) or os.environ.get("GIT_AUTHOR_NAME") or FALLBACK_IDENTITY[0]
-    email = git(repo.top, "config", "user.email", check=False) or os.environ.get("GIT_AUTHOR_EMAIL") or FALLBACK_IDENTITY[1]
+    name = (
+        git(repo.top, "config", "user.name", check=False)
+        or os.environ.get("GIT_AUTHOR_NAME")
+        or FALLBACK_IDENTITY[0]
+    )
+    email = (
+        git(repo.top, "config", "user.email", check=False)
+        or os.environ.get("GIT_AUTHOR_EMAIL")
+        or FALLBACK_IDENTITY[1]
+    )
     return {
         "GIT_AUTHOR_NAME": name,
         "GIT_AUTHOR_EMAIL": email,
@@ -211,7 +226,18 @@ class RunWorktree:
             git(self.repo.top, "worktree", "prune")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if start is not None:
-                git(self.repo.top, *_NO_REFLOG, "worktree", "add", "-q", "--no-track", "-b", branch, str(self.path), start)
+                git(
+                    self.repo.top,
+                    *_NO_REFLOG,
+                    "worktree",
+                    "add",
+                    "-q",
+                    "--no-track",
+                    "-b",
+                    branch,
+                    str(self.path),
+                    start,
+                )
             else:
                 git(self.repo.top, *_NO_REFLOG, "worktree", "add", "-q", str(self.path), branch)
             return self.path
@@ -221,7 +247,11 @@ class RunWorktree:
         # a fresh workspace also drops ignored files. Switching branches then rewrites only the
         # files that differ.
         git(self.path, "clean", "-q", "-ffdx")
-        switch = ["checkout", "-q", "--no-track", "-b", branch, start] if start is not None else ["checkout", "-q", branch]
+        switch = (
+            ["checkout", "-q", "--no-track", "-b", branch, start]
+            if start is not None
+            else ["checkout", "-q", branch]
+        )
         try:
             git(self.path, *_NO_REFLOG, *switch)
         except GitError:
@@ -324,12 +354,23 @@ class Staging:
             detached = "" if head.startswith("ref:") else head
             if detached and git_ok(self.repo.top, "merge-base", "--is-ancestor", staged, detached):
                 staged = detached  # commits made on a detached HEAD still count
-            warnings.append(f"the agent left HEAD off its branch ({head[:60]}); put it back on {self.branch}")
+            warnings.append(
+                f"the agent left HEAD off its branch ({head[:60]}); put it back on {self.branch}"
+            )
         if staged != before:
             if not git_ok(self.repo.top, "cat-file", "-e", f"{staged}^{{commit}}"):
-                warnings.append(f"the agent's branch points at a missing commit {staged[:12]}; ignored")
+                warnings.append(
+                    f"the agent's branch points at a missing commit {staged[:12]}; ignored"
+                )
             else:
-                git(self.repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{self.branch}", staged, before)
+                git(
+                    self.repo.top,
+                    *_NO_REFLOG,
+                    "update-ref",
+                    f"refs/heads/{self.branch}",
+                    staged,
+                    before,
+                )
         if not on_branch:
             git(self.worktree.path, "symbolic-ref", "HEAD", f"refs/heads/{self.branch}")
         return warnings
@@ -435,7 +476,15 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
         new = step_tip
     else:
         done = subprocess.run(
-            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base_tip, step_tip],
+            [
+                "git",
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "--no-messages",
+                base_tip,
+                step_tip,
+            ],
             cwd=repo.top,
             capture_output=True,
             text=True,
@@ -448,7 +497,9 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
         if done.returncode != 0 or not lines:
             raise GitError(f"git merge-tree failed (exit {done.returncode}): {done.stderr.strip()}")
         tree = lines[0]
-        new = git(repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env)
+        new = git(
+            repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
+        )
     checkout = checkout_of(repo, base)
     if checkout is None:
         git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)

@@ -46,8 +46,13 @@ ENV = {**os.environ, **GIT_ENV}
 
 def sh(*argv: str, cwd: Path | None = None, quiet: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, cwd=cwd, env=ENV, check=True, text=True,
-        stdout=subprocess.DEVNULL if quiet else None, stderr=subprocess.PIPE,
+        argv,
+        cwd=cwd,
+        env=ENV,
+        check=True,
+        text=True,
+        stdout=subprocess.DEVNULL if quiet else None,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -57,7 +62,9 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def median_pair(a: Callable[[], object], b: Callable[[], object], repeat: int, warmup: int = 3) -> tuple[float, float]:
+def median_pair(
+    a: Callable[[], object], b: Callable[[], object], repeat: int, warmup: int = 3
+) -> tuple[float, float]:
     """Run a and b alternately `repeat` times after `warmup` unmeasured rounds; medians of each."""
     for _ in range(warmup):  # page cache, CPU caches, .pyc files: measure the steady state
         a()
@@ -87,7 +94,14 @@ NOOP_CONFIG = {"agents": {"noop": {"path": "true"}}, "noProgressLimit": 0}
 
 
 def fks(*args: str, cwd: Path) -> None:
-    subprocess.run([FKS, *args], cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [FKS, *args],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 # --- benchmarks --------------------------------------------------------------------------------
@@ -103,10 +117,15 @@ def bench_startup(work: Path, repeat: int) -> list[str]:
     rows = [
         f"| startup floor: `import typer, pydantic` + one model (for reference) | {t_floor * 1000:.0f} ms | `python -c pass` {t_base * 1000:.0f} ms | +{(t_floor - t_base) * 1000:.0f} ms | - | - |"
     ]
-    for label, argv in (("fks --help", ["--help"]), ('fks run --dry-run "noop:3 -> noop"', ["run", "--dry-run", "noop:3 -> noop"])):
+    for label, argv in (
+        ("fks --help", ["--help"]),
+        ('fks run --dry-run "noop:3 -> noop"', ["run", "--dry-run", "noop:3 -> noop"]),
+    ):
         t_fks, t_py = median_pair(lambda a=argv: fks(*a, cwd=project), py, repeat)
         extra = (t_fks - t_py) * 1000
-        rows.append(f"| startup: `{label}` | {t_fks * 1000:.0f} ms | `python -c pass` {t_py * 1000:.0f} ms | +{extra:.0f} ms ({t_fks / t_py:.1f}x) | +200 ms | {'ok' if extra <= 200 else 'MISSED'} |")
+        rows.append(
+            f"| startup: `{label}` | {t_fks * 1000:.0f} ms | `python -c pass` {t_py * 1000:.0f} ms | +{extra:.0f} ms ({t_fks / t_py:.1f}x) | +200 ms | {'ok' if extra <= 200 else 'MISSED'} |"
+        )
     return rows
 
 
@@ -125,7 +144,7 @@ def bench_local(work: Path, repeat: int) -> list[str]:
     per_spawn = tbare / n
     extra = (per_iteration - per_spawn) * 1000
     return [
-        f"| local: `fks run \"noop:{n}\"` per iteration | {per_iteration * 1000:.1f} ms | bare spawn {per_spawn * 1000:.1f} ms | +{extra:.1f} ms ({per_iteration / per_spawn:.1f}x) | +10 ms | {'ok' if extra <= 10 else 'MISSED'} |"
+        f'| local: `fks run "noop:{n}"` per iteration | {per_iteration * 1000:.1f} ms | bare spawn {per_spawn * 1000:.1f} ms | +{extra:.1f} ms ({per_iteration / per_spawn:.1f}x) | +10 ms | {"ok" if extra <= 10 else "MISSED"} |'
     ]
 
 
@@ -137,10 +156,12 @@ def bench_sandbox(work: Path, repeat: int) -> list[str]:
         for _ in range(n):
             sh("docker", "run", "--rm", IMAGE, "true")
 
-    t_fks, t_docker = median_pair(lambda: fks("run", f"noop:{n}", "--sandbox", cwd=project), docker_runs, repeat)
+    t_fks, t_docker = median_pair(
+        lambda: fks("run", f"noop:{n}", "--sandbox", cwd=project), docker_runs, repeat
+    )
     ratio = t_fks / t_docker
     return [
-        f"| sandbox: `fks run \"noop:{n}\" --sandbox` | {t_fks:.2f} s ({t_fks / n * 1000:.0f} ms/iteration) | {n} x `docker run --rm {IMAGE} true` {t_docker:.2f} s | {ratio:.2f}x | <= 1.25x | {'ok' if ratio <= 1.25 else 'MISSED'} |"
+        f'| sandbox: `fks run "noop:{n}" --sandbox` | {t_fks:.2f} s ({t_fks / n * 1000:.0f} ms/iteration) | {n} x `docker run --rm {IMAGE} true` {t_docker:.2f} s | {ratio:.2f}x | <= 1.25x | {"ok" if ratio <= 1.25 else "MISSED"} |'
     ]
 
 
@@ -187,15 +208,29 @@ def bench_output(work: Path, repeat: int) -> list[str]:
     rss, t_fks_all, t_logs_all = [], [], []
     for attempt in range(repeat):
         start = time.perf_counter()
-        proc = subprocess.Popen([FKS, "run", "loud", "--sandbox", "--", "-c", script], cwd=project, env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [FKS, "run", "loud", "--sandbox", "--", "-c", script],
+            cwd=project,
+            env=ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         _, _status, usage = os.wait4(proc.pid, 0)
         t_fks_all.append(time.perf_counter() - start)
         rss.append(usage.ru_maxrss / 1024)
         name = f"fks-bench-logs-{os.getpid()}-{attempt}"
         sh("docker", "run", "--name", name, IMAGE, "sh", "-c", script)
         try:
-            t_logs_all.append(timed(lambda n=name: subprocess.run(["docker", "logs", n], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)))
+            t_logs_all.append(
+                timed(
+                    lambda n=name: subprocess.run(
+                        ["docker", "logs", n],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        check=True,
+                    )
+                )
+            )
         finally:
             sh("docker", "rm", "-f", name)
     t_fks, t_logs, peak = statistics.median(t_fks_all), statistics.median(t_logs_all), max(rss)
@@ -217,7 +252,9 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", nargs="+", choices=list(BENCHES), help="run only these")
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median)")
     args = parser.parse_args()

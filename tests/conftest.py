@@ -21,7 +21,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     for name in ("fake", "planner", "builder", "reviewer", "noop"):
         wrapper = bin_dir / name
-        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} "$@"\n')
         wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_STATE", str(tmp_path / "state"))
@@ -44,7 +44,9 @@ def cli() -> Iterator[Any]:
     def invoke(*args: str) -> Result:
         argv = cli_module._split_global_args(list(args))
         done = runner.invoke(cli_module.app, argv, catch_exceptions=False)
-        return Result(done.exit_code, done.stdout, done.stderr if done.stderr_bytes is not None else "")
+        return Result(
+            done.exit_code, done.stdout, done.stderr if done.stderr_bytes is not None else ""
+        )
 
     yield invoke
     cli_module._global_agent_args.clear()

@@ -49,7 +49,9 @@ def write_config(project: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def fks(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> Result:
+def fks(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> Result:
     """Run the real `fks` console script as a subprocess."""
     done = subprocess.run(
         [FKS, *args],
@@ -66,7 +68,12 @@ def fks(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
 
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, **GIT_IDENTITY}
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **GIT_IDENTITY},
     )
     return done.stdout.strip()
 
@@ -95,4 +102,3 @@ def commit_scripts(repo: Path, scripts: dict[str, str], folder: str = "scripts")
     git(repo, "add", folder)
     git(repo, "commit", "-qm", f"add {', '.join(scripts)}")
     return repo
-

@@ -34,7 +34,9 @@ def test_claude_agent_paths(ref: str, project: str, name: str) -> None:
     assert parsed.name == name
 
 
-@pytest.mark.parametrize("ref", ["builder", "./bin/agent", "/usr/bin/x", "/p/.claude/agents/", "/p/.claude/agents/a/b"])
+@pytest.mark.parametrize(
+    "ref", ["builder", "./bin/agent", "/usr/bin/x", "/p/.claude/agents/", "/p/.claude/agents/a/b"]
+)
 def test_not_claude_agent_paths(ref: str) -> None:
     assert parse_claude_agent_path(ref, Path("/base")) is None
 
@@ -70,12 +72,16 @@ def test_path_problems(tmp_path: Path) -> None:
 
 def test_config_path_overrides_name(tmp_path: Path) -> None:
     exe = make_exe(tmp_path / "tools" / "real")
-    cmd = resolve_agent("nice-name", agents={"nice-name": AgentConfig(path="tools/real")}, cwd=tmp_path)
+    cmd = resolve_agent(
+        "nice-name", agents={"nice-name": AgentConfig(path="tools/real")}, cwd=tmp_path
+    )
     assert cmd.program == str(exe)
     assert cmd.name == "nice-name"
 
 
-def test_external_claude_agent_uses_frontmatter_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_external_claude_agent_uses_frontmatter_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_exe(tmp_path / "bin" / "claude")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
     other = tmp_path / "other"
@@ -94,7 +100,9 @@ def test_external_claude_agent_uses_frontmatter_name(tmp_path: Path, monkeypatch
     assert argv[-1] == "--extra"
 
 
-def test_external_without_md_file_uses_path_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_external_without_md_file_uses_path_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_exe(tmp_path / "bin" / "claude")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     (tmp_path / "other").mkdir()
@@ -113,5 +121,7 @@ def test_sandbox_resolution(tmp_path: Path) -> None:
     outside = make_exe(tmp_path.parent / f"{tmp_path.name}-outside" / "agent")
     with pytest.raises(AgentNotFoundError, match="'mounts' option"):
         resolve_agent(str(outside), agents={}, cwd=tmp_path, on_host=False)
-    cmd = resolve_agent(str(outside), agents={}, cwd=tmp_path, on_host=False, visible=[outside.parent])
+    cmd = resolve_agent(
+        str(outside), agents={}, cwd=tmp_path, on_host=False, visible=[outside.parent]
+    )
     assert cmd.program == str(outside)

@@ -110,7 +110,9 @@ def run_record(repo: Path, run_id: str | None = None) -> dict[str, Any]:
     if run_id:
         data = json.loads((runs / run_id / "run.json").read_text())
     else:  # the newest by start time: ids only have one-second resolution
-        data = max((json.loads((p / "run.json").read_text()) for p in found), key=lambda r: r["started"])
+        data = max(
+            (json.loads((p / "run.json").read_text()) for p in found), key=lambda r: r["started"]
+        )
     assert isinstance(data, dict)
     return data
 

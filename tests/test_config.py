@@ -34,19 +34,30 @@ def test_invalid_json_names_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"chains": {"r": {"steps": [{"agent": "a"}, {"agent": "b", "iterations": 0}]}}}, "chains.r.steps[1].iterations: must be a positive integer"),
+        (
+            {"chains": {"r": {"steps": [{"agent": "a"}, {"agent": "b", "iterations": 0}]}}},
+            "chains.r.steps[1].iterations: must be a positive integer",
+        ),
         ({"chains": {"r": {"steps": [{"agent": "a", "iterations": "3"}]}}}, None),
         ({"chains": {"r": {"steps": []}}}, "chains.r.steps: must not be empty"),
-        ({"chains": {"r": {"steps": [{"agent": "a", "bogus": 1}]}}}, "chains.r.steps[0].bogus: unknown key"),
+        (
+            {"chains": {"r": {"steps": [{"agent": "a", "bogus": 1}]}}},
+            "chains.r.steps[0].bogus: unknown key",
+        ),
         ({"agents": {"x": {"maxTurns": -1}}}, "agents.x.maxTurns: must be a positive integer"),
         ({"agents": {"x": {"allowedTools": "Bash"}}}, "agents.x.allowedTools: must be a list"),
-        ({"chains": {"r": {"prompt": 3, "steps": [{"agent": "a"}]}}}, "chains.r.prompt: must be a string"),
+        (
+            {"chains": {"r": {"prompt": 3, "steps": [{"agent": "a"}]}}},
+            "chains.r.prompt: must be a string",
+        ),
         ({"sandbox": {"network": "none", "cpus": 0}}, "sandbox.cpus: must be a positive number"),
         ({"unknown": {}}, "unknown: unknown key"),
         ({"sandbox": {"memory": "lots"}}, "sandbox.memory: must be a size like 512m or 2g"),
     ],
 )
-def test_schema_errors_name_file_and_path(tmp_path: Path, data: dict[str, object], message: str | None) -> None:
+def test_schema_errors_name_file_and_path(
+    tmp_path: Path, data: dict[str, object], message: str | None
+) -> None:
     if message is None:  # lax coercion of "3" is pydantic's default; it must then be an int
         cfg = load(tmp_path, data)
         assert cfg is not None
@@ -60,7 +71,10 @@ def test_schema_errors_name_file_and_path(tmp_path: Path, data: dict[str, object
 def test_missing_system_prompt_fails_at_load(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load(tmp_path, {"agents": {"fk:planner": {"systemPrompt": "prompts/foo.md"}}})
-    assert "Agent 'fk:planner' references systemPrompt 'prompts/foo.md' which does not exist" in str(info.value)
+    assert (
+        "Agent 'fk:planner' references systemPrompt 'prompts/foo.md' which does not exist"
+        in str(info.value)
+    )
 
 
 def test_missing_prompt_file_fails_at_load(tmp_path: Path) -> None:
@@ -77,7 +91,12 @@ def test_substitution_everywhere_and_all_missing_listed(tmp_path: Path) -> None:
                 "c": {
                     "prompt": "Work on ${FEATURE}",
                     "steps": [
-                        {"agent": "a", "iterations": 2, "args": ["--task", "${TASK_ID}"], "promptFile": "p-${FEATURE}.md"},
+                        {
+                            "agent": "a",
+                            "iterations": 2,
+                            "args": ["--task", "${TASK_ID}"],
+                            "promptFile": "p-${FEATURE}.md",
+                        },
                         {"agent": "b", "prompt": "label ${LABEL}"},
                     ],
                 }
@@ -96,7 +115,9 @@ def test_substitution_everywhere_and_all_missing_listed(tmp_path: Path) -> None:
 
 
 def test_unknown_chain_lists_available(tmp_path: Path) -> None:
-    cfg = load(tmp_path, {"chains": {"b": {"steps": [{"agent": "x"}]}, "a": {"steps": [{"agent": "y"}]}}})
+    cfg = load(
+        tmp_path, {"chains": {"b": {"steps": [{"agent": "x"}]}, "a": {"steps": [{"agent": "y"}]}}}
+    )
     with pytest.raises(ConfigError, match="Chain 'zzz' not found in f; available chains: a, b"):
         chain_plan(cfg, "zzz", {}, shown="f")  # type: ignore[arg-type]
 

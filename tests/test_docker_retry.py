@@ -37,7 +37,9 @@ def test_server_errors_and_connection_drops_are_retried() -> None:
     "error",
     [
         api_error(400, "bad parameter"),
-        api_error(500, 'OCI runtime create failed: exec: "nope": executable file not found in $PATH'),
+        api_error(
+            500, 'OCI runtime create failed: exec: "nope": executable file not found in $PATH'
+        ),
         docker.errors.NotFound("no such container"),
     ],
 )

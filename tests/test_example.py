@@ -19,13 +19,32 @@ def test_hello_example_chain_end_to_end(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples" / "hello", project)
     init_repo(project, {})
     env = {**os.environ, "PATH": f"{Path(FKS).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run([FKS, "run", "--chain", "demo"], cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [FKS, "run", "--chain", "demo"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[fks] Chain complete (2/2 steps)" in done.stdout
     assert (project / "greeting.txt").read_text() == "Hello from fks\n"
     assert (project / "farewell.txt").read_text() == "Goodbye from fks\n"
-    tasks = json.loads(subprocess.run(["forge-tasks", "list", "--json"], cwd=project, env=env, capture_output=True, text=True, check=True).stdout)
-    assert sorted((t["title"], t["status"]) for t in tasks) == [("Write farewell.txt", "Done"), ("Write greeting.txt", "Done")]
+    tasks = json.loads(
+        subprocess.run(
+            ["forge-tasks", "list", "--json"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert sorted((t["title"], t["status"]) for t in tasks) == [
+        ("Write farewell.txt", "Done"),
+        ("Write greeting.txt", "Done"),
+    ]
     assert git(project, "status", "--porcelain") == ""
 
 
@@ -37,8 +56,13 @@ def test_demo_script(tmp_path: Path) -> None:
     shutil.copytree(REPO / "scripts", checkout / "scripts")
     (checkout / ".venv").mkdir()
     (checkout / ".venv" / "bin").symlink_to(venv_bin)
-    done = subprocess.run([str(checkout / "scripts" / "demo")], env={**os.environ, "TMPDIR": str(tmp_path)},
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [str(checkout / "scripts" / "demo")],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "[fks] Chain complete (2/2 steps)" in done.stdout
     assert "complete  2/2" in done.stdout  # fks runs

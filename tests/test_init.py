@@ -109,7 +109,9 @@ def test_generated_config_loads(project: Path, cli) -> None:
     planner = cfg.agents["fk:planner"]
     assert planner.allowed_tools == ("Read", "Grep", "Glob", "Bash")
     assert planner.disallowed_tools is not None and "Edit" in planner.disallowed_tools
-    steps = {name: [(s.agent, s.iterations) for s in chain.steps] for name, chain in cfg.chains.items()}
+    steps = {
+        name: [(s.agent, s.iterations) for s in chain.steps] for name, chain in cfg.chains.items()
+    }
     assert steps == {
         "ralph": [("fk:planner", 3), ("fk:builder", 20)],
         "plan": [("fk:planner", 5)],
@@ -139,7 +141,9 @@ def test_outside_git_says_to_git_init(tmp_path: Path) -> None:
     assert "is not a git repository: run 'git init' first" in res.stdout
 
 
-def test_dry_run_of_ralph_spawns_claude_with_the_fk_prompts(project: Path, cli, claude_on_path: Path) -> None:
+def test_dry_run_of_ralph_spawns_claude_with_the_fk_prompts(
+    project: Path, cli, claude_on_path: Path
+) -> None:
     assert cli("init").code == 0
     res = cli("run", "--chain", "ralph", "--dry-run")
     assert res.code == 0, res.output
@@ -191,7 +195,9 @@ def test_a_file_in_the_way_is_an_error(project: Path, cli) -> None:
 
 
 def test_every_template_is_installed() -> None:
-    on_disk = sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file())
+    on_disk = sorted(
+        p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file()
+    )
     assert on_disk == sorted(FILES)
 
 

@@ -41,11 +41,12 @@ sleep 30
 """
 
 
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = commit_scripts(init_repo(tmp_path / "proj"), {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "sleep.sh": SLEEP_AGENT})
+    path = commit_scripts(
+        init_repo(tmp_path / "proj"),
+        {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "sleep.sh": SLEEP_AGENT},
+    )
     monkeypatch.chdir(path)
     return path
 
@@ -61,7 +62,12 @@ def test_complete_run(project: Path) -> None:
     suite = ET.parse(report).getroot()
     assert suite.tag == "testsuite"
     assert suite.get("name") == "fks: ./scripts/ok.sh:2 -> ./scripts/ok.sh"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("2", "0", "0", "0")
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == ("2", "0", "0", "0")
     assert float(suite.get("time", "x")) > 0
     run_id = next((project / ".forge" / "runs").iterdir()).name
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -74,17 +80,30 @@ def test_complete_run(project: Path) -> None:
         assert float(case.get("time", "x")) > 0
         assert [child.tag for child in case] == ["system-out"]
     out = first.findtext("system-out") or ""
-    assert re.match(r"iteration 1, exit 0, marker yes, reason marker, \d+\.\ds, changed, log (\S+)\n$", out)
+    assert re.match(
+        r"iteration 1, exit 0, marker yes, reason marker, \d+\.\ds, changed, log (\S+)\n$", out
+    )
     log = out.split("log ")[-1].strip()
     assert log == f".forge/runs/{run_id}/01-ok.sh/001.log"
     assert (project / log).is_file()
 
 
 def test_incomplete_run(project: Path) -> None:
-    done = fks("run", "./scripts/ok.sh -> ./scripts/fail.sh:2 -> ./scripts/ok.sh", "--junit", "fks.xml", cwd=project)
+    done = fks(
+        "run",
+        "./scripts/ok.sh -> ./scripts/fail.sh:2 -> ./scripts/ok.sh",
+        "--junit",
+        "fks.xml",
+        cwd=project,
+    )
     assert done.code == 1, done.output
     suite = ET.parse(project / "fks.xml").getroot()  # parses although stderr had ESC characters
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("3", "1", "0", "1")
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == ("3", "1", "0", "1")
     passed, failed, skipped = cases(suite)
     assert passed.find("failure") is None and passed.find("skipped") is None
     failure = failed.find("failure")
@@ -106,7 +125,9 @@ def test_incomplete_run(project: Path) -> None:
 
 
 def test_named_chain(project: Path) -> None:
-    write_config(project, {"chains": {"pair": {"steps": [{"agent": "./scripts/ok.sh", "iterations": 2}]}}})
+    write_config(
+        project, {"chains": {"pair": {"steps": [{"agent": "./scripts/ok.sh", "iterations": 2}]}}}
+    )
     done = fks("run", "--chain", "pair", "--junit", "fks.xml", cwd=project)
     assert done.code == 0, done.output
     suite = ET.parse(project / "fks.xml").getroot()
@@ -142,7 +163,12 @@ def test_interrupted_step_is_an_error(project: Path, tmp_path: Path) -> None:
     report = tmp_path / "interrupted.xml"
     write_junit(report, record)
     suite = ET.parse(report).getroot()
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("2", "0", "1", "1")
+    assert (
+        suite.get("tests"),
+        suite.get("failures"),
+        suite.get("errors"),
+        suite.get("skipped"),
+    ) == ("2", "0", "1", "1")
     interrupted, after = cases(suite)
     error = interrupted.find("error")
     assert error is not None

@@ -17,14 +17,20 @@ from helpers import fks, git, init_repo, write_config
 def records(project: Path) -> list[dict]:
     """Run records, oldest first (by start time: ids only have one-second resolution)."""
     runs = project / ".forge" / "runs"
-    found = [json.loads((d / "run.json").read_text()) for d in runs.iterdir()] if runs.exists() else []
+    found = (
+        [json.loads((d / "run.json").read_text()) for d in runs.iterdir()] if runs.exists() else []
+    )
     return sorted(found, key=lambda r: r["started"])
 
 
 def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "sandbox_runner", "run", *args],
-        cwd=project, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=project,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -46,7 +52,11 @@ def script(project: Path, name: str, body: str) -> str:
 
 
 def test_records_after_success_and_failure(project: Path) -> None:
-    agent = script(project, "a.sh", "#!/bin/sh\necho out-line\necho err-line >&2\n[ -e done ] && echo FORKHESTRA_COMPLETE\ntouch done\n")
+    agent = script(
+        project,
+        "a.sh",
+        "#!/bin/sh\necho out-line\necho err-line >&2\n[ -e done ] && echo FORKHESTRA_COMPLETE\ntouch done\n",
+    )
     assert fks("run", f"{agent}:3").code == 0
     assert fks("run", "fake:2", env={"FAKE_MARKER_AT": "0"}).code == 1
     ok, failed = records(project)
@@ -71,14 +81,16 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
     agent = (
         "#!/bin/sh\n"
         "n=$(ls step-*.txt 2>/dev/null | wc -l); n=$((n+1))\n"
-        "echo \"before commit $n\"\n"
-        "echo $n > step-$n.txt && git add step-$n.txt && git commit -qm \"work $n\"\n"
+        'echo "before commit $n"\n'
+        'echo $n > step-$n.txt && git add step-$n.txt && git commit -qm "work $n"\n'
         "if [ $n -ge 2 ]; then echo FORKHESTRA_COMPLETE; exit 0; fi\n"
         "echo 'sleeping now'\nsleep 300\n"
     )
     (repo / "agent.sh").write_text(agent)
     (repo / "agent.sh").chmod(0o755)
-    write_config(repo, {"sandbox": {"timeout": 60}})  # a lost commit would make it sleep: fail, don't hang
+    write_config(
+        repo, {"sandbox": {"timeout": 60}}
+    )  # a lost commit would make it sleep: fail, don't hang
     git(repo, "add", "agent.sh", "forge")
     git(repo, "commit", "-qm", "agent")
     proc = start(repo, "./agent.sh:4", "--sandbox")
@@ -96,13 +108,21 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
     log = (runs / run_id / rec["steps"][0]["iterations"][0]["log"]).read_text()
     assert "before commit 1" in log and "sleeping now" in log  # output up to the kill is on disk
     assert rec["status"] == "running"  # nobody could write otherwise
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert left, "the killed run's container is still there before clean"
 
     assert fks("runs", cwd=repo).stdout.count("died") == 1
     res = fks("clean", cwd=repo)
     assert res.code == 0, res.output
-    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     assert left == []
     assert not (repo / ".forge" / "worktrees" / run_id).exists()
     assert not (repo / ".forge" / "sandbox" / run_id).exists()
@@ -136,10 +156,23 @@ def test_resume_right_after_kill_9_keeps_unsaved_commits(tmp_path: Path) -> None
     git(repo, "commit", "-qm", "agent")
     proc = start(repo, "./agent.sh:3", "--sandbox")
     runs = repo / ".forge" / "runs"
-    wait_until(lambda: any("sleeping now" in p.read_text() for p in runs.glob("*/01-*/001.log")), what="mid-iteration")
+    wait_until(
+        lambda: any("sleeping now" in p.read_text() for p in runs.glob("*/01-*/001.log")),
+        what="mid-iteration",
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    subprocess.run(["docker", "rm", "-f", *subprocess.run(["docker", "ps", "-aq", "--filter", "label=fks.run"], capture_output=True, text=True).stdout.split()], capture_output=True)
+    subprocess.run(
+        [
+            "docker",
+            "rm",
+            "-f",
+            *subprocess.run(
+                ["docker", "ps", "-aq", "--filter", "label=fks.run"], capture_output=True, text=True
+            ).stdout.split(),
+        ],
+        capture_output=True,
+    )
     res = fks("run", "--resume", "last", cwd=repo, timeout=240)
     assert res.code == 0, res.output
     assert "Kept the commits the killed run had not saved yet" in res.stdout
@@ -149,8 +182,12 @@ def test_resume_right_after_kill_9_keeps_unsaved_commits(tmp_path: Path) -> None
 @pytest.mark.docker
 def test_clean_branches_and_old_records(tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "repo")
-    (repo / "done.sh").write_text("#!/bin/sh\necho d > d.txt && git add d.txt && git commit -qm d\necho FORKHESTRA_COMPLETE\n")
-    (repo / "half.sh").write_text("#!/bin/sh\necho h > h.txt && git add h.txt && git commit -qm h\n")
+    (repo / "done.sh").write_text(
+        "#!/bin/sh\necho d > d.txt && git add d.txt && git commit -qm d\necho FORKHESTRA_COMPLETE\n"
+    )
+    (repo / "half.sh").write_text(
+        "#!/bin/sh\necho h > h.txt && git add h.txt && git commit -qm h\n"
+    )
     for name in ("done.sh", "half.sh"):
         (repo / name).chmod(0o755)
     git(repo, "add", "-A")
@@ -162,7 +199,9 @@ def test_clean_branches_and_old_records(tmp_path: Path) -> None:
     assert res.code == 0 and f"deleted branch {merged}" in res.stdout
     branches = git(repo, "branch", "--format=%(refname:short)").split()
     assert merged not in branches and unmerged in branches  # unmerged work is never deleted
-    assert fks("clean", "--older-than", "1", cwd=repo).stdout.strip() == "fks clean: nothing to remove"
+    assert (
+        fks("clean", "--older-than", "1", cwd=repo).stdout.strip() == "fks clean: nothing to remove"
+    )
     res = fks("clean", "--older-than", "0", cwd=repo)
     assert f"deleted run record {rec['id']}" in res.stdout
     assert records(repo) == []
@@ -233,7 +272,13 @@ def test_progress_keeps_the_loop_going(tmp_path: Path, project: Path) -> None:
 
 def test_breaker_limit_is_configurable(tmp_path: Path, project: Path) -> None:
     repo = init_repo(tmp_path / "repo")
-    write_config(repo, {"noProgressLimit": 0, "chains": {"c": {"noProgressLimit": 5, "steps": [{"agent": "fake", "iterations": 9}]}}})
+    write_config(
+        repo,
+        {
+            "noProgressLimit": 0,
+            "chains": {"c": {"noProgressLimit": 5, "steps": [{"agent": "fake", "iterations": 9}]}},
+        },
+    )
     assert fks("run", "fake:4", cwd=repo, env={"FAKE_MARKER_AT": "0"}).code == 1
     assert len(records(repo)[0]["steps"][0]["iterations"]) == 4  # 0 = never
     assert fks("run", "--chain", "c", cwd=repo, env={"FAKE_MARKER_AT": "0"}).code == 1
@@ -241,7 +286,11 @@ def test_breaker_limit_is_configurable(tmp_path: Path, project: Path) -> None:
 
 
 def test_repeated_error_breaker(project: Path) -> None:
-    res = fks("run", "fake:10", env={"FAKE_MARKER_AT": "0", "FAKE_EXIT": "3", "FAKE_STDERR": "fatal: same thing broke"})
+    res = fks(
+        "run",
+        "fake:10",
+        env={"FAKE_MARKER_AT": "0", "FAKE_EXIT": "3", "FAKE_STDERR": "fatal: same thing broke"},
+    )
     assert res.code == 1
     (rec,) = records(project)
     step = rec["steps"][0]
@@ -252,11 +301,16 @@ def test_repeated_error_breaker(project: Path) -> None:
 # --- lock --------------------------------------------------------------------------------------------
 
 
-def test_second_run_on_same_base_fails_fast_and_stale_lock_is_reclaimed(tmp_path: Path, project: Path) -> None:
+def test_second_run_on_same_base_fails_fast_and_stale_lock_is_reclaimed(
+    tmp_path: Path, project: Path
+) -> None:
     repo = init_repo(tmp_path / "repo")
     first = start(repo, "fake:3", env={"FAKE_MARKER_AT": "0", "FAKE_SLEEP": "60"})
     try:
-        wait_until(lambda: bool(records(repo)) and records(repo)[0]["steps"][0]["iterations"], what="first run")
+        wait_until(
+            lambda: bool(records(repo)) and records(repo)[0]["steps"][0]["iterations"],
+            what="first run",
+        )
         run_id = records(repo)[0]["id"]
         started = time.monotonic()
         res = fks("run", "fake:1", cwd=repo)
@@ -279,7 +333,11 @@ def test_second_run_on_same_base_fails_fast_and_stale_lock_is_reclaimed(tmp_path
 
 def test_secrets_are_masked_everywhere(project: Path) -> None:
     secret = "sk-ant-api03-" + "q" * 40
-    agent = script(project, "leak.sh", "#!/bin/sh\necho \"key is $ANTHROPIC_API_KEY\"\necho \"again:$ANTHROPIC_API_KEY\" >&2\nexit 1\n")
+    agent = script(
+        project,
+        "leak.sh",
+        '#!/bin/sh\necho "key is $ANTHROPIC_API_KEY"\necho "again:$ANTHROPIC_API_KEY" >&2\nexit 1\n',
+    )
     res = fks("run", f"{agent}:1", "--json", env={"ANTHROPIC_API_KEY": secret})
     assert secret not in res.stdout + res.stderr
     assert "key is ********" in res.stderr  # agent output goes to stderr under --json

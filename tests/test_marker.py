@@ -10,7 +10,9 @@ from sandbox_runner.marker import PlainMonitor, StreamJsonMonitor
 from sandbox_runner.masking import MASK, Masker, secrets_from_env
 
 
-def feed_all(monitor: PlainMonitor | StreamJsonMonitor, data: bytes, size: int, stream: str = "stdout") -> None:
+def feed_all(
+    monitor: PlainMonitor | StreamJsonMonitor, data: bytes, size: int, stream: str = "stdout"
+) -> None:
     for start in range(0, len(data), size):
         monitor.feed(stream, data[start : start + size])  # type: ignore[arg-type]
     monitor.finish()
@@ -45,17 +47,29 @@ def test_plain_marker_ignores_stderr() -> None:
 
 
 def _assistant(text: str) -> bytes:
-    return json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}).encode() + b"\n"
+    return (
+        json.dumps(
+            {"type": "assistant", "message": {"content": [{"type": "text", "text": text}]}}
+        ).encode()
+        + b"\n"
+    )
 
 
 def _tool_result(text: str) -> bytes:
-    event = {"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": text}]}}
+    event = {
+        "type": "user",
+        "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": text}]},
+    }
     return json.dumps(event).encode() + b"\n"
 
 
 @pytest.mark.parametrize("size", [1, 5, 13, 100, 100000])
 def test_stream_json_lines_split_across_chunks(size: int) -> None:
-    data = _tool_result("FORKHESTRA_COMPLETE") + b'{"type":"rate_limit_event"}\n' + _assistant("done\nFORKHESTRA_COMPLETE")
+    data = (
+        _tool_result("FORKHESTRA_COMPLETE")
+        + b'{"type":"rate_limit_event"}\n'
+        + _assistant("done\nFORKHESTRA_COMPLETE")
+    )
     monitor = StreamJsonMonitor()
     feed_all(monitor, data, size)
     assert monitor.marker_seen
@@ -73,7 +87,10 @@ def test_masker_masks_secrets_split_across_chunks(size: int) -> None:
     secret = "sk-ant-api03-SECRETVALUE-1234567890"
     data = f"key={secret}\nagain {secret}{secret} end".encode()
     masker = Masker([secret])
-    out = b"".join(masker.feed(data[i : i + size]) for i in range(0, len(data), size)) + masker.finish()
+    out = (
+        b"".join(masker.feed(data[i : i + size]) for i in range(0, len(data), size))
+        + masker.finish()
+    )
     assert secret.encode() not in out
     assert out == data.replace(secret.encode(), MASK)
 
@@ -84,5 +101,10 @@ def test_masker_without_secrets_passes_through() -> None:
 
 
 def test_secrets_from_env_takes_credentials_and_named_vars_but_not_short_values() -> None:
-    env = {"ANTHROPIC_API_KEY": "sk-long-enough", "MY_TOKEN": "tok-123456", "SHORT": "ab", "OTHER": "not-passed"}
+    env = {
+        "ANTHROPIC_API_KEY": "sk-long-enough",
+        "MY_TOKEN": "tok-123456",
+        "SHORT": "ab",
+        "OTHER": "not-passed",
+    }
     assert sorted(secrets_from_env(["MY_TOKEN", "SHORT"], env)) == ["sk-long-enough", "tok-123456"]

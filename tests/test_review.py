@@ -23,11 +23,11 @@ git add partial-$n.txt && git commit -qm "partial: step $n"
 """
 
 
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = commit_scripts(init_repo(tmp_path / "proj"), {"done.sh": DONE_AGENT, "partial.sh": PARTIAL_AGENT})
+    path = commit_scripts(
+        init_repo(tmp_path / "proj"), {"done.sh": DONE_AGENT, "partial.sh": PARTIAL_AGENT}
+    )
     monkeypatch.chdir(path)
     return path
 
@@ -70,7 +70,9 @@ def test_sandbox_run_merged_and_kept_branches(project: Path) -> None:
     done = fks("review", run_id[:-1], cwd=project)
     assert done.code == 0, done.output
     out = done.stdout
-    assert out.startswith(f"Run {run_id}: ./scripts/done.sh -> ./scripts/partial.sh:2 (incomplete)\n")
+    assert out.startswith(
+        f"Run {run_id}: ./scripts/done.sh -> ./scripts/partial.sh:2 (incomplete)\n"
+    )
 
     merged = section(out, "Step 1: ./scripts/done.sh (complete, marker)")
     assert f"branch:    {first}" in merged
@@ -86,7 +88,10 @@ def test_sandbox_run_merged_and_kept_branches(project: Path) -> None:
     assert "merged:    no" in kept
     assert f"commits since {main_tip[:12]}:" in kept
     commit_lines = [line.strip() for line in kept.splitlines() if "partial: step" in line]
-    assert [line.split(" ", 1)[1] for line in commit_lines] == ["partial: step 2", "partial: step 1"]
+    assert [line.split(" ", 1)[1] for line in commit_lines] == [
+        "partial: step 2",
+        "partial: step 1",
+    ]
     assert "2 files changed, 2 insertions(+)" in kept
     assert "diff --git" not in out  # only with --diff
     land = f"git -C {shlex.quote(str(project))} merge {second}"

@@ -38,7 +38,9 @@ def test_once_needs_no_marker(project: Path, cli, monkeypatch: pytest.MonkeyPatc
     assert "Iteration" not in res.stdout
 
 
-def test_incomplete_step_exits_1_and_says_which(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_incomplete_step_exits_1_and_says_which(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_AT", "0")
     res = cli("run", "fake:3 -> builder")
     assert res.code == 1
@@ -52,16 +54,26 @@ def test_incomplete_step_exits_1_and_says_which(project: Path, cli, monkeypatch:
 
 @pytest.mark.parametrize(
     ("how", "detected"),
-    [("line", True), ("indented", True), ("nonewline", True), ("stderr", False), ("sentence", False)],
+    [
+        ("line", True),
+        ("indented", True),
+        ("nonewline", True),
+        ("stderr", False),
+        ("sentence", False),
+    ],
 )
-def test_marker_only_on_its_own_stdout_line(project: Path, cli, monkeypatch: pytest.MonkeyPatch, how: str, detected: bool) -> None:
+def test_marker_only_on_its_own_stdout_line(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch, how: str, detected: bool
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_HOW", how)
     res = cli("run", "fake:2")
     assert (res.code == 0) is detected, res.output
     assert len(calls(project.parent)) == (1 if detected else 2)
 
 
-def test_nonzero_exit_continues_to_next_iteration(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nonzero_exit_continues_to_next_iteration(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_AT", "3")
     monkeypatch.setenv("FAKE_EXIT", "1")
     monkeypatch.setenv("FAKE_EXIT_UNTIL", "3")
@@ -71,7 +83,9 @@ def test_nonzero_exit_continues_to_next_iteration(project: Path, cli, monkeypatc
     assert len(calls(project.parent)) == 3
 
 
-def test_chain_stops_at_first_incomplete_step_json(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chain_stops_at_first_incomplete_step_json(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_AT", "0")
     res = cli("run", "fake -> builder:2 -> reviewer", "--json")
     assert res.code == 1
@@ -85,7 +99,9 @@ def test_chain_stops_at_first_incomplete_step_json(project: Path, cli, monkeypat
     assert len(calls(project.parent)) == 3
 
 
-def test_prompt_is_last_argument_and_same_each_iteration(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prompt_is_last_argument_and_same_each_iteration(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_AT", "2")
     res = cli("run", "fake:3", "-p", "Create tasks from plan.md")
     assert res.code == 0, res.output
@@ -93,7 +109,9 @@ def test_prompt_is_last_argument_and_same_each_iteration(project: Path, cli, mon
     assert prompts == [["Create tasks from plan.md"]] * 2
 
 
-def test_config_chain_prompts_args_vars_and_global_args(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_chain_prompts_args_vars_and_global_args(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (project / "prompts").mkdir()
     (project / "prompts" / "build-auth.md").write_text("Build the auth feature")
     write_config(
@@ -140,7 +158,9 @@ def test_cli_prompt_overrides_everything_and_agent_default_is_fallback(project: 
     assert [c["prompt"] for c in calls(project.parent)][2:] == ["override", "override"]
 
 
-def test_prompt_file_is_reread_every_iteration(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prompt_file_is_reread_every_iteration(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     prompt = project / "prompt.md"
     prompt.write_text("prompt v1")
     monkeypatch.setenv("FAKE_MARKER_AT", "3")
@@ -162,7 +182,9 @@ def test_cwd_and_config_options(project: Path, cli, tmp_path: Path) -> None:
     assert (other / ".forge" / "runs").is_dir()
 
 
-def test_agent_names_with_colons_and_paths(project: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_names_with_colons_and_paths(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FAKE_MARKER_AT", "2")
     write_config(project, {"agents": {"fk:builder": {"path": "builder"}}})
     res = cli("run", "fk:builder:3")
@@ -170,7 +192,7 @@ def test_agent_names_with_colons_and_paths(project: Path, cli, monkeypatch: pyte
     assert "Starting: fk:builder (max 3 iterations)" in res.stdout
     script = project / "bin" / "agent.sh"
     script.parent.mkdir()
-    script.write_text("#!/bin/sh\necho from-script \"$@\"\necho FORKHESTRA_COMPLETE\n")
+    script.write_text('#!/bin/sh\necho from-script "$@"\necho FORKHESTRA_COMPLETE\n')
     script.chmod(0o755)
     res = cli("run", "./bin/agent.sh:2", "-p", "go")
     assert res.code == 0, res.output
@@ -178,7 +200,20 @@ def test_agent_names_with_colons_and_paths(project: Path, cli, monkeypatch: pyte
 
 
 def test_dry_run_shows_everything_and_runs_nothing(project: Path, cli) -> None:
-    write_config(project, {"chains": {"c": {"prompt": "chain prompt", "steps": [{"agent": "planner", "iterations": 3}, {"agent": "builder", "args": ["--x"]}]}}})
+    write_config(
+        project,
+        {
+            "chains": {
+                "c": {
+                    "prompt": "chain prompt",
+                    "steps": [
+                        {"agent": "planner", "iterations": 3},
+                        {"agent": "builder", "args": ["--x"]},
+                    ],
+                }
+            }
+        },
+    )
     res = cli("run", "--chain", "c", "--dry-run")
     assert res.code == 0, res.output
     out = res.stdout
@@ -226,13 +261,30 @@ def test_error_invalid_json(project: Path) -> None:
 
 
 def test_error_chain_not_found_lists_available(project: Path) -> None:
-    write_config(project, {"chains": {"alpha": {"steps": [{"agent": "fake"}]}, "beta": {"steps": [{"agent": "fake"}]}}})
+    write_config(
+        project,
+        {
+            "chains": {
+                "alpha": {"steps": [{"agent": "fake"}]},
+                "beta": {"steps": [{"agent": "fake"}]},
+            }
+        },
+    )
     res = fks("run", "--chain", "gamma")
-    assert_one_line_error(res, 2, "Chain 'gamma' not found in forge/chains.json; available chains: alpha, beta")
+    assert_one_line_error(
+        res, 2, "Chain 'gamma' not found in forge/chains.json; available chains: alpha, beta"
+    )
 
 
 def test_error_missing_variables_all_listed(project: Path) -> None:
-    write_config(project, {"chains": {"c": {"steps": [{"agent": "fake", "args": ["${A}", "${B}"], "prompt": "${C} ${A}"}]}}})
+    write_config(
+        project,
+        {
+            "chains": {
+                "c": {"steps": [{"agent": "fake", "args": ["${A}", "${B}"], "prompt": "${C} ${A}"}]}
+            }
+        },
+    )
     res = fks("run", "--chain", "c", "B=1")
     assert_one_line_error(res, 2, "needs variable(s) not provided: A, C")
 
@@ -267,8 +319,15 @@ def test_usage_errors_exit_2(project: Path, args: list[str], fragment: str) -> N
 def test_chains_validate_version(project: Path, cli) -> None:
     write_config(
         project,
-        {"chains": {"ralph": {"description": "plan then build", "steps": [{"agent": "planner", "iterations": 3}, {"agent": "builder"}]},
-                    "t": {"steps": [{"agent": "fake", "args": ["${TASK}"]}]}}},
+        {
+            "chains": {
+                "ralph": {
+                    "description": "plan then build",
+                    "steps": [{"agent": "planner", "iterations": 3}, {"agent": "builder"}],
+                },
+                "t": {"steps": [{"agent": "fake", "args": ["${TASK}"]}]},
+            }
+        },
     )
     res = cli("chains")
     assert res.code == 0
@@ -278,7 +337,9 @@ def test_chains_validate_version(project: Path, cli) -> None:
     assert res.code == 0 and "OK (0 agents, 2 chains)" in res.stdout
     assert "chain 't' needs: TASK" in res.stdout
     write_config(project, {"chains": {"bad": {"steps": [{"agent": "x", "iterations": -1}]}}})
-    assert_one_line_error(fks("validate"), 2, "chains.bad.steps[0].iterations: must be a positive integer")
+    assert_one_line_error(
+        fks("validate"), 2, "chains.bad.steps[0].iterations: must be a positive integer"
+    )
     assert fks("--version").stdout.startswith("fks ")
 
 
@@ -291,6 +352,18 @@ def test_shell_completion_is_available(project: Path) -> None:
 def test_help_lists_commands() -> None:
     res = fks("--help")
     assert res.code == 0
-    for verb in ("run", "chains", "validate", "init", "runs", "show", "logs", "review", "clean", "image", "tasks"):
+    for verb in (
+        "run",
+        "chains",
+        "validate",
+        "init",
+        "runs",
+        "show",
+        "logs",
+        "review",
+        "clean",
+        "image",
+        "tasks",
+    ):
         assert verb in res.stdout
     assert "--dry-run" in fks("run", "--help").stdout

@@ -53,7 +53,10 @@ ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = commit_scripts(init_repo(tmp_path / "proj"), {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "slow.sh": SLOW_AGENT})
+    path = commit_scripts(
+        init_repo(tmp_path / "proj"),
+        {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "slow.sh": SLOW_AGENT},
+    )
     monkeypatch.chdir(path)
     return path
 
@@ -86,8 +89,6 @@ def complete_run(project: Path) -> str:
 
 def incomplete_run(project: Path) -> str:
     return new_run(project, "./scripts/ok.sh:2 -> ./scripts/fail.sh:2 -> ./scripts/ok.sh", code=1)
-
-
 
 
 def fks_bytes(*args: str, cwd: Path) -> bytes:
@@ -184,8 +185,12 @@ def test_runs_on_a_terminal_is_a_table(project: Path) -> None:
     run_id = complete_run(project)
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # the pty's size rules
-    proc = subprocess.Popen([FKS, "runs"], cwd=project, env=env, stdin=follower, stdout=follower, stderr=subprocess.PIPE)
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")
+    }  # the pty's size rules
+    proc = subprocess.Popen(
+        [FKS, "runs"], cwd=project, env=env, stdin=follower, stdout=follower, stderr=subprocess.PIPE
+    )
     os.close(follower)
     chunks = []
     while True:
@@ -249,13 +254,20 @@ def test_show_incomplete_run(project: Path) -> None:
     step1, step2, step3 = out.split("\n\n")[1:]
     assert step1.startswith("Step 1: ./scripts/ok.sh  complete (marker)")
     assert "iterations: 1/2" in step1
-    assert re.search(r"#1  \d\d:\d\d:\d\d  \d+\.\ds  exit 0  marker yes  changed yes  reason marker", step1)
+    assert re.search(
+        r"#1  \d\d:\d\d:\d\d  \d+\.\ds  exit 0  marker yes  changed yes  reason marker", step1
+    )
     assert step2.startswith("Step 2: ./scripts/fail.sh  incomplete (max_iterations)")
     assert "iterations: 2/2" in step2
-    assert re.search(r"#2  \d\d:\d\d:\d\d  \d+\.\ds  exit 3  marker no  changed yes  reason exit_3", step2)
+    assert re.search(
+        r"#2  \d\d:\d\d:\d\d  \d+\.\ds  exit 3  marker no  changed yes  reason exit_3", step2
+    )
     assert "stderr: boom 2" in step2
     log_lines = re.findall(r"log: (\S+)", step2)
-    assert log_lines == [f".forge/runs/{run_id}/02-fail.sh/001.log", f".forge/runs/{run_id}/02-fail.sh/002.log"]
+    assert log_lines == [
+        f".forge/runs/{run_id}/02-fail.sh/001.log",
+        f".forge/runs/{run_id}/02-fail.sh/002.log",
+    ]
     assert all((project / p).is_file() for p in log_lines)
     assert step3.startswith("Step 3: ./scripts/ok.sh  not started")
     assert "iterations: 0/1 (runs once)" in step3
@@ -269,7 +281,12 @@ def test_show_claude_stats_and_cost(project: Path) -> None:
     path = project / ".forge" / "runs" / run_id / "run.json"
     rec = RunRecord.model_validate_json(path.read_text())
     rec.steps[0].iterations[0].claude = ClaudeStats(
-        cost_usd=0.0123, input_tokens=1200, output_tokens=340, turns=7, subtype="success", session_id="sess-42"
+        cost_usd=0.0123,
+        input_tokens=1200,
+        output_tokens=340,
+        turns=7,
+        subtype="success",
+        session_id="sess-42",
     )
     write_atomic(path, rec.model_dump_json())
     shown = fks("show", run_id, cwd=project).stdout
@@ -280,7 +297,9 @@ def test_show_claude_stats_and_cost(project: Path) -> None:
 
 def test_secrets_stay_out_of_logs_and_show(project: Path) -> None:
     script = project / "scripts" / "leak.sh"
-    script.write_text('#!/bin/sh\necho "key=$ANTHROPIC_API_KEY"\necho "err $ANTHROPIC_API_KEY" >&2\nexit 1\n')
+    script.write_text(
+        '#!/bin/sh\necho "key=$ANTHROPIC_API_KEY"\necho "err $ANTHROPIC_API_KEY" >&2\nexit 1\n'
+    )
     script.chmod(0o755)
     secret = "sk-ant-test-0123456789abcdef"
     done = fks("run", str(script), cwd=project, env={"ANTHROPIC_API_KEY": secret})
@@ -352,7 +371,9 @@ def test_logs_of_a_step_that_never_started(project: Path) -> None:
 def test_logs_errors(project: Path) -> None:
     run_id = incomplete_run(project)
     assert_one_line_error(fks("logs", "last", "4", cwd=project), f"run {run_id} has 3 steps", "1-3")
-    assert_one_line_error(fks("logs", "last", "2", "-i", "3", cwd=project), "ran iterations 1-2", "no iteration 3")
+    assert_one_line_error(
+        fks("logs", "last", "2", "-i", "3", cwd=project), "ran iterations 1-2", "no iteration 3"
+    )
     assert_one_line_error(fks("logs", "last", "3", "-i", "1", cwd=project), "ran no iterations")
     assert_one_line_error(fks("logs", "last", "-i", "1", cwd=project), "--iteration needs a STEP")
     usage = fks("logs", "last", "0", cwd=project)  # typer's own range check
@@ -360,11 +381,15 @@ def test_logs_errors(project: Path) -> None:
     assert "Traceback" not in usage.output
 
 
-def test_logs_follow_streams_a_running_run(project: Path, background: Callable[..., subprocess.Popen[bytes]]) -> None:
+def test_logs_follow_streams_a_running_run(
+    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+) -> None:
     run = background("./scripts/slow.sh:3")
     wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
     assert "running" in fks("runs", cwd=project).stdout.splitlines()[-1]
-    follow = subprocess.Popen([FKS, "logs", "last", "--follow"], cwd=project, stdout=subprocess.PIPE)
+    follow = subprocess.Popen(
+        [FKS, "logs", "last", "--follow"], cwd=project, stdout=subprocess.PIPE
+    )
     assert follow.stdout is not None
     header = follow.stdout.readline()
     first = follow.stdout.readline()
@@ -376,20 +401,34 @@ def test_logs_follow_streams_a_running_run(project: Path, background: Callable[.
     assert run.wait(timeout=30) == 0
     followed = header + first + rest
     assert followed == fks_bytes("logs", "last", cwd=project)
-    assert b"==> step 1 (./scripts/slow.sh) iteration 2 <==\ntick A 2\ntick B 2\nFORKHESTRA_COMPLETE\n" in followed
+    assert (
+        b"==> step 1 (./scripts/slow.sh) iteration 2 <==\ntick A 2\ntick B 2\nFORKHESTRA_COMPLETE\n"
+        in followed
+    )
 
 
-def test_logs_follow_one_step_waits_for_it(project: Path, background: Callable[..., subprocess.Popen[bytes]]) -> None:
+def test_logs_follow_one_step_waits_for_it(
+    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+) -> None:
     run = background("./scripts/slow.sh:3 -> ./scripts/ok.sh", env={"SLOW": "0.5"})
     wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
     followed = subprocess.run(
-        [FKS, "logs", "last", "2", "--follow"], cwd=project, capture_output=True, check=False, timeout=60
+        [FKS, "logs", "last", "2", "--follow"],
+        cwd=project,
+        capture_output=True,
+        check=False,
+        timeout=60,
     )
     assert run.wait(timeout=30) == 0
     assert followed.returncode == 0, followed.stderr
-    assert followed.stdout == b"==> step 2 (./scripts/ok.sh) iteration 1 <==\nok output 1\nFORKHESTRA_COMPLETE\n"
+    assert (
+        followed.stdout
+        == b"==> step 2 (./scripts/ok.sh) iteration 1 <==\nok output 1\nFORKHESTRA_COMPLETE\n"
+    )
 
 
 def test_follow_of_a_finished_run_prints_and_exits(project: Path) -> None:
     incomplete_run(project)
-    assert fks_bytes("logs", "last", "--follow", cwd=project) == fks_bytes("logs", "last", cwd=project)
+    assert fks_bytes("logs", "last", "--follow", cwd=project) == fks_bytes(
+        "logs", "last", cwd=project
+    )

@@ -31,7 +31,10 @@ if [ "$n" -ge "${MARK_AT:-2}" ]; then echo FORKHESTRA_COMPLETE; fi
 def containers(run_id: str | None = None) -> list[str]:
     label = f"fks.run={run_id}" if run_id else "fks.run"
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={label}"], capture_output=True, text=True, check=True
+        ["docker", "ps", "-aq", "--filter", f"label={label}"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return out.split()
 
@@ -98,7 +101,11 @@ def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
 
 
 def test_two_steps_second_sees_first(repo: Path) -> None:
-    add_script(repo, "check.sh", "#!/bin/sh\ncat work-1.txt && ls work-*.txt | wc -l > count.txt && git add count.txt && git commit -qm counted\n")
+    add_script(
+        repo,
+        "check.sh",
+        "#!/bin/sh\ncat work-1.txt && ls work-*.txt | wc -l > count.txt && git add count.txt && git commit -qm counted\n",
+    )
     res = sandbox("./scripts/commit.sh:2 -> ./scripts/check.sh", env={"MARK_AT": "1"})
     assert res.code == 0, res.output
     assert "work 1" in res.stdout
@@ -117,29 +124,48 @@ def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
     rec = record(repo)
     step = rec["steps"][0]
     assert step["merged"] is False and step["reason"] == "max_iterations"
-    assert git(repo, "log", "--format=%s", f"main..{step['branch']}").splitlines() == ["agent: work 2", "agent: work 1"]
+    assert git(repo, "log", "--format=%s", f"main..{step['branch']}").splitlines() == [
+        "agent: work 2",
+        "agent: work 1",
+    ]
     assert f"Branch kept for review: {step['branch']}" in res.stdout
     assert f"log --stat main..{step['branch']}" in res.stdout
-    assert not Path(repo, ".forge", "worktrees", rec["id"]).exists()  # worktree removed, branch kept
+    assert not Path(
+        repo, ".forge", "worktrees", rec["id"]
+    ).exists()  # worktree removed, branch kept
     assert containers(rec["id"]) == []
 
 
 def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
-    add_script(repo, "messy.sh", "#!/bin/sh\necho draft > notes.txt\nmkdir -p src && echo code > src/new.py\necho FORKHESTRA_COMPLETE\n")
+    add_script(
+        repo,
+        "messy.sh",
+        "#!/bin/sh\necho draft > notes.txt\nmkdir -p src && echo code > src/new.py\necho FORKHESTRA_COMPLETE\n",
+    )
     res = sandbox("./scripts/messy.sh:2")
     assert res.code == 0, res.output
     assert "left uncommitted" in res.stdout
     subject = git(repo, "log", "-1", "--format=%s", "main")
     assert subject.startswith("fks: commit what ./scripts/messy.sh left uncommitted")
-    assert set(git(repo, "show", "--name-only", "--format=", "main").split()) == {"notes.txt", "src/new.py"}
+    assert set(git(repo, "show", "--name-only", "--format=", "main").split()) == {
+        "notes.txt",
+        "src/new.py",
+    }
     assert (repo / "src" / "new.py").read_text() == "code\n"
 
 
-def run_with_user_commit(repo: Path, flags: Path, dsl: str, edit: dict[str, str]) -> tuple[int, str, str, str]:
+def run_with_user_commit(
+    repo: Path, flags: Path, dsl: str, edit: dict[str, str]
+) -> tuple[int, str, str, str]:
     """Start `fks run DSL --sandbox`; once its container runs, commit `edit` on main as the user
     would, then let the agent finish (it waits for `flags/go`). Returns (code, out, err, user tip)."""
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not containers() and time.monotonic() < deadline:
@@ -164,9 +190,15 @@ def waiting_agent(flags: Path, work: str) -> str:
 def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> None:
     flags = tmp_path / "flags"
     flags.mkdir()
-    add_script(repo, "conflict.sh", waiting_agent(flags, "echo agent > README.md\ngit commit -qam 'agent edits README'"))
+    add_script(
+        repo,
+        "conflict.sh",
+        waiting_agent(flags, "echo agent > README.md\ngit commit -qam 'agent edits README'"),
+    )
     configure(repo, {"sandbox": {"mounts": [str(flags)]}})
-    code, out, err, user_tip = run_with_user_commit(repo, flags, "./scripts/conflict.sh:2", {"README.md": "user\n"})
+    code, out, err, user_tip = run_with_user_commit(
+        repo, flags, "./scripts/conflict.sh:2", {"README.md": "user\n"}
+    )
     assert code == 1, out + err
     assert git(repo, "rev-parse", "main") == user_tip  # base untouched
     assert (repo / "README.md").read_text() == "user\n"
@@ -181,8 +213,14 @@ def test_merge_commit_builds_on_user_commits(repo: Path, tmp_path: Path) -> None
     flags = tmp_path / "flags"
     flags.mkdir()
     configure(repo, {"sandbox": {"mounts": [str(flags)]}})
-    add_script(repo, "slow.sh", waiting_agent(flags, "echo a > agent.txt\ngit add agent.txt && git commit -qm agent"))
-    code, out, err, user_tip = run_with_user_commit(repo, flags, "./scripts/slow.sh:2", {"user.txt": "mine\n"})
+    add_script(
+        repo,
+        "slow.sh",
+        waiting_agent(flags, "echo a > agent.txt\ngit add agent.txt && git commit -qm agent"),
+    )
+    code, out, err, user_tip = run_with_user_commit(
+        repo, flags, "./scripts/slow.sh:2", {"user.txt": "mine\n"}
+    )
     assert code == 0, out + err
     parents = git(repo, "log", "-1", "--format=%P", "main").split()
     assert len(parents) == 2 and parents[0] == user_tip  # never undone, built upon
@@ -191,7 +229,11 @@ def test_merge_commit_builds_on_user_commits(repo: Path, tmp_path: Path) -> None
 
 
 def test_untracked_file_blocks_merge_back_with_clear_message(repo: Path) -> None:
-    add_script(repo, "creates.sh", "#!/bin/sh\necho agent > new.txt\ngit add new.txt && git commit -qm 'agent new.txt'\necho FORKHESTRA_COMPLETE\n")
+    add_script(
+        repo,
+        "creates.sh",
+        "#!/bin/sh\necho agent > new.txt\ngit add new.txt && git commit -qm 'agent new.txt'\necho FORKHESTRA_COMPLETE\n",
+    )
     (repo / "new.txt").write_text("user's untracked work\n")
     before = git(repo, "rev-parse", "main")
     res = sandbox("./scripts/creates.sh:2")
@@ -253,15 +295,28 @@ def test_timeout_kills_iteration(repo: Path) -> None:
 
 
 def test_ctrl_c_mid_iteration(repo: Path) -> None:
-    add_script(repo, "long.sh", "#!/bin/sh\necho working > partial.txt\ngit add partial.txt && git commit -qm partial\necho waiting\nsleep 120\n")
-    proc = subprocess.Popen([sys.executable, "-m", "sandbox_runner", "run", "./scripts/long.sh:3", "--sandbox"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    add_script(
+        repo,
+        "long.sh",
+        "#!/bin/sh\necho working > partial.txt\ngit add partial.txt && git commit -qm partial\necho waiting\nsleep 120\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sandbox_runner", "run", "./scripts/long.sh:3", "--sandbox"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         log_seen = False
         while time.monotonic() < deadline and not log_seen:
             time.sleep(0.2)
-            logs = list((repo / ".forge" / "runs").glob("*/01-*/001.log")) if (repo / ".forge" / "runs").exists() else []
+            logs = (
+                list((repo / ".forge" / "runs").glob("*/01-*/001.log"))
+                if (repo / ".forge" / "runs").exists()
+                else []
+            )
             log_seen = bool(logs) and "waiting" in logs[0].read_text()
         assert log_seen
         started = time.monotonic()
@@ -294,13 +349,19 @@ def test_long_output_lines(repo: Path) -> None:
     res = sandbox("./scripts/loud.py:2")
     assert res.code == 0, res.output[-2000:]
     rec = record(repo)
-    log = (repo / ".forge" / "runs" / rec["id"] / rec["steps"][0]["iterations"][0]["log"]).read_text()
+    log = (
+        repo / ".forge" / "runs" / rec["id"] / rec["steps"][0]["iterations"][0]["log"]
+    ).read_text()
     assert log == "A" * 50000 + "\n" + "B" * 100000 + "\nFORKHESTRA_COMPLETE\n"
     assert ("A" * 50000 + "\n") in res.stdout
 
 
 def test_marker_in_long_line_does_not_count(repo: Path) -> None:
-    add_script(repo, "sneaky.py", "#!/usr/bin/env python3\nprint('x' * 40000 + 'FORKHESTRA_COMPLETE')\nprint('FORKHESTRA_COMPLETE' + 'y' * 30000)\n")
+    add_script(
+        repo,
+        "sneaky.py",
+        "#!/usr/bin/env python3\nprint('x' * 40000 + 'FORKHESTRA_COMPLETE')\nprint('FORKHESTRA_COMPLETE' + 'y' * 30000)\n",
+    )
     res = sandbox("./scripts/sneaky.py:1")
     assert res.code == 1, res.output[-2000:]
 
@@ -328,8 +389,21 @@ def test_files_stay_owned_by_the_user(other_user_repo: tuple[Path, int]) -> None
     exe = FKS
     env = {"PATH": os.environ["PATH"], "HOME": str(repo.parent / "home"), "MARK_AT": "1"}
     done = subprocess.run(
-        ["setpriv", f"--reuid={uid}", f"--regid={uid}", f"--groups={docker_gid}", exe, "run", "./scripts/commit.sh:2", "--sandbox"],
-        cwd=repo, env=env, capture_output=True, text=True, timeout=180,
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            f"--groups={docker_gid}",
+            exe,
+            "run",
+            "./scripts/commit.sh:2",
+            "--sandbox",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"iteration 1 as {uid}:{uid}" in done.stdout

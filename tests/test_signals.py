@@ -38,7 +38,14 @@ def test_signal_kills_agent_group_and_exits_130(project: Path, sig: signal.Signa
     state = project.parent / "state"
     env = {**os.environ, "FAKE_SLEEP": "120", "FAKE_CHILD": "1", "FAKE_MARKER_AT": "0"}
     exe = FKS
-    proc = subprocess.Popen([exe, "run", "fake:5"], cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [exe, "run", "fake:5"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(state / "child.pid")
         agent_pid = int((state / "pid").read_text())
@@ -76,7 +83,9 @@ def test_timeout_kills_grandchildren_after_agent_exit(project: Path) -> None:
     script.chmod(0o755)
     exe = FKS
     started = time.monotonic()
-    done = subprocess.run([exe, "run", "./leaky.sh:2"], cwd=project, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [exe, "run", "./leaky.sh:2"], cwd=project, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 10
     leftover = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)

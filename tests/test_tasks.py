@@ -86,12 +86,18 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 def test_create_writes_one_markdown_file_named_after_the_new_id(project: Project) -> None:
     task_id = project.create(
         "Add the login page: part 1",
-        "--description", "Users need to sign in.\n\nSecond paragraph.",
-        "--ac", "Form shows",
-        "--ac", "Errors are shown",
-        "--label", "backend,ui",
-        "--label", "backend",
-        "--priority", "HIGH",
+        "--description",
+        "Users need to sign in.\n\nSecond paragraph.",
+        "--ac",
+        "Form shows",
+        "--ac",
+        "Errors are shown",
+        "--label",
+        "backend,ui",
+        "--label",
+        "backend",
+        "--priority",
+        "HIGH",
     )
     (path,) = project.files()
     assert path.name == f"{task_id.lower()} - Add-the-login-page-part-1.md"
@@ -210,8 +216,19 @@ def test_ready_means_to_do_with_every_dependency_done(project: Project) -> None:
 def test_view_plain_and_json(project: Project) -> None:
     dep = project.create("Dependency")
     task = project.create(
-        "Login page", "-d", "Why it exists", "--ac", "Form shows", "--ac", "Errors", "-l", "ui",
-        "-p", "high", "--depends-on", dep,
+        "Login page",
+        "-d",
+        "Why it exists",
+        "--ac",
+        "Form shows",
+        "--ac",
+        "Errors",
+        "-l",
+        "ui",
+        "-p",
+        "high",
+        "--depends-on",
+        dep,
     )
     project.ok("edit", task, "--check-ac", "1", "--append-notes", "Started on it")
     out = project.ok("view", task)
@@ -275,15 +292,32 @@ def test_edit_changes_every_field(project: Project) -> None:
     )
     before = project.front_matter(task)
     out = project.ok(
-        "edit", task,
-        "--title", "New title",
-        "--description", "new description",
-        "--priority", "low",
-        "--add-label", "c", "--remove-label", "a",
-        "--add-dependency", second, "--remove-dependency", first,
-        "--ac", "two", "--add-ac", "three",
-        "--check-ac", "1", "--check-ac", "3",
-        "--append-notes", "note one",
+        "edit",
+        task,
+        "--title",
+        "New title",
+        "--description",
+        "new description",
+        "--priority",
+        "low",
+        "--add-label",
+        "c",
+        "--remove-label",
+        "a",
+        "--add-dependency",
+        second,
+        "--remove-dependency",
+        first,
+        "--ac",
+        "two",
+        "--add-ac",
+        "three",
+        "--check-ac",
+        "1",
+        "--check-ac",
+        "3",
+        "--append-notes",
+        "note one",
     )
     assert out == f"Updated {task}\n"
     project.ok(

@@ -82,7 +82,9 @@ def _salvage(repo: Path, run_dir: Path, record: RunRecord | None) -> None:
         if step.branch and staging.is_dir() and step.repo and Path(step.repo) == repo:
             try:
                 if salvage_staging(open_repo(repo), staging, step.branch):
-                    print(f"kept the last commits of {step.branch} (the run was killed before saving them)")
+                    print(
+                        f"kept the last commits of {step.branch} (the run was killed before saving them)"
+                    )
             except WorkspaceError as exc:
                 print(f"warning: could not salvage {staging}: {exc}")
 

@@ -58,7 +58,9 @@ def run(*, cwd: Path | None) -> int:
                 _report_missing(project / CONFIG)
     print()
     if git_common_dir(project) is None:
-        print(f"{project} is not a git repository: run 'git init' first (the agents commit their work).")
+        print(
+            f"{project} is not a git repository: run 'git init' first (the agents commit their work)."
+        )
     print(NEXT_STEPS)
     return EXIT_COMPLETE
 

@@ -22,7 +22,9 @@ def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
         if record.options.sandbox:
             _say("No step of this run got a branch (it stopped before the first step started).")
         else:
-            _say(f"This run ran in place in {record.cwd}, without --sandbox: its steps made no branches to review.")
+            _say(
+                f"This run ran in place in {record.cwd}, without --sandbox: its steps made no branches to review."
+            )
             _say("Their commits are on the branch that was checked out there (see `git log`).")
         _say(f"Steps and iterations: fks show {record.id}")
         return EXIT_COMPLETE
@@ -51,7 +53,9 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     else:
         _say("  merged:    no")
     if step.conflicts:
-        _say(f"  conflicts: {', '.join(step.conflicts)} (with {base or 'the base'} when fks tried to merge)")
+        _say(
+            f"  conflicts: {', '.join(step.conflicts)} (with {base or 'the base'} when fks tried to merge)"
+        )
     if not repo.is_dir():
         _say(f"  the repository {repo} no longer exists")
         return
@@ -102,7 +106,9 @@ def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
         if checkout is not None:
             _say(f"    git -C {shlex.quote(str(checkout))} merge {quoted_branch}")
         else:
-            _say(f"    git -C {where} switch {shlex.quote(base)} && git -C {where} merge {quoted_branch}")
+            _say(
+                f"    git -C {where} switch {shlex.quote(base)} && git -C {where} merge {quoted_branch}"
+            )
     _say("  to discard it:")
     _say(f"    git -C {where} branch -D {quoted_branch}")
 

@@ -91,12 +91,19 @@ def run(
         from sandbox_runner.resume import plan_resume
 
         fixed = {
-            "--prompt": prompt, "--prompt-file": prompt_file, "--config": config, "--sandbox": sandbox,
-            "--base": base, "--image": image, "arguments after --": list(global_args),
+            "--prompt": prompt,
+            "--prompt-file": prompt_file,
+            "--config": config,
+            "--sandbox": sandbox,
+            "--base": base,
+            "--image": image,
+            "arguments after --": list(global_args),
         }
         given = [name for name, value in fixed.items() if value]
         if given:
-            raise UsageError(f"--resume continues a run as it was started; {', '.join(given)} cannot be changed")
+            raise UsageError(
+                f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"
+            )
         resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
         planned, record = resumed.planned, resumed.record
         if max_cost is not None:  # a new budget for the rest of the run
@@ -120,7 +127,9 @@ def run(
         )
         if chain is None:
             if not targets:
-                raise UsageError("nothing to run: give a DSL (e.g. fks run \"planner:3 -> builder:10\") or --chain NAME")
+                raise UsageError(
+                    'nothing to run: give a DSL (e.g. fks run "planner:3 -> builder:10") or --chain NAME'
+                )
             options.dsl = targets[0]
         planned = plan_run(options, workdir)
         record = None
@@ -170,7 +179,10 @@ def run(
             reporter.close()
             signal_name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
             run_id = active.record.id
-            print(f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {run_id}", file=sys.stderr)
+            print(
+                f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {run_id}",
+                file=sys.stderr,
+            )
             _after_interrupt(backend, active.record)
             _write_junit(junit, active.record)
             return EXIT_INTERRUPTED
@@ -203,7 +215,11 @@ def plan_run(options: RunOptions, workdir: Path) -> Planned:
     cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
     if options.chain is not None:
         assert cfg is not None
-        shown = os.path.relpath(config_file, workdir) if config_file.is_relative_to(workdir) else str(config_file)
+        shown = (
+            os.path.relpath(config_file, workdir)
+            if config_file.is_relative_to(workdir)
+            else str(config_file)
+        )
         plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
     else:
         plan = ChainPlan(parse_dsl(options.dsl or ""))
@@ -301,10 +317,16 @@ def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose)
 
 
-def _run_lock(planned: Planned, store: RunStore, backend: Backend) -> AbstractContextManager[RunLock]:
+def _run_lock(
+    planned: Planned, store: RunStore, backend: Backend
+) -> AbstractContextManager[RunLock]:
     from sandbox_runner.lock import run_lock
 
-    return run_lock(store.project, backend.base_branch, run_label=planned.options.chain or planned.options.dsl or "")
+    return run_lock(
+        store.project,
+        backend.base_branch,
+        run_label=planned.options.chain or planned.options.dsl or "",
+    )
 
 
 def _after_interrupt(backend: Backend, record: RunRecord) -> None:
@@ -346,7 +368,9 @@ def _dry_run(
 ) -> int:
     global_args = planned.options.global_args
     steps: list[dict[str, Any]] = []
-    for index, (step, prompt, command) in enumerate(zip(planned.plan.steps, prompts, commands, strict=True), start=1):
+    for index, (step, prompt, command) in enumerate(
+        zip(planned.plan.steps, prompts, commands, strict=True), start=1
+    ):
         text = prompt.read()
         argv = command.argv([*global_args, *step.args], text)
         steps.append(
@@ -373,7 +397,11 @@ def _dry_run(
         limit = f"max {plural(int(s['iterations']), 'iteration')}" if s["loop"] else "once"
         print(f"  Step {s['index']}: {s['agent']} ({limit})")
         prompt_text = s["prompt"]
-        shown_prompt = "(none)" if prompt_text is None else f"{_abbreviate(str(prompt_text))!s}  [{s['promptSource']}]"
+        shown_prompt = (
+            "(none)"
+            if prompt_text is None
+            else f"{_abbreviate(str(prompt_text))!s}  [{s['promptSource']}]"
+        )
         print(f"    prompt:  {shown_prompt}")
         print(f"    command: {shlex.join(_abbreviate(a) for a in s['argv'])}")
         print(f"    cwd:     {s['cwd']}")

@@ -81,7 +81,11 @@ def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 
 def has_cost(record: RunRecord) -> bool:
-    return any(it.claude is not None and it.claude.cost_usd is not None for s in record.steps for it in s.iterations)
+    return any(
+        it.claude is not None and it.claude.cost_usd is not None
+        for s in record.steps
+        for it in s.iterations
+    )
 
 
 def format_cost(record: RunRecord) -> str:
@@ -162,11 +166,15 @@ def _clip(text: str, width: int) -> str:
 
 
 def _print_plain_table(rows: Sequence[tuple[str, ...]]) -> None:
-    clipped = [tuple(_clip(c, _CHAIN_WIDTH) if i == 1 else c for i, c in enumerate(row)) for row in rows]
+    clipped = [
+        tuple(_clip(c, _CHAIN_WIDTH) if i == 1 else c for i, c in enumerate(row)) for row in rows
+    ]
     table = [_COLUMNS, *clipped]
     widths = [max(len(row[i]) for row in table) for i in range(len(_COLUMNS))]
     for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
 
 
 def _print_rich_table(rows: Sequence[tuple[str, ...]]) -> bool:
@@ -227,11 +235,17 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     if record.failed_at is not None:
         status += f", stopped at step {record.failed_at}"
     if state == "died":
-        status += f"; its process {record.pid} is gone (continue with: fks run --resume {record.id})"
+        status += (
+            f"; its process {record.pid} is gone (continue with: fks run --resume {record.id})"
+        )
     elif state == "running":
         status += f" (pid {record.pid})"
     yield _field("status", status)
-    where = "sandbox (Docker, one branch per step)" if record.options.sandbox else "in place (no sandbox)"
+    where = (
+        "sandbox (Docker, one branch per step)"
+        if record.options.sandbox
+        else "in place (no sandbox)"
+    )
     if record.options.sandbox and record.options.image:
         where += f", image {record.options.image}"
     yield _field("ran", f"{where} in {record.cwd}")
@@ -248,7 +262,7 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     if record.options.max_cost is not None:
         cost += f" (limit ${record.options.max_cost:g})"
     yield _field("cost", cost)
-    yield _field("record", shown_path(run_dir / 'run.json'))
+    yield _field("record", shown_path(run_dir / "run.json"))
     for step in record.steps:
         yield ""
         yield from describe_step(step, state, run_dir)
@@ -278,7 +292,7 @@ def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[s
             head = f" -> {step.head_commit[:12]}" if step.head_commit else ""
             yield _field("commits", f"{step.start_commit[:12]}{head}")
     if step.conflicts:
-        yield _field("conflicts", ', '.join(step.conflicts))
+        yield _field("conflicts", ", ".join(step.conflicts))
     if step.worktree:
         yield _field("worktree", step.worktree)
     for it in step.iterations:
@@ -365,19 +379,28 @@ def logs(
     record = load_run(store, run_ref)
     if iteration is not None and step is None:
         if len(record.steps) != 1:
-            raise UsageError(f"--iteration needs a STEP: e.g. fks logs {record.id} 1 --iteration {iteration}")
+            raise UsageError(
+                f"--iteration needs a STEP: e.g. fks logs {record.id} 1 --iteration {iteration}"
+            )
         step = record.steps[0].index
     if step is not None and not 1 <= step <= len(record.steps):
-        raise UsageError(f"run {record.id} has {_count(len(record.steps), 'step')}; STEP must be 1-{len(record.steps)}")
+        raise UsageError(
+            f"run {record.id} has {_count(len(record.steps), 'step')}; STEP must be 1-{len(record.steps)}"
+        )
     selection = _Selection(step, iteration)
     following = follow and is_alive(record)
     if iteration is not None and not selection.pick(record) and not following:
         chosen = record.steps[step - 1] if step is not None else record.steps[0]
         numbers = sorted({it.number for it in chosen.iterations})
         ran = f"ran iterations 1-{numbers[-1]}" if numbers else "ran no iterations"
-        raise UsageError(f"step {chosen.index} ({chosen.agent}) of run {record.id} {ran}; there is no iteration {iteration}")
+        raise UsageError(
+            f"step {chosen.index} ({chosen.agent}) of run {record.id} {ran}; there is no iteration {iteration}"
+        )
     sys.stdout.flush()
-    printer = _LogPrinter(sys.stdout.buffer, headers=iteration is None and (following or len(selection.pick(record)) > 1))
+    printer = _LogPrinter(
+        sys.stdout.buffer,
+        headers=iteration is None and (following or len(selection.pick(record)) > 1),
+    )
     run_dir = store.run_dir(record.id)
     if not following:
         for step_record, it in selection.pick(record):
@@ -408,9 +431,14 @@ def _nothing_yet(record: RunRecord, step: int | None) -> None:
     if step is not None:
         chosen = record.steps[step - 1]
         state = step_status(chosen, run_status(record))
-        print(f"fks: no output recorded for step {chosen.index} ({chosen.agent}) of run {record.id} ({state})", file=sys.stderr)
+        print(
+            f"fks: no output recorded for step {chosen.index} ({chosen.agent}) of run {record.id} ({state})",
+            file=sys.stderr,
+        )
     else:
-        print(f"fks: no output recorded for run {record.id} ({run_status(record)})", file=sys.stderr)
+        print(
+            f"fks: no output recorded for run {record.id} ({run_status(record)})", file=sys.stderr
+        )
 
 
 class _LogPrinter:

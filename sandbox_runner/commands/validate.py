@@ -16,10 +16,17 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
     for name, chain in cfg.chains.items():
         for i, step in enumerate(chain.steps):
             if step.agent not in cfg.agents and missing_vars([step.agent], {}):
-                raise ConfigError(f"{path}: chains.{name}.steps[{i}].agent: variables are not allowed in agent names")
+                raise ConfigError(
+                    f"{path}: chains.{name}.steps[{i}].agent: variables are not allowed in agent names"
+                )
     needs = {
         name: missing_vars(
-            [c.prompt, c.prompt_file, *(t for s in c.steps for t in (*s.args, s.prompt, s.prompt_file))], {}
+            [
+                c.prompt,
+                c.prompt_file,
+                *(t for s in c.steps for t in (*s.args, s.prompt, s.prompt_file)),
+            ],
+            {},
         )
         for name, c in cfg.chains.items()
     }

@@ -75,7 +75,9 @@ def _transient(exc: BaseException) -> bool:
 
 
 def _is_missing_executable(text: str) -> bool:
-    return "executable file not found" in text or ("no such file or directory" in text and "exec" in text)
+    return "executable file not found" in text or (
+        "no such file or directory" in text and "exec" in text
+    )
 
 
 def _retrying(what: str) -> Retrying:
@@ -96,12 +98,16 @@ def with_retries(what: str, fn: Callable[[], T]) -> T:
 class DockerExecution:
     """A running container whose output is read by a thread into a bounded queue."""
 
-    def __init__(self, client: docker.DockerClient, container: Container, timeout: float | None) -> None:
+    def __init__(
+        self, client: docker.DockerClient, container: Container, timeout: float | None
+    ) -> None:
         self._client = client
         self._container = container
         self._deadline = time.monotonic() + timeout if timeout else None
         self._timed_out = False
-        self._chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(_QUEUE_CHUNKS)
+        self._chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(
+            _QUEUE_CHUNKS
+        )
         self._stream: Any = None
         self._stderr_head = b""
         self.argv0 = ""
@@ -114,7 +120,9 @@ class DockerExecution:
         """Attach before start, so not a byte of output is missed."""
         self._stream = with_retries(
             "attach",
-            lambda: self._client.api.attach(self._container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True),
+            lambda: self._client.api.attach(
+                self._container.id, stdout=True, stderr=True, stream=True, logs=True, demux=True
+            ),
         )
         threading.Thread(target=self._pump, name=f"fks-logs-{self.id[:12]}", daemon=True).start()
 
@@ -225,7 +233,9 @@ class DockerSandbox:
             "environment": dict(spec.env),
             "labels": {**s.labels, **spec.labels},
             "mounts": [
-                DockerMount(target=m.target or m.source, source=m.source, type="bind", read_only=m.read_only)
+                DockerMount(
+                    target=m.target or m.source, source=m.source, type="bind", read_only=m.read_only
+                )
                 for m in s.mounts
             ],
             "cap_drop": ["ALL"],
@@ -257,9 +267,13 @@ class DockerSandbox:
         try:
             container = with_retries("create", lambda: self._client.containers.create(**kwargs))
         except docker.errors.ImageNotFound:
-            raise SandboxError(f"Image '{self._settings.image}' not found; build it with 'fks image build'") from None
+            raise SandboxError(
+                f"Image '{self._settings.image}' not found; build it with 'fks image build'"
+            ) from None
         except docker.errors.APIError as exc:
-            raise SandboxError(f"Docker could not create the container: {exc.explanation or exc}") from None
+            raise SandboxError(
+                f"Docker could not create the container: {exc.explanation or exc}"
+            ) from None
         execution = DockerExecution(self._client, container, spec.timeout)
         execution.argv0 = spec.argv[0]
         try:
@@ -285,4 +299,6 @@ def ping(client: docker.DockerClient) -> None:
     try:
         client.ping()
     except Exception as exc:
-        raise SandboxError(f"Docker daemon not answering ({exc}); start it (e.g. 'sudo systemctl start docker' or 'dockerd &')") from None
+        raise SandboxError(
+            f"Docker daemon not answering ({exc}); start it (e.g. 'sudo systemctl start docker' or 'dockerd &')"
+        ) from None

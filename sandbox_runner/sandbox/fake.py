@@ -46,7 +46,9 @@ class FakeExecution:
             yield "stderr", self._run.stderr.encode()
 
     def wait(self) -> ExecResult:
-        return ExecResult(exit_code=self._run.exit_code, timed_out=self._run.timed_out, container_id=None)
+        return ExecResult(
+            exit_code=self._run.exit_code, timed_out=self._run.timed_out, container_id=None
+        )
 
 
 class FakeSandbox:

@@ -111,7 +111,9 @@ class LocalSandbox:
                 start_new_session=True,
             )
         except FileNotFoundError:
-            raise AgentNotFoundError(f"cannot run '{spec.argv[0]}': not found (cwd {spec.cwd})") from None
+            raise AgentNotFoundError(
+                f"cannot run '{spec.argv[0]}': not found (cwd {spec.cwd})"
+            ) from None
         except PermissionError:
             raise AgentNotFoundError(f"cannot run '{spec.argv[0]}': permission denied") from None
         execution = LocalExecution(proc, spec.timeout)

@@ -55,7 +55,9 @@ RootOption = Annotated[
         show_default=False,
     ),
 ]
-PlainOption = Annotated[bool, typer.Option("--plain", help="Plain text (the default): stable, no colour.")]
+PlainOption = Annotated[
+    bool, typer.Option("--plain", help="Plain text (the default): stable, no colour.")
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts.")]
 
 
@@ -89,13 +91,36 @@ def _as_json(plain: bool, json_output: bool) -> bool:
 @app.command("create", help='Create a task and print "Created TASK-xxxxxx".')
 @_handled
 def create_cmd(
-    title: Annotated[str, typer.Argument(help="One line saying what the task delivers.", show_default=False)],
-    description: Annotated[str, typer.Option("--description", "-d", help="Why the task exists.")] = "",
-    ac: Annotated[list[str] | None, typer.Option("--ac", help="An acceptance criterion (repeatable).", show_default=False)] = None,
-    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="A label (repeatable; commas split).", show_default=False)] = None,
-    priority: Annotated[str, typer.Option("--priority", "-p", help="high, medium or low.")] = "medium",
-    depends_on: Annotated[list[str] | None, typer.Option("--depends-on", help="Id of a task that must be Done first (repeatable).", show_default=False)] = None,
-    status: Annotated[str, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked.")] = "To Do",
+    title: Annotated[
+        str, typer.Argument(help="One line saying what the task delivers.", show_default=False)
+    ],
+    description: Annotated[
+        str, typer.Option("--description", "-d", help="Why the task exists.")
+    ] = "",
+    ac: Annotated[
+        list[str] | None,
+        typer.Option("--ac", help="An acceptance criterion (repeatable).", show_default=False),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label", "-l", help="A label (repeatable; commas split).", show_default=False
+        ),
+    ] = None,
+    priority: Annotated[
+        str, typer.Option("--priority", "-p", help="high, medium or low.")
+    ] = "medium",
+    depends_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--depends-on",
+            help="Id of a task that must be Done first (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    status: Annotated[
+        str, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked.")
+    ] = "To Do",
     root: RootOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands
@@ -115,9 +140,24 @@ def create_cmd(
 @app.command("list", help="List tasks: priority (high first), then creation order.")
 @_handled
 def list_cmd(
-    ready: Annotated[bool, typer.Option("--ready", help="Only To Do tasks whose dependencies are all Done.")] = False,
-    status: Annotated[list[str] | None, typer.Option("--status", "-s", help="Only tasks with this status (repeatable).", show_default=False)] = None,
-    label: Annotated[list[str] | None, typer.Option("--label", "-l", help="Only tasks carrying this label (repeatable: all of them).", show_default=False)] = None,
+    ready: Annotated[
+        bool, typer.Option("--ready", help="Only To Do tasks whose dependencies are all Done.")
+    ] = False,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status", "-s", help="Only tasks with this status (repeatable).", show_default=False
+        ),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--label",
+            "-l",
+            help="Only tasks carrying this label (repeatable: all of them).",
+            show_default=False,
+        ),
+    ] = None,
     plain: PlainOption = False,
     json_output: JsonOption = False,
     root: RootOption = None,
@@ -136,7 +176,14 @@ def list_cmd(
 @app.command("view", help="Show one task: fields, description, acceptance criteria, notes.")
 @_handled
 def view_cmd(
-    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).", show_default=False)],
+    task_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
+            show_default=False,
+        ),
+    ],
     plain: PlainOption = False,
     json_output: JsonOption = False,
     root: RootOption = None,
@@ -149,19 +196,93 @@ def view_cmd(
 @app.command("edit", help='Change a task and print "Updated TASK-xxxxxx".')
 @_handled
 def edit_cmd(
-    task_id: Annotated[str, typer.Argument(metavar="ID", help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).", show_default=False)],
-    title: Annotated[str | None, typer.Option("--title", help="New title.", show_default=False)] = None,
-    description: Annotated[str | None, typer.Option("--description", "-d", help="New description (replaces the old one).", show_default=False)] = None,
-    status: Annotated[str | None, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).", show_default=False)] = None,
-    priority: Annotated[str | None, typer.Option("--priority", "-p", help="high, medium or low.", show_default=False)] = None,
-    add_label: Annotated[list[str] | None, typer.Option("--add-label", help="Add a label (repeatable).", show_default=False)] = None,
-    remove_label: Annotated[list[str] | None, typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False)] = None,
-    add_dependency: Annotated[list[str] | None, typer.Option("--add-dependency", "--depends-on", help="Add a dependency on an existing task (repeatable).", show_default=False)] = None,
-    remove_dependency: Annotated[list[str] | None, typer.Option("--remove-dependency", help="Drop a dependency (repeatable).", show_default=False)] = None,
-    ac: Annotated[list[str] | None, typer.Option("--ac", "--add-ac", help="Append an acceptance criterion (repeatable).", show_default=False)] = None,
-    check_ac: Annotated[list[int] | None, typer.Option("--check-ac", metavar="N", help="Check acceptance criterion #N (repeatable).", show_default=False)] = None,
-    uncheck_ac: Annotated[list[int] | None, typer.Option("--uncheck-ac", metavar="N", help="Uncheck acceptance criterion #N (repeatable).", show_default=False)] = None,
-    append_notes: Annotated[str | None, typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False)] = None,
+    task_id: Annotated[
+        str,
+        typer.Argument(
+            metavar="ID",
+            help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
+            show_default=False,
+        ),
+    ],
+    title: Annotated[
+        str | None, typer.Option("--title", help="New title.", show_default=False)
+    ] = None,
+    description: Annotated[
+        str | None,
+        typer.Option(
+            "--description",
+            "-d",
+            help="New description (replaces the old one).",
+            show_default=False,
+        ),
+    ] = None,
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            "-s",
+            help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).",
+            show_default=False,
+        ),
+    ] = None,
+    priority: Annotated[
+        str | None,
+        typer.Option("--priority", "-p", help="high, medium or low.", show_default=False),
+    ] = None,
+    add_label: Annotated[
+        list[str] | None,
+        typer.Option("--add-label", help="Add a label (repeatable).", show_default=False),
+    ] = None,
+    remove_label: Annotated[
+        list[str] | None,
+        typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False),
+    ] = None,
+    add_dependency: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--add-dependency",
+            "--depends-on",
+            help="Add a dependency on an existing task (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    remove_dependency: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--remove-dependency", help="Drop a dependency (repeatable).", show_default=False
+        ),
+    ] = None,
+    ac: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ac",
+            "--add-ac",
+            help="Append an acceptance criterion (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    check_ac: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--check-ac",
+            metavar="N",
+            help="Check acceptance criterion #N (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    uncheck_ac: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--uncheck-ac",
+            metavar="N",
+            help="Uncheck acceptance criterion #N (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    append_notes: Annotated[
+        str | None,
+        typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False),
+    ] = None,
     root: RootOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands

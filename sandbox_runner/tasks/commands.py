@@ -118,11 +118,15 @@ def view(*, root: Path | None, task_ref: str, as_json: bool = False) -> int:
     ready = tf.path in _ready_paths(board)
     file = store.relative(tf.path)
     if as_json:
-        print(json.dumps(render.task_json(tf, file=file, ready=ready), indent=2, ensure_ascii=False))
+        print(
+            json.dumps(render.task_json(tf, file=file, ready=ready), indent=2, ensure_ascii=False)
+        )
     else:
         statuses = _statuses(board)
         dependency_status = {
-            dep: " / ".join(sorted(set(statuses[dep]))) for dep in tf.task.meta.dependencies if dep in statuses
+            dep: " / ".join(sorted(set(statuses[dep])))
+            for dep in tf.task.meta.dependencies
+            if dep in statuses
         }
         print(render.view_text(tf, file=file, ready=ready, dependency_status=dependency_status))
     return 0
@@ -138,7 +142,9 @@ def edit(*, root: Path | None, task_ref: str, changes: Changes) -> int:
         )
     contradictions = sorted(set(changes.check) & set(changes.uncheck))
     if contradictions:
-        raise TaskError(f"--check-ac {contradictions[0]} and --uncheck-ac {contradictions[0]} contradict each other")
+        raise TaskError(
+            f"--check-ac {contradictions[0]} and --uncheck-ac {contradictions[0]} contradict each other"
+        )
     with store.locked():
         board = _read(store)
         tf = _the_task(board, task_id)
@@ -163,17 +169,26 @@ def _apply(task: model.Task, changes: Changes, board: Board) -> model.Task:
         fields["priority"] = model.parse_priority(changes.priority)
     if changes.add_labels or changes.remove_labels:
         removed = set(_labels(changes.remove_labels))
-        fields["labels"] = [label for label in _labels([*meta.labels, *changes.add_labels]) if label not in removed]
+        fields["labels"] = [
+            label for label in _labels([*meta.labels, *changes.add_labels]) if label not in removed
+        ]
     if changes.add_dependencies or changes.remove_dependencies:
         added = _existing_dependencies(board, changes.add_dependencies, own_id=meta.id)
         removed = {ids.normalize(ref) for ref in changes.remove_dependencies}
-        dependencies = [dep for dep in dict.fromkeys([*meta.dependencies, *added]) if dep not in removed]
+        dependencies = [
+            dep for dep in dict.fromkeys([*meta.dependencies, *added]) if dep not in removed
+        ]
         _refuse_cycle(board, meta.id, added)
         fields["dependencies"] = dependencies
 
     criteria = [*task.acceptance_criteria]
-    criteria += [model.Criterion(text=model.clean_line(text, "--ac text")) for text in changes.add_criteria]
-    for number, checked in [*((n, True) for n in changes.check), *((n, False) for n in changes.uncheck)]:
+    criteria += [
+        model.Criterion(text=model.clean_line(text, "--ac text")) for text in changes.add_criteria
+    ]
+    for number, checked in [
+        *((n, True) for n in changes.check),
+        *((n, False) for n in changes.uncheck),
+    ]:
         if not 1 <= number <= len(criteria):
             has = f"it has {len(criteria)}" if criteria else "it has none; add one with --ac TEXT"
             raise TaskError(
@@ -207,14 +222,18 @@ def _read(store: TaskStore) -> Board:
     for task_id, carriers in sorted(by_id.items()):
         if len(carriers) > 1:
             files = ", ".join(repr(store.relative(tf.path)) for tf in carriers)
-            _warn(f"{task_id} is carried by {len(carriers)} files ({files}); give all but one a new `id:`")
+            _warn(
+                f"{task_id} is carried by {len(carriers)} files ({files}); give all but one a new `id:`"
+            )
     return board
 
 
 def _the_task(board: Board, task_id: str) -> TaskFile:
     found = board.with_id(task_id)
     if not found:
-        raise TaskError(f"no task {task_id} in {TASKS_DIR.as_posix()}/ (`forge-tasks list` shows the ids)")
+        raise TaskError(
+            f"no task {task_id} in {TASKS_DIR.as_posix()}/ (`forge-tasks list` shows the ids)"
+        )
     if len(found) > 1:
         files = ", ".join(repr(tf.path.name) for tf in found)
         raise TaskError(
@@ -224,14 +243,18 @@ def _the_task(board: Board, task_id: str) -> TaskFile:
     return found[0]
 
 
-def _existing_dependencies(board: Board, refs: Iterable[str], *, own_id: str | None = None) -> list[str]:
+def _existing_dependencies(
+    board: Board, refs: Iterable[str], *, own_id: str | None = None
+) -> list[str]:
     dependencies: list[str] = []
     for ref in refs:
         dep = ids.normalize(ref)
         if dep == own_id:
             raise TaskError(f"{dep} cannot depend on itself")
         if not board.with_id(dep):
-            raise TaskError(f"dependency {dep} does not exist (create it first; `forge-tasks list` shows the ids)")
+            raise TaskError(
+                f"dependency {dep} does not exist (create it first; `forge-tasks list` shows the ids)"
+            )
         if dep not in dependencies:
             dependencies.append(dep)
     return dependencies
@@ -248,7 +271,9 @@ def _refuse_cycle(board: Board, task_id: str, added: Sequence[str]) -> None:
         while stack:
             current = stack.pop()
             if current == task_id:
-                raise TaskError(f"{task_id} cannot depend on {start}: {start} already depends on {task_id}")
+                raise TaskError(
+                    f"{task_id} cannot depend on {start}: {start} already depends on {task_id}"
+                )
             if current not in seen:
                 seen.add(current)
                 stack.extend(graph[current])
@@ -268,7 +293,9 @@ def _ready_paths(board: Board) -> set[Path]:
         tf.path
         for tf in board.tasks
         if tf.task.meta.status == "To Do"
-        and all(dep in statuses and set(statuses[dep]) == {"Done"} for dep in tf.task.meta.dependencies)
+        and all(
+            dep in statuses and set(statuses[dep]) == {"Done"} for dep in tf.task.meta.dependencies
+        )
     }
 
 

@@ -30,7 +30,9 @@ def list_line(tf: TaskFile) -> str:
 def view_text(tf: TaskFile, *, file: str, ready: bool, dependency_status: dict[str, str]) -> str:
     """The whole task as plain text; `dependency_status` maps each dependency id to its status."""
     task, meta = tf.task, tf.task.meta
-    dependencies = ", ".join(f"{dep} ({dependency_status.get(dep, 'missing')})" for dep in meta.dependencies)
+    dependencies = ", ".join(
+        f"{dep} ({dependency_status.get(dep, 'missing')})" for dep in meta.dependencies
+    )
     criteria = "\n".join(
         model.criterion_line(number, criterion)
         for number, criterion in enumerate(task.acceptance_criteria, 1)

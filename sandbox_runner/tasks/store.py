@@ -95,7 +95,9 @@ class TaskStore:
             self.tasks_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.tasks_dir, os.O_RDONLY)
         except OSError as exc:
-            raise TaskError(f"cannot use {self.tasks_dir}: {exc.strerror}; check the path and its permissions") from None
+            raise TaskError(
+                f"cannot use {self.tasks_dir}: {exc.strerror}; check the path and its permissions"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -107,7 +109,9 @@ class TaskStore:
         try:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".forge-tasks-", suffix=".tmp")
         except OSError as exc:
-            raise TaskError(f"cannot write in {path.parent}: {exc.strerror}; check its permissions") from None
+            raise TaskError(
+                f"cannot write in {path.parent}: {exc.strerror}; check its permissions"
+            ) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
                 out.write(model.dump(task))

@@ -27,8 +27,18 @@ n = int(counter.read_text()) + 1 if counter.exists() else 1
 counter.write_text(str(n))
 args = sys.argv[1:]
 with (state / "calls.jsonl").open("a") as calls:
-    calls.write(json.dumps({"iteration": n, "argv": sys.argv, "args": args, "cwd": str(Path.cwd()),
-                            "prompt": args[-1] if args else None}) + "\n")
+    calls.write(
+        json.dumps(
+            {
+                "iteration": n,
+                "argv": sys.argv,
+                "args": args,
+                "cwd": str(Path.cwd()),
+                "prompt": args[-1] if args else None,
+            }
+        )
+        + "\n"
+    )
 
 print(f"fake agent iteration {n}", flush=True)
 if os.environ.get("FAKE_STDERR"):
