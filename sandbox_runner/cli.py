@@ -313,7 +313,7 @@ def review_cmd(
 
 @app.command(
     "clean",
-    help="Remove what finished or killed runs left: containers, worktrees, optionally branches and records.",
+    help="Remove what dead runs of this repository left: containers and workspaces (their work saved to their branches first), optionally branches and records.",
 )
 @_handled
 def clean_cmd(
@@ -329,11 +329,17 @@ def clean_cmd(
             "--branches", help="Also delete step branches already merged into their base."
         ),
     ] = False,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Clean up after dead runs of every repository, not only this one."
+        ),
+    ] = False,
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import clean
 
-    return clean.run(older_than=older_than, branches=branches, cwd=cwd)
+    return clean.run(older_than=older_than, branches=branches, cwd=cwd, every=every)
 
 
 @image_app.command(

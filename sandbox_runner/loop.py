@@ -303,6 +303,12 @@ class StepLoop:
         failed = status.exit_code != 0
         if marker:
             reason = "marker"
+        elif status.oom_limit is not None:
+            reason = "oom"
+            note = (
+                f"Iteration {number} was killed: out of memory (limit {status.oom_limit}); "
+                "raise sandbox.memory in forge/chains.json"
+            )
         elif status.timed_out:
             reason = "timeout"
             note = f"Iteration {number} timed out after {ctx.timeout:g}s and was killed"
@@ -326,7 +332,9 @@ class StepLoop:
             reason = f"exit_{status.exit_code}"
         else:
             reason = "no_marker"
-        complete = marker or (not ctx.step.loop and reason not in ("timeout", "rate_limited"))
+        complete = marker or (
+            not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
+        )
         error_tail = None
         if failed and not complete:
             error_tail = tap.stderr_tail() or (

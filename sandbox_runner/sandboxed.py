@@ -1,10 +1,11 @@
-"""`--sandbox`: every step in Docker containers on its own git worktree and branch, merged back
-into the base branch when it completes.
+"""`--sandbox`: every step in Docker containers on a workspace of its own (a Docker volume)
+and its own branch, merged back into the base branch when it completes.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -15,45 +16,60 @@ from sandbox_runner.agents import AgentCommand, parse_claude_agent_path, resolve
 from sandbox_runner.backend import PreparedStep
 from sandbox_runner.config import AgentConfig, SandboxSettings
 from sandbox_runner.dsl import Step
-from sandbox_runner.errors import SandboxError, WorkspaceError
+from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
 from sandbox_runner.loop import IterationResult, StepOutcome
 from sandbox_runner.masking import CREDENTIAL_VARS
 from sandbox_runner.output import Reporter
-from sandbox_runner.progress import workspace_fingerprint
 from sandbox_runner.sandbox.docker import (
     LABEL_PID,
     LABEL_REPO,
     LABEL_RUN,
     LABEL_STEP,
     ContainerSettings,
-    DockerSandbox,
     Mount,
 )
+from sandbox_runner.sandbox.export import WORKSPACE
+from sandbox_runner.sandbox.workspace import (
+    LABEL_IMAGE,
+    Synced,
+    VolumeWorkspace,
+    WorkspaceSandbox,
+    remove_run_containers,
+    volume_name,
+)
+from sandbox_runner.signals import deferred_signals
 from sandbox_runner.store import ActiveRun, StepRecord, slug
 from sandbox_runner.workspace import (
+    Landing,
     Repo,
-    RunWorktree,
-    Staging,
-    commit_leftovers,
+    apply_leftover,
+    create_branch,
     current_branch,
+    drop_run_refs,
     exclude_forge_dir,
     identity_env,
+    leftover_ref,
     merge_back,
     open_repo,
     require_base,
     rev,
-    salvage_staging,
     step_branch,
 )
 
 if TYPE_CHECKING:
     import docker
 
-PASSED_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
+# Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.
+CLAUDE_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
+DEFAULT_MEMORY = "4g"
+DEFAULT_PIDS_LIMIT = 4096
+DEFAULT_TIMEOUT = 3600.0
+# The root filesystem is read-only: these (and the workspace) are where an agent may write.
+TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
 
 
 class SandboxBackend:
-    """Steps in containers, each on a worktree branch of its repository."""
+    """Steps in containers, each on a workspace volume and a branch of its repository."""
 
     def __init__(
         self,
@@ -74,8 +90,9 @@ class SandboxBackend:
         self._client: docker.DockerClient | None = None
         self._run: ActiveRun | None = None
         self._reporter: Reporter | None = None
-        self._worktrees: dict[Path, RunWorktree] = {}
-        self._to_remove: set[Path] = set()
+        self._workspaces: dict[Path, VolumeWorkspace] = {}
+        self._kept: set[str] = set()
+        """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -111,24 +128,24 @@ class SandboxBackend:
         limits = ", ".join(
             part
             for part in (
-                f"memory {s.memory}" if s.memory else "",
+                f"memory {s.memory or DEFAULT_MEMORY}",
                 f"cpus {s.cpus:g}" if s.cpus else "",
-                f"pids {s.pids_limit}" if s.pids_limit else "",
-                f"timeout {s.timeout:g}s per iteration" if s.timeout else "",
+                f"pids {s.pids_limit or DEFAULT_PIDS_LIMIT}",
+                f"timeout {s.timeout or DEFAULT_TIMEOUT:g}s per iteration",
             )
             if part
         )
         return [
             f"Sandbox: image {s.image or self._image_default}, network {s.network or 'bridge'}, "
-            f"user {os.getuid()}:{os.getgid()}" + (f", {limits}" if limits else ""),
+            f"user {os.getuid()}:{os.getgid()}, read-only root filesystem, {limits}",
             f"Each step runs on a new branch fks/<run-id>/<n>-<agent> from '{self._base}' "
-            f"in {self._repo.top}/.forge/worktrees/<run-id>, merged into '{self._base}' when it completes",
+            f"in a workspace of its own (a Docker volume at {WORKSPACE}), "
+            f"merged into '{self._base}' when it completes",
         ]
 
     def planned_cwd(self, command: AgentCommand) -> str:
-        repo, _base, relative = self._step_repo(command)
-        inside = repo.top / ".forge" / "worktrees" / "<run-id>" / relative
-        return f"{inside} (in the container)"
+        _repo, _base, relative = self._step_repo(command)
+        return f"{Path(WORKSPACE) / relative} (in the container)"
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: Docker answers, the images exist, credentials are there."""
@@ -164,12 +181,17 @@ class SandboxBackend:
         run.record.base_commit = rev(self._repo, self._base)
         run.save()
         exclude_forge_dir(self._repo.top)
+        assert self._client is not None, "preflight() first"
+        # A resumed run's killed process may have left its containers running: stop them first.
+        remove_run_containers(self._client, run.record.id)
         try:
             yield
         finally:
-            for path in list(self._to_remove):
-                self._worktrees[path].remove()
-            self._to_remove.clear()
+            with deferred_signals():
+                for workspace in self._workspaces.values():
+                    if workspace.name not in self._kept:
+                        workspace.remove()
+                        drop_run_refs(workspace.repo, run.record.id)
 
     def review_hint(self, record: StepRecord) -> list[str]:
         if not record.branch or record.merged:
@@ -182,8 +204,10 @@ class SandboxBackend:
         lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
         if self._run is not None:
             lines.append(f"  fks review {self._run.record.id}")
-        if record.worktree and Path(record.worktree).exists():
-            lines.append(f"Worktree kept: {record.worktree}")
+        if record.workspace and record.workspace in self._kept:
+            lines.append(
+                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean removes it)"
+            )
         return lines
 
     # --- one step -----------------------------------------------------------------------------
@@ -204,149 +228,207 @@ class SandboxBackend:
             return self._repo, self._base, agent.project.relative_to(self._repo.top)
         return self._repo, self._base, self._cwd.relative_to(self._repo.top)
 
+    def _workspace(self, repo: Repo, image: str) -> VolumeWorkspace:
+        assert self._run is not None and self._client is not None
+        run_id = self._run.record.id
+        if repo.top not in self._workspaces:
+            labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+            self._workspaces[repo.top] = VolumeWorkspace(
+                self._client, repo, volume_name(run_id, repo.top), {**labels, LABEL_IMAGE: image}
+            )
+        return self._workspaces[repo.top]
+
+    def _container_agent(self, host_view: AgentCommand, repo: Repo, relative: Path) -> AgentCommand:
+        """The agent as the container sees it: in the workspace, config files from the project."""
+        workdir = Path(WORKSPACE) / relative
+        agent = replace(host_view, cwd=workdir)
+        if host_view.kind == "claude-agent":
+            agent = replace(agent, project=workdir)
+        elif host_view.kind == "binary" and Path(host_view.program).is_absolute():
+            program = Path(host_view.program)
+            if program.is_relative_to(repo.top):
+                agent = replace(agent, program=str(Path(WORKSPACE) / program.relative_to(repo.top)))
+        # Claude config files are read from the user's project, mounted read-only where they are.
+        return replace(agent, config_root=self._cwd)
+
+    def _env(self, agent: AgentCommand, settings: SandboxSettings, repo: Repo) -> dict[str, str]:
+        """Credentials only for Claude steps (and agents that list them in `sandbox.env`)."""
+        names = [*settings.env, *(CLAUDE_ENV if agent.stream_json else ())]
+        env = {name: os.environ[name] for name in names if name in os.environ}
+        env.update(identity_env(repo))
+        return env
+
     @contextmanager
     def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
         assert self._run is not None and self._client is not None, "preflight() and session() first"
         run_id = self._run.record.id
         host_view = self.resolve(step)
         repo, base, relative = self._step_repo(host_view)
-        worktree = self._worktrees.setdefault(repo.top, RunWorktree(repo, run_id))
+        settings = self.settings_for(step.agent)
+        image = settings.image or self._image_default
+        workspace = self._workspace(repo, image)
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
-        start = None if resumed else rev(repo, base)
-        path = worktree.check_out(branch, start)
-        self._to_remove.discard(repo.top)
+        if not resumed:
+            record.start_commit = rev(repo, base)
+            create_branch(repo, branch, record.start_commit)
         record.repo, record.base_branch, record.branch = str(repo.top), base, branch
-        record.worktree = str(path)
-        record.start_commit = record.start_commit or start or rev(repo, branch)
+        record.workspace = workspace.name
         self._run.save()
 
-        workdir = path / relative
-        settings = self.settings_for(step.agent)
-        staging = Staging(
-            repo, worktree, branch, repo.top / ".forge" / "sandbox" / run_id / str(index)
-        )
-        if (
-            resumed
-            and staging.root.is_dir()
-            and salvage_staging(repo, staging.root, branch)
-            and self._reporter
-        ):
-            self._reporter.info(f"Kept the commits the killed run had not saved yet on {branch}")
-        staging.prepare()
-        if host_view.kind == "claude-agent":
-            agent = replace(host_view, cwd=workdir, project=workdir)
-        else:
-            agent = resolve_agent(
-                step.agent,
-                agents=self._agents,
-                cwd=workdir,
-                on_host=False,
-                visible=[Path(m) for m in settings.mounts],
-            )
-        # Claude config files are read from the user's project, mounted read-only where they are.
-        agent = replace(agent, config_root=self._cwd)
-        extra = [Mount(source=m, read_only=True) for m in settings.mounts]
-        extra += [Mount(source=str(f), read_only=True) for f in _config_files(agent)]
-        mounts = [
-            Mount(source=src, target=dst, read_only=ro) for src, dst, ro in staging.mounts()
-        ] + extra
-        identity = identity_env(repo)
-        env = {
-            name: os.environ[name] for name in (*PASSED_ENV, *settings.env) if name in os.environ
-        }
-        env.update(identity)
-        env.update(staging.env())
+        agent = self._container_agent(host_view, repo, relative)
+        mounts = workspace.mounts() + [Mount(source=m, read_only=True) for m in settings.mounts]
+        mounts += [Mount(source=str(f), read_only=True) for f in _config_files(agent)]
         labels = {
             LABEL_RUN: run_id,
             LABEL_STEP: str(index),
             LABEL_PID: str(os.getpid()),
             LABEL_REPO: str(repo.top),
         }
-        sandbox = DockerSandbox(
-            self._client,
-            ContainerSettings(
-                image=settings.image or self._image_default,
-                user=f"{os.getuid()}:{os.getgid()}",
-                mounts=mounts,
-                network=settings.network or "bridge",
-                memory=settings.memory,
-                cpus=settings.cpus,
-                pids_limit=settings.pids_limit,
-                labels=labels,
-            ),
-        )
-        reporter = self._reporter
-
-        def after_iteration(result: IterationResult) -> IterationResult:
-            for warning in staging.sync():
-                if reporter is not None:
-                    reporter.warn(warning)
-            staging.prepare()
-            return result
-
-        def land(outcome: StepOutcome) -> StepOutcome:
-            record.head_commit = rev(repo, branch)
-            if not outcome.complete:
-                return outcome
-            message = f"fks: commit what {step.agent} left uncommitted (run {run_id}, step {index})"
-            leftover = commit_leftovers(path, message, identity)
-            if leftover and reporter is not None:
-                reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
-            record.head_commit = rev(repo, branch)
-            landing = merge_back(
-                repo,
-                base,
-                branch,
-                f"fks: merge step {index} ({step.agent}) of run {run_id}",
-                identity,
+        env = self._env(agent, settings, repo)
+        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
+            sandbox = WorkspaceSandbox(
+                self._client,
+                container_settings(image, mounts, labels, settings),
+                workspace,
+                branch=branch,
+                leftover=leftover_ref(run_id, index),
+                scratch=Path(scratch),
             )
-            record.merged = landing.merged
-            record.merge_commit = landing.commit if landing.merged else None
-            record.conflicts = list(landing.conflicts)
-            if landing.conflicts:
-                if reporter is not None:
-                    reporter.warn(
-                        f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched"
-                    )
-                return replace(outcome, complete=False, reason="merge_conflict")
-            if landing.blocked:
-                if reporter is not None:
-                    reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
-                return replace(outcome, complete=False, reason="merge_blocked")
-            if reporter is not None and landing.commit:
-                how = "fast-forward" if landing.fast_forward else "merge commit"
-                reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
-            return outcome
-
-        try:
-            yield PreparedStep(
-                agent=agent,
-                sandbox=sandbox,
-                env=env,
-                labels={},
-                timeout=settings.timeout,
-                progress=lambda: workspace_fingerprint(path),
-                after_iteration=after_iteration,
-                land=land,
-            )
-        except BaseException:
-            # Interrupted or failed mid-step: keep what the agent committed so far, and the
-            # worktree and branch as they are.
+            if resumed and workspace.exists():
+                self._salvage(sandbox, env, record, "the killed run had not saved yet")
+            workspace.ensure()
+            self._kept.discard(workspace.name)
             try:
-                staging.sync()
-            except WorkspaceError as exc:
-                if reporter is not None:
-                    reporter.warn(f"could not save the interrupted iteration's commits: {exc}")
-            record.head_commit = _safe_rev(repo, branch)
-            raise
-        finally:
-            staging.remove()
-        record.worktree = None
-        if record.merged:
-            self._to_remove.add(repo.top)  # recycled by the next step, removed at the end
-        else:
-            worktree.remove()
+                yield PreparedStep(
+                    agent=agent,
+                    sandbox=sandbox,
+                    env=env,
+                    timeout=settings.timeout or DEFAULT_TIMEOUT,
+                    after_iteration=lambda result: self._after_iteration(sandbox, env, result),
+                    land=lambda outcome: self._land(index, step, record, sandbox, outcome),
+                )
+            except BaseException:
+                # Interrupted or failed mid-step: keep what the agent committed so far, and its
+                # workspace as it is (for --resume).
+                self._kept.add(workspace.name)
+                with deferred_signals():
+                    self._salvage(sandbox, env, record, "of the interrupted iteration")
+                raise
+
+    def _salvage(
+        self, sandbox: WorkspaceSandbox, env: dict[str, str], record: StepRecord, why: str
+    ) -> None:
+        """Import what a workspace holds that its branch has not got yet."""
+        assert record.branch is not None
+        repo = sandbox.workspace.repo
+        before = _safe_rev(repo, record.branch)
+        try:
+            sandbox.export_now(env)
+            synced = sandbox.sync(env)
+        except FksError as exc:
+            synced = Synced(error=str(exc))
+        if synced.error and self._reporter is not None:
+            self._reporter.warn(
+                f"could not save the interrupted iteration's commits: {synced.error}"
+            )
+        record.head_commit = _safe_rev(repo, record.branch)
+        if record.head_commit != before and self._reporter is not None:
+            self._reporter.info(
+                f"Kept the commits the killed run had not saved yet on {record.branch}"
+            )
+
+    def _after_iteration(
+        self, sandbox: WorkspaceSandbox, env: dict[str, str], result: IterationResult
+    ) -> IterationResult:
+        synced = sandbox.sync(env)
+        for warning in synced.warnings:
+            if self._reporter is not None:
+                self._reporter.warn(warning)
+        if synced.error is not None:
+            note = f"Iteration {result.number}: {synced.error}; '{self._base}' was not touched"
+            return replace(
+                result,
+                complete=False,
+                marker=False,
+                reason="export_failed",
+                note=note,
+                changed=None,
+            )
+        return replace(result, changed=synced.changed)
+
+    def _land(
+        self,
+        index: int,
+        step: Step,
+        record: StepRecord,
+        sandbox: WorkspaceSandbox,
+        outcome: StepOutcome,
+    ) -> StepOutcome:
+        """Once the loop ended: commit what was left uncommitted, then merge a complete step."""
+        assert (
+            self._run is not None and record.branch is not None and record.base_branch is not None
+        )
+        repo, branch, base, run_id = (
+            sandbox.workspace.repo,
+            record.branch,
+            record.base_branch,
+            self._run.record.id,
+        )
+        identity = identity_env(repo)
+        message = f"fks: commit what {step.agent} left uncommitted (run {run_id}, step {index})"
+        leftover = apply_leftover(repo, branch, sandbox.leftover, message, identity)
+        if leftover and self._reporter is not None:
+            self._reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
+        record.head_commit = rev(repo, branch)
+        if not outcome.complete:
+            return outcome
+        landing = merge_back(
+            repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity
+        )
+        record.merged = landing.merged
+        record.merge_commit = landing.commit if landing.merged else None
+        record.conflicts = list(landing.conflicts)
+        return self._report_landing(landing, branch, base, outcome)
+
+    def _report_landing(
+        self, landing: Landing, branch: str, base: str, outcome: StepOutcome
+    ) -> StepOutcome:
+        reporter = self._reporter
+        if landing.conflicts:
+            if reporter is not None:
+                reporter.warn(
+                    f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched"
+                )
+            return replace(outcome, complete=False, reason="merge_conflict")
+        if landing.blocked:
+            if reporter is not None:
+                reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
+            return replace(outcome, complete=False, reason="merge_blocked")
+        if reporter is not None and landing.commit:
+            how = "fast-forward" if landing.fast_forward else "merge commit"
+            reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
+        return outcome
+
+
+def container_settings(
+    image: str, mounts: list[Mount], labels: dict[str, str], settings: SandboxSettings | None = None
+) -> ContainerSettings:
+    """The hardened container of every sandbox iteration (and of `fks clean`'s exports)."""
+    from sandbox_runner.images import DEFAULT_AGENT_IMAGE
+
+    settings = settings or SandboxSettings()
+    return ContainerSettings(
+        image=image or DEFAULT_AGENT_IMAGE,
+        user=f"{os.getuid()}:{os.getgid()}",
+        mounts=mounts,
+        network=settings.network or "bridge",
+        memory=settings.memory or DEFAULT_MEMORY,
+        cpus=settings.cpus,
+        pids_limit=settings.pids_limit or DEFAULT_PIDS_LIMIT,
+        labels=labels,
+        tmpfs=TMPFS,
+    )
 
 
 def _config_files(agent: AgentCommand) -> list[Path]:

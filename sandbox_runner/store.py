@@ -89,6 +89,9 @@ class StepRecord(_Record):
     branch: str | None = None
     """The step's branch (sandbox runs)."""
     worktree: str | None = None
+    """(Runs of fks before workspaces were Docker volumes: the step's git worktree.)"""
+    workspace: str | None = None
+    """The Docker volume holding the step's workspace (sandbox runs)."""
     start_commit: str | None = None
     head_commit: str | None = None
     merge_commit: str | None = None

@@ -1,20 +1,17 @@
-"""Git for sandboxed runs: step branches and worktrees, the staged refs and objects an agent
-may write, committing leftovers, and merging a finished step back into its base branch.
+"""Host-side git for sandboxed runs: the user's repository, step branches, importing what a
+sandbox produced, and merging a finished step back into its base branch.
 
-Ref safety is structural: the container sees the repository's git directory read-only. What
-a step may write is mounted over it: its worktree's admin directory, a staging directory
-standing in for `refs/heads/fks/<run-id>/` that holds only the step's own branch, and an
-object directory of its own (the real one is an alternate). After each iteration fks moves
-the new objects in and advances the step branch; nothing else can have moved.
+Nothing here ever runs git in, or reads a path of, a sandbox's workspace: commits arrive as a
+bundle file that fks itself wrote from a Docker API stream, and `git fetch` checks every
+object before the one step branch (and its leftover ref) may point at them.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import WorkspaceError
@@ -22,8 +19,11 @@ from sandbox_runner.progress import git_common_dir
 
 FORGE_EXCLUDE = ".forge/"
 BRANCH_PREFIX = "fks"
-# fks never writes reflogs for step branches: the container could not append to them.
+# Step branches are fks's own bookkeeping: no reflogs for them.
 _NO_REFLOG = ("-c", "core.logAllRefUpdates=false")
+# Everything fetched from a sandbox is checked object by object before any ref points at it.
+_FSCK = ("-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true")
+LEFTOVER_SOURCE = "refs/fks/leftover"
 FALLBACK_IDENTITY = ("fks", "fks@localhost")
 
 
@@ -193,258 +193,85 @@ def step_branch(run_id: str, index: int, agent_slug: str) -> str:
     return f"{BRANCH_PREFIX}/{run_id}/{index}-{agent_slug}"
 
 
-# --- the worktree a run's steps share ---------------------------------------------------------
+# --- commits that come out of a sandbox -----------------------------------------------------------
 
 
-class RunWorktree:
-    """One worktree per run and repository, at `.forge/worktrees/<run-id>`.
+def leftover_ref(run_id: str, index: int) -> str:
+    """Where the commit of an iteration's uncommitted files waits until its step lands."""
+    return f"refs/fks/{run_id}/leftover/{index}"
 
-    Each step checks out its own new branch in it; switching from the previous step's branch
-    rewrites only the files that differ, so steps after the first cost O(files changed).
+
+def create_branch(repo: Repo, branch: str, start: str) -> None:
+    git(repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{branch}", start, "")
+
+
+def import_bundle(repo: Repo, bundle: Path, branch: str, leftover: str) -> list[str]:
+    """Fetch a sandbox's bundle into exactly two refs: the step branch and its leftover ref.
+
+    git checks every object (`fetch.fsckObjects`); anything else the bundle carries (other
+    branches, tags) is never looked at. Returns the refs it updated.
     """
-
-    def __init__(self, repo: Repo, run_id: str) -> None:
-        self.repo = repo
-        self.run_id = run_id
-        self.path = repo.top / ".forge" / "worktrees" / run_id
-
-    @property
-    def admin_dir(self) -> Path:
-        """The worktree's private git directory (`.git/worktrees/<name>`)."""
-        pointer = (self.path / ".git").read_text(encoding="utf-8").strip()
-        return Path(pointer.removeprefix("gitdir: ").strip())
-
-    def registered(self) -> bool:
-        listing = git(self.repo.top, "worktree", "list", "--porcelain")
-        return f"worktree {self.path}" in listing.splitlines() and (self.path / ".git").is_file()
-
-    def check_out(self, branch: str, start: str | None) -> Path:
-        """Put `branch` in the worktree: created at `start`, or an existing branch (resume)."""
-        if not self.registered():
-            if self.path.exists():
-                shutil.rmtree(self.path)
-            git(self.repo.top, "worktree", "prune")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if start is not None:
-                git(
-                    self.repo.top,
-                    *_NO_REFLOG,
-                    "worktree",
-                    "add",
-                    "-q",
-                    "--no-track",
-                    "-b",
-                    branch,
-                    str(self.path),
-                    start,
-                )
-            else:
-                git(self.repo.top, *_NO_REFLOG, "worktree", "add", "-q", str(self.path), branch)
-            return self.path
-        if start is None and current_branch(self.path) == branch:
-            return self.path  # resuming the interrupted step: keep its work tree as it was left
-        # Recycle: the previous step landed, so its tree is clean (leftovers were committed);
-        # a fresh workspace also drops ignored files. Switching branches then rewrites only the
-        # files that differ.
-        git(self.path, "clean", "-q", "-ffdx")
-        switch = (
-            ["checkout", "-q", "--no-track", "-b", branch, start]
-            if start is not None
-            else ["checkout", "-q", branch]
-        )
-        try:
-            git(self.path, *_NO_REFLOG, *switch)
-        except GitError:
-            git(self.path, "reset", "-q", "--hard")
-            git(self.path, *_NO_REFLOG, *switch)
-        return self.path
-
-    def remove(self) -> None:
-        if self.path.exists() or self.registered():
-            git(self.repo.top, "worktree", "remove", "--force", str(self.path), check=False)
-            if self.path.exists():
-                shutil.rmtree(self.path, ignore_errors=True)
-        git(self.repo.top, "worktree", "prune", check=False)
+    heads = bundle_heads(repo, bundle)
+    wanted = {f"refs/heads/{branch}": f"refs/heads/{branch}", LEFTOVER_SOURCE: leftover}
+    specs = [f"+{src}:{dst}" for src, dst in wanted.items() if src in heads]
+    if not specs:
+        return []
+    git(
+        repo.top,
+        *_NO_REFLOG,
+        *_FSCK,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--no-recurse-submodules",
+        "--no-auto-gc",
+        str(bundle),
+        *specs,
+    )
+    return [spec.split(":", 1)[1] for spec in specs]
 
 
-# --- what a container may write -----------------------------------------------------------------
+def bundle_heads(repo: Repo, bundle: Path) -> dict[str, str]:
+    """The refs a bundle names (git parses and checks its header)."""
+    out = git(repo.top, "bundle", "list-heads", str(bundle))
+    heads: dict[str, str] = {}
+    for line in out.splitlines():
+        sha, _, name = line.partition(" ")
+        heads[name] = sha
+    return heads
 
 
-@dataclass
-class Staging:
-    """Host directories mounted over the read-only git directory for one step."""
+def apply_leftover(
+    repo: Repo, branch: str, ref: str, message: str, env: Mapping[str, str]
+) -> str | None:
+    """Put the files a step left uncommitted on its branch, as one commit, and drop `ref`.
 
-    repo: Repo
-    worktree: RunWorktree
-    branch: str
-    root: Path
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ref_dir(self) -> Path:
-        """`refs/heads/fks/<run-id>/` in the real git directory."""
-        return self.repo.common_dir / "refs" / "heads" / Path(self.branch).parent
-
-    @property
-    def log_dir(self) -> Path:
-        return self.repo.common_dir / "logs" / "refs" / "heads" / Path(self.branch).parent
-
-    @property
-    def leaf(self) -> str:
-        return Path(self.branch).name
-
-    @property
-    def refs(self) -> Path:
-        return self.root / "refs"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
-
-    @property
-    def objects(self) -> Path:
-        return self.root / "objects"
-
-    def prepare(self) -> None:
-        """Before an iteration: mount points exist, the staged ref equals the real one."""
-        for directory in (self.refs, self.logs, self.objects / "pack", self.ref_dir, self.log_dir):
-            directory.mkdir(parents=True, exist_ok=True)
-        for stale in self.refs.iterdir():
-            if stale.is_file():
-                stale.unlink()
-        (self.refs / self.leaf).write_text(rev(self.repo, self.branch) + "\n", encoding="utf-8")
-
-    def mounts(self) -> list[tuple[str, str, bool]]:
-        """(source, target, read_only) for the container, same absolute paths where possible."""
-        return [
-            (str(self.worktree.path), str(self.worktree.path), False),
-            (str(self.repo.common_dir), str(self.repo.common_dir), True),
-            (str(self.worktree.admin_dir), str(self.worktree.admin_dir), False),
-            (str(self.refs), str(self.ref_dir), False),
-            (str(self.logs), str(self.log_dir), False),
-            (str(self.objects), str(self.objects), False),
-        ]
-
-    def env(self) -> dict[str, str]:
-        """Git settings inside the container: write objects to our directory, no reflogs, no gc."""
-        settings = {"core.logAllRefUpdates": "false", "gc.auto": "0", "maintenance.auto": "false"}
-        env = {
-            "GIT_OBJECT_DIRECTORY": str(self.objects),
-            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.repo.objects),
-            "GIT_CONFIG_COUNT": str(len(settings)),
-        }
-        for i, (key, value) in enumerate(settings.items()):
-            env[f"GIT_CONFIG_KEY_{i}"] = key
-            env[f"GIT_CONFIG_VALUE_{i}"] = value
-        return env
-
-    def sync(self) -> list[str]:
-        """After an iteration: move new objects in, advance the step branch. Returns warnings."""
-        warnings: list[str] = []
-        _move_objects(self.objects, self.repo.objects)
-        staged_file = self.refs / self.leaf
-        before = rev(self.repo, self.branch)
-        staged = staged_file.read_text(encoding="utf-8").strip() if staged_file.is_file() else ""
-        if not staged:
-            warnings.append(f"the agent deleted its branch {self.branch}; kept it at {before[:12]}")
-            staged = before
-        head = (self.worktree.admin_dir / "HEAD").read_text(encoding="utf-8").strip()
-        on_branch = head == f"ref: refs/heads/{self.branch}"
-        if not on_branch:
-            detached = "" if head.startswith("ref:") else head
-            if detached and git_ok(self.repo.top, "merge-base", "--is-ancestor", staged, detached):
-                staged = detached  # commits made on a detached HEAD still count
-            warnings.append(
-                f"the agent left HEAD off its branch ({head[:60]}); put it back on {self.branch}"
-            )
-        if staged != before:
-            if not git_ok(self.repo.top, "cat-file", "-e", f"{staged}^{{commit}}"):
-                warnings.append(
-                    f"the agent's branch points at a missing commit {staged[:12]}; ignored"
-                )
-            else:
-                git(
-                    self.repo.top,
-                    *_NO_REFLOG,
-                    "update-ref",
-                    f"refs/heads/{self.branch}",
-                    staged,
-                    before,
-                )
-        if not on_branch:
-            git(self.worktree.path, "symbolic-ref", "HEAD", f"refs/heads/{self.branch}")
-        return warnings
-
-    def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def salvage_staging(repo: Repo, root: Path, branch: str) -> bool:
-    """Keep what a killed run's agent committed: move its objects in and advance its branch.
-
-    Only a fast-forward of the step branch is applied. Returns True when the branch moved.
+    Only a commit whose parent is the branch tip counts (anything else is stale). Returns the
+    new commit, or None when there was nothing to add.
     """
-    _move_objects(root / "objects", repo.objects)
-    staged_file = root / "refs" / Path(branch).name
-    if not staged_file.is_file() or not branch_exists(repo, branch):
-        return False
-    staged = staged_file.read_text(encoding="utf-8").strip()
-    current = rev(repo, branch)
-    if not staged or staged == current:
-        return False
-    if not git_ok(repo.top, "cat-file", "-e", f"{staged}^{{commit}}"):
-        return False
-    if not git_ok(repo.top, "merge-base", "--is-ancestor", current, staged):
-        return False
-    git(repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{branch}", staged, current)
-    return True
+    found = git(repo.top, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False)
+    if not found:
+        return None
+    git(repo.top, "update-ref", "-d", ref, check=False)
+    tip = rev(repo, branch)
+    parent = git(repo.top, "rev-parse", "-q", "--verify", f"{found}^1", check=False)
+    tree = git(repo.top, "rev-parse", f"{found}^{{tree}}")
+    if parent != tip or tree == git(repo.top, "rev-parse", f"{tip}^{{tree}}"):
+        return None
+    commit = git(repo.top, "commit-tree", tree, "-p", tip, "-m", message, env=env)
+    git(repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{branch}", commit, tip)
+    return commit
 
 
-def _move_objects(source: Path, target: Path) -> None:
-    """Move loose objects and packs written by the container into the real object store."""
-    if not source.is_dir():
-        return
-    for folder in source.iterdir():
-        if folder.name == "pack" or folder.name == "info" or not folder.is_dir():
-            continue
-        destination = target / folder.name
-        for obj in folder.iterdir():
-            final = destination / obj.name
-            if final.exists():
-                obj.unlink()
-                continue
-            destination.mkdir(exist_ok=True)
-            _move(obj, final)
-    packs = source / "pack"
-    if packs.is_dir():
-        # Indexes after packs: git only looks at a pack once its .idx exists.
-        for suffix in (".pack", ".rev", ".idx"):
-            for item in packs.glob(f"*{suffix}"):
-                final = target / "pack" / item.name
-                if final.exists():
-                    item.unlink()
-                else:
-                    _move(item, final)
-
-
-def _move(source: Path, target: Path) -> None:
-    try:
-        source.replace(target)
-    except OSError:  # another filesystem
-        shutil.copy2(source, target)
-        source.unlink()
+def drop_run_refs(repo: Repo, run_id: str) -> None:
+    """Remove the hidden refs a run kept (leftover commits nobody landed)."""
+    refs = git(repo.top, "for-each-ref", "--format=%(refname)", f"refs/fks/{run_id}/", check=False)
+    for ref in refs.splitlines():
+        git(repo.top, "update-ref", "-d", ref, check=False)
 
 
 # --- landing a step -------------------------------------------------------------------------------
-
-
-def commit_leftovers(worktree: Path, message: str, env: Mapping[str, str]) -> str | None:
-    """Commit whatever the agent left uncommitted (untracked files too, ignores respected)."""
-    if not git(worktree, "status", "--porcelain=v1", "--untracked-files=all"):
-        return None
-    git(worktree, "add", "-A", env=env)
-    git(worktree, *_NO_REFLOG, "commit", "-q", "--no-verify", "-m", message, env=env)
-    return git(worktree, "rev-parse", "HEAD")
 
 
 @dataclass(frozen=True)

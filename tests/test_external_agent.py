@@ -109,10 +109,10 @@ def test_external_agent_works_in_its_own_repository(
     assert step["merged"] is True, step
     assert_claude_stats(step["iterations"][0])
 
-    # The CLI ran in the other repository's worktree, on the step branch, as the agent.
+    # The CLI ran in the other repository's workspace, on the step branch, as the agent.
     first, last = fake.main_requests(0)[0], fake.main_requests(0)[-1]
     shown = last.tool_results[0]["content"].splitlines()
-    assert shown[0].startswith(f"{other}/.forge/worktrees/{run_id}"), shown
+    assert shown[0] == "/workspace", shown
     assert shown[1] == branch, shown
     assert "reviewer.md" in shown[2:], shown
     assert AGENT_BODY in first.system_text, "the agent file's body is not the agent's prompt"

@@ -39,6 +39,17 @@ def containers(run_id: str | None = None) -> list[str]:
     return out.split()
 
 
+def volumes(run_id: str | None = None) -> list[str]:
+    label = f"fks.run={run_id}" if run_id else "fks.run"
+    out = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"label={label}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.split()
+
+
 def record(repo: Path) -> dict:
     found = [json.loads((d / "run.json").read_text()) for d in (repo / ".forge" / "runs").iterdir()]
     return max(found, key=lambda r: r["started"])
@@ -273,7 +284,7 @@ def test_ref_tampering_agent_cannot_move_other_refs(repo: Path) -> None:
     main_before = git(repo, "rev-parse", "main")
     res = sandbox("./scripts/tamper.sh:1")
     assert res.code == 1, res.output  # no marker: not merged
-    assert "Read-only file system" in res.stdout
+    # In its own workspace the agent may move any ref; none of it reaches the user's repository.
     assert git(repo, "rev-parse", "main") == main_before
     assert git(repo, "rev-parse", "v1") == tag_before
     step = record(repo)["steps"][0]
@@ -332,11 +343,14 @@ def test_ctrl_c_mid_iteration(repo: Path) -> None:
     assert containers(rec["id"]) == []
     step = rec["steps"][0]
     assert step["status"] == "interrupted" and rec["status"] == "interrupted"
-    worktree = repo / ".forge" / "worktrees" / rec["id"]
-    assert worktree.is_dir() and (worktree / "partial.txt").exists()  # worktree kept
+    assert volumes(rec["id"]) == [step["workspace"]]  # the workspace is kept for --resume
+    assert f"Docker volume {step['workspace']}" in err
     # the commit the agent made before the interrupt is on its branch
     assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "partial"
     assert "fks run --resume" in err
+    res = fks("clean", cwd=repo)  # the run is dead now: its workspace goes
+    assert res.code == 0 and volumes(rec["id"]) == [], res.output
+    assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "partial"
 
 
 def test_long_output_lines(repo: Path) -> None:

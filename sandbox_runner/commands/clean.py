@@ -1,114 +1,218 @@
 """`fks clean`: remove what finished, failed or killed runs left behind.
 
-Containers labelled by fks whose run process is gone, the worktrees and staging directories
-of runs that are not running (folders removed, worktrees pruned), optionally merged step
-branches and old run records. A run that is still going is never touched.
+Only runs that are provably dead are touched: their fks process is gone. By default only the
+runs of this repository (`--all`: of every repository). A dead run's containers are removed;
+its workspace volumes are first exported, so the commits (and uncommitted files) its agent
+left land on its step branch, then removed. Optionally merged step branches and old records.
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.resume import pid_alive
 from sandbox_runner.store import RunRecord, RunStore, forge_dir, project_root
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.volumes import Volume
 
 
 def _running(record: RunRecord | None) -> bool:
     return record is not None and record.status == "running" and pid_alive(record.pid)
 
 
-def run(*, older_than: float | None, branches: bool, cwd: Path | None) -> int:
+def _dead(labels: dict[str, str]) -> bool:
+    """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
+    from sandbox_runner.sandbox.docker import LABEL_PID
+
+    pid = labels.get(LABEL_PID, "")
+    return pid.isdigit() and not pid_alive(int(pid))
+
+
+def run(*, older_than: float | None, branches: bool, cwd: Path | None, every: bool = False) -> int:
     if older_than is not None and older_than < 0:
         raise UsageError("--older-than must be a number of days (0 or more)")
     project = project_root((cwd or Path.cwd()).resolve())
     store = RunStore(project)
     records = {r.id: r for r in store.records()}
-    removed = 0
-    removed += _clean_containers()
-    removed += _clean_worktrees(project, records)
+    repos = _repos_of(project, records)
+    removed = _clean_docker(repos, records, every)
+    removed += _clean_legacy_dirs(repos, records)
     if branches:
-        removed += _clean_branches(project, records)
+        removed += _clean_branches(records)
     if older_than is not None:
         removed += _clean_records(store, records, older_than)
     print(f"fks clean: removed {removed} item(s)" if removed else "fks clean: nothing to remove")
     return EXIT_COMPLETE
 
 
-def _clean_containers() -> int:
-    """Containers of runs whose fks process is gone (any repository: they are all garbage)."""
+def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
+    repos = {str(project)}
+    for record in records.values():
+        repos.update(s.repo for s in record.steps if s.repo)
+    return repos
+
+
+def _client() -> docker.DockerClient | None:
     try:
         import docker
-        import docker.errors
 
         client = docker.from_env(timeout=30)
         client.ping()
     except Exception:
-        return 0  # no Docker here: nothing of ours can be running in it
-    from sandbox_runner.sandbox.docker import LABEL_PID, LABEL_RUN
+        return None  # no Docker here: nothing of ours can be running in it
+    return client
+
+
+def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
+    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
+
+    client = _client()
+    if client is None:
+        return 0
+
+    def ours(labels: dict[str, str]) -> bool:
+        run_id = labels.get(LABEL_RUN, "")
+        if _running(records.get(run_id)) or not _dead(labels):
+            return False
+        return every or labels.get(LABEL_REPO) in repos
 
     count = 0
     for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
-        pid = container.labels.get(LABEL_PID, "")
-        if pid.isdigit() and pid_alive(int(pid)) and container.status == "running":
-            continue
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        print(f"removed container {container.short_id} (run {container.labels.get(LABEL_RUN)})")
-        count += 1
+        if ours(container.labels) and _remove_container(container):
+            print(f"removed container {container.short_id} (run {container.labels.get(LABEL_RUN)})")
+            count += 1
+    for volume in client.volumes.list(filters={"label": LABEL_RUN}):
+        labels = volume.attrs.get("Labels") or {}
+        if ours(labels) and _salvage_and_remove(client, volume, labels, records):
+            print(f"removed workspace volume {volume.name} (run {labels.get(LABEL_RUN)})")
+            count += 1
     return count
 
 
-def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[Path]:
-    repos = {project}
-    for record in records.values():
-        repos.update(Path(s.repo) for s in record.steps if s.repo)
-    return {r for r in repos if r.is_dir()}
+def _remove_container(container: object) -> bool:
+    import docker.errors
+
+    try:
+        container.remove(force=True)  # type: ignore[attr-defined]
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:  # 409: its removal is already in progress
+            raise
+        return False
+    return True
 
 
-def _salvage(repo: Path, run_dir: Path, record: RunRecord | None) -> None:
-    """Before deleting a dead run's staging: keep the commits its agent made."""
-    from sandbox_runner.errors import WorkspaceError
-    from sandbox_runner.workspace import open_repo, salvage_staging
+def _record_for(run_id: str, repo: Path, records: dict[str, RunRecord]) -> RunRecord | None:
+    if run_id in records:
+        return records[run_id]
+    try:
+        return RunStore(project_root(repo)).load(run_id)
+    except (FksError, OSError):
+        return None
 
-    if record is None:
-        return
+
+def _salvage_and_remove(
+    client: docker.DockerClient,
+    volume: Volume,
+    labels: dict[str, str],
+    records: dict[str, RunRecord],
+) -> bool:
+    """Export a dead run's workspace onto its step branch, then remove the volume."""
+    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.sandbox.workspace import remove_volume
+
+    run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
+    record = _record_for(run_id, repo, records)
+    if record is None or not repo.is_dir():
+        print(
+            f"kept workspace volume {volume.name}: no record of run {run_id} to save its work to; "
+            f"remove it with 'docker volume rm {volume.name}'"
+        )
+        return False
     for step in record.steps:
-        staging = run_dir / str(step.index)
-        if step.branch and staging.is_dir() and step.repo and Path(step.repo) == repo:
-            try:
-                if salvage_staging(open_repo(repo), staging, step.branch):
-                    print(
-                        f"kept the last commits of {step.branch} (the run was killed before saving them)"
-                    )
-            except WorkspaceError as exc:
-                print(f"warning: could not salvage {staging}: {exc}")
+        if step.workspace == volume.name and step.branch and step.status != "complete":
+            _salvage_step(client, volume.name, labels, record, step.index)
+    remove_volume(client, volume.name)
+    return True
 
 
-def _clean_worktrees(project: Path, records: dict[str, RunRecord]) -> int:
+def _salvage_step(
+    client: docker.DockerClient, name: str, labels: dict[str, str], record: RunRecord, index: int
+) -> None:
+    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.sandbox.workspace import LABEL_IMAGE, VolumeWorkspace, WorkspaceSandbox
+    from sandbox_runner.sandboxed import container_settings
+    from sandbox_runner.workspace import (
+        apply_leftover,
+        branch_exists,
+        identity_env,
+        leftover_ref,
+        open_repo,
+        rev,
+    )
+
+    step = record.steps[index - 1]
+    assert step.branch is not None
+    try:
+        repo = open_repo(Path(labels[LABEL_REPO]), what="fks clean")
+        if not branch_exists(repo, step.branch):
+            return
+        before = rev(repo, step.branch)
+        workspace = VolumeWorkspace(client, repo, name, labels)
+        settings = container_settings(
+            labels.get(LABEL_IMAGE, ""), workspace.mounts(), {LABEL_RUN: labels[LABEL_RUN]}
+        )
+        env = identity_env(repo)
+        leftover = leftover_ref(record.id, index)
+        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
+            sandbox = WorkspaceSandbox(
+                client,
+                settings,
+                workspace,
+                branch=step.branch,
+                leftover=leftover,
+                scratch=Path(scratch),
+            )
+            sandbox.export_now(env)
+            synced = sandbox.sync(env)
+        message = f"fks: what {step.agent} left uncommitted when run {record.id} stopped"
+        apply_leftover(repo, step.branch, leftover, message, env)
+    except FksError as exc:
+        print(f"warning: could not save the work in {name} to {step.branch}: {exc}")
+        return
+    if synced.error:
+        print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
+    elif rev(repo, step.branch) != before:
+        print(f"kept the last commits of {step.branch} (the run was stopped before saving them)")
+
+
+def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
+    """`.forge/worktrees` and `.forge/sandbox` of runs made by older versions of fks."""
     from sandbox_runner.progress import git_common_dir
     from sandbox_runner.workspace import git
 
     count = 0
-    for repo in _repos_of(project, records):
-        if git_common_dir(repo) is None:
+    for repo in (Path(r) for r in repos):
+        if not repo.is_dir() or git_common_dir(repo) is None:
             continue
         for kind in ("sandbox", "worktrees"):
             folder = forge_dir(repo) / kind
-            if not folder.is_dir():
+            if not folder.is_dir() or folder.is_symlink():
                 continue
             for entry in sorted(folder.iterdir()):
                 if _running(records.get(entry.name)):
                     continue
-                if kind == "sandbox":
-                    _salvage(repo, entry, records.get(entry.name))
-                if kind == "worktrees":
-                    git(repo, "worktree", "remove", "--force", str(entry), check=False)
-                if entry.exists():
+                if entry.is_symlink() or not entry.is_dir():
+                    entry.unlink()
+                else:
                     shutil.rmtree(entry, ignore_errors=True)
                 print(f"removed {entry}")
                 count += 1
@@ -116,8 +220,8 @@ def _clean_worktrees(project: Path, records: dict[str, RunRecord]) -> int:
     return count
 
 
-def _clean_branches(project: Path, records: dict[str, RunRecord]) -> int:
-    from sandbox_runner.workspace import git, git_ok
+def _clean_branches(records: dict[str, RunRecord]) -> int:
+    from sandbox_runner.workspace import drop_run_refs, git, git_ok, open_repo
 
     count = 0
     for record in records.values():
@@ -132,6 +236,7 @@ def _clean_branches(project: Path, records: dict[str, RunRecord]) -> int:
             if not git_ok(repo, "merge-base", "--is-ancestor", step.branch, step.base_branch):
                 continue  # the branch moved on after merging: keep it
             git(repo, "branch", "-D", step.branch)
+            drop_run_refs(open_repo(repo, what="fks clean"), record.id)
             print(f"deleted branch {step.branch} (merged into {step.base_branch})")
             count += 1
     return count

@@ -32,6 +32,8 @@ class ExecResult:
     exit_code: int
     timed_out: bool = False
     container_id: str | None = None
+    oom_limit: str | None = None
+    """The memory limit the process was killed for exceeding (None: it was not OOM-killed)."""
 
 
 class Execution(Protocol):

@@ -37,11 +37,13 @@ _STOP_GRACE = 2
 
 @dataclass(frozen=True)
 class Mount:
-    """A host path bind-mounted into the container (at the same path unless `target` is set)."""
+    """A host path bind-mounted into the container (at the same path unless `target` is set),
+    or, with `volume=True`, a named Docker volume."""
 
     source: str
     target: str | None = None
     read_only: bool = False
+    volume: bool = False
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class ContainerSettings:
     cpus: float | None = None
     pids_limit: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    read_only: bool = True
+    """Read-only root filesystem; `tmpfs` paths (and the mounts) are the writable places."""
+    tmpfs: Mapping[str, str] = field(default_factory=dict)
+    """Path -> tmpfs mount options."""
 
 
 def _transient(exc: BaseException) -> bool:
@@ -191,7 +197,19 @@ class DockerExecution:
             exit_code=code,
             timed_out=self._timed_out,
             container_id=self.id,
+            oom_limit=self._oom_limit() if code == 137 and not self._timed_out else None,
         )
+
+    def _oom_limit(self) -> str | None:
+        """The memory limit, when the kernel killed the container for exceeding it."""
+        try:
+            self._container.reload()
+        except Exception:
+            return None
+        if not self._container.attrs.get("State", {}).get("OOMKilled"):
+            return None
+        limit = int(self._container.attrs.get("HostConfig", {}).get("Memory") or 0)
+        return f"{limit // 2**20}m" if limit else "the machine's memory"
 
     def kill(self) -> None:
         with contextlib.suppress(Exception):
@@ -234,10 +252,15 @@ class DockerSandbox:
             "labels": {**s.labels, **spec.labels},
             "mounts": [
                 DockerMount(
-                    target=m.target or m.source, source=m.source, type="bind", read_only=m.read_only
+                    target=m.target or m.source,
+                    source=m.source,
+                    type="volume" if m.volume else "bind",
+                    read_only=m.read_only,
                 )
                 for m in s.mounts
             ],
+            "read_only": s.read_only,
+            "tmpfs": dict(s.tmpfs),
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "init": True,

@@ -1,0 +1,184 @@
+"""What comes out of a sandbox: the data an iteration's container leaves for the host.
+
+Every container ends by writing a bundle and a few `key=value` lines (see `iteration.sh`) in
+its workspace. The host reads them through the Docker API as a tar stream, size-bounded,
+regular files only, into a directory of its own: it never opens a path the agent could write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tarfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from sandbox_runner.errors import SandboxError
+
+if TYPE_CHECKING:
+    import docker
+
+WORKSPACE = "/workspace"
+OBJECTS = "/fks/objects"
+EXPORT_DIR = f"{WORKSPACE}/.git/fks-export"
+MAX_INFO_BYTES = 64 * 1024
+DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
+_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end"})
+_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+
+class ExportError(SandboxError):
+    """What an iteration left for export cannot be taken (too big, malformed, not a file)."""
+
+
+def max_bundle_bytes() -> int:
+    """The largest bundle fks takes from one iteration (FKS_MAX_BUNDLE_BYTES overrides)."""
+    raw = os.environ.get("FKS_MAX_BUNDLE_BYTES", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_BUNDLE_BYTES
+
+
+@cache
+def script() -> str:
+    return (Path(__file__).with_name("iteration.sh")).read_text(encoding="utf-8")
+
+
+def wrapped(argv: Iterable[str]) -> list[str]:
+    """The container command: the workspace script around the agent's argv."""
+    return ["sh", "-c", script(), "fks-iteration", *argv]
+
+
+@dataclass(frozen=True)
+class Export:
+    """What one container left: parsed `info` lines and the bundle, if any, on the host."""
+
+    values: dict[str, list[str]] = field(default_factory=dict)
+    bundle: Path | None = None
+
+    @property
+    def complete(self) -> bool:
+        """The script got to its end (it was not killed, and the agent did not interfere)."""
+        return "end" in self.values
+
+    @property
+    def agent_missing(self) -> bool:
+        return "missing" in self.values
+
+    def first(self, key: str) -> str | None:
+        found = self.values.get(key)
+        return found[0] if found else None
+
+    @property
+    def changed(self) -> bool | None:
+        before, after = self.first("before"), self.first("after")
+        return None if before is None or after is None else before != after
+
+    @property
+    def warnings(self) -> list[str]:
+        return [*self.values.get("warning", ()), *self.values.get("error", ())]
+
+
+def parse_info(data: bytes) -> dict[str, list[str]]:
+    """`key=value` lines; unknown keys dropped, values made printable and cut short."""
+    values: dict[str, list[str]] = {}
+    for raw in data.decode("utf-8", "replace").splitlines()[:200]:
+        key, sep, value = raw.partition("=")
+        if sep and key in _INFO_KEYS:
+            values.setdefault(key, []).append(_PRINTABLE.sub("?", value)[:300])
+    return values
+
+
+class _Bounded:
+    """A file-like view of a chunk iterator that refuses to read past `limit` bytes."""
+
+    def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
+        self._chunks = chunks
+        self._limit = limit
+        self._read = 0
+        self._buffer = b""
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, b"")
+            if not chunk:
+                break
+            self._read += len(chunk)
+            if self._read > self._limit:
+                raise ExportError(
+                    f"the iteration's export is larger than {self._limit} bytes; "
+                    "raise FKS_MAX_BUNDLE_BYTES if the agent really made that much"
+                )
+            self._buffer += chunk
+        if size < 0:
+            size = len(self._buffer)
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+
+def read_export(client: docker.DockerClient, container_id: str, dest: Path) -> Export:
+    """Read the container's export directory through the Docker API into `dest`.
+
+    Only regular files named `info` and `bundle` are taken; a symlink, device or anything else
+    there is refused, and nothing is ever followed on the host.
+    """
+    import docker.errors
+
+    limit = max_bundle_bytes()
+    try:
+        chunks, _stat = client.api.get_archive(container_id, EXPORT_DIR)
+    except docker.errors.NotFound:
+        return Export()
+    except docker.errors.APIError as exc:
+        raise ExportError(
+            f"could not read the iteration's export: {exc.explanation or exc}"
+        ) from None
+    values: dict[str, list[str]] = {}
+    bundle: Path | None = None
+    stream = _Bounded(iter(chunks), limit + MAX_INFO_BYTES + 1024 * 1024)
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                name = member.name.rstrip("/")
+                if name == "fks-export" and member.isdir():
+                    continue
+                leaf = name.removeprefix("fks-export/")
+                if leaf not in ("info", "bundle") or not member.isfile():
+                    raise ExportError(
+                        f"the iteration's export holds '{name}' ({_kind(member)}); refused"
+                    )
+                source = tar.extractfile(member)
+                if source is None:
+                    continue
+                if leaf == "info":
+                    values = parse_info(source.read(MAX_INFO_BYTES))
+                else:
+                    bundle = dest / "step.bundle"
+                    _copy(source, bundle, limit)
+    except tarfile.TarError as exc:
+        raise ExportError(f"the iteration's export is not a valid archive: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            chunks.close()
+    return Export(values=values, bundle=bundle)
+
+
+def _kind(member: tarfile.TarInfo) -> str:
+    if member.issym() or member.islnk():
+        return f"a link to {member.linkname[:80]!r}"
+    return "a directory" if member.isdir() else "not a regular file"
+
+
+def _copy(source: IO[bytes], target: Path, limit: int) -> None:
+    written = 0
+    with target.open("wb") as out:
+        while chunk := source.read(1024 * 1024):
+            written += len(chunk)
+            if written > limit:
+                raise ExportError(
+                    f"the iteration's bundle is larger than {limit} bytes; "
+                    "raise FKS_MAX_BUNDLE_BYTES if the agent really made that much"
+                )
+            out.write(chunk)
