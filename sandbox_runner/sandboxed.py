@@ -45,6 +45,7 @@ from sandbox_runner.workspace import (
     apply_leftover,
     create_branch,
     current_branch,
+    delete_branch,
     drop_run_refs,
     exclude_forge_dir,
     identity_env,
@@ -148,30 +149,44 @@ class SandboxBackend:
         return f"{Path(WORKSPACE) / relative} (in the container)"
 
     def preflight(self, steps: list[Step]) -> None:
-        """Before anything starts: Docker answers, the images exist, credentials are there."""
+        """Before anything starts: Docker answers, every setting holds, images and agents exist."""
         from sandbox_runner.images import docker_client, require_image
+        from sandbox_runner.sandbox.checks import check_agents_in_image, check_engine, check_static
         from sandbox_runner.sandbox.docker import ping
 
+        for step in steps:
+            check_static(self.settings_for(step.agent), self._where(step.agent))
         self._client = docker_client()
         ping(self._client)
-        for image in {self.settings_for(s.agent).image or self._image_default for s in steps}:
-            require_image(self._client, image)
-        for network in {self.settings_for(s.agent).network or "bridge" for s in steps} - {
-            "bridge",
-            "none",
-            "host",
-        }:
-            if not self._client.networks.list(names=[network]):
-                raise SandboxError(
-                    f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
-                )
+        programs: dict[str, set[str]] = {}
         for step in steps:
-            if self.resolve(step).stream_json and not any(
-                os.environ.get(v) for v in (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
-            ):
+            settings = self.settings_for(step.agent)
+            check_engine(self._client, settings, self._where(step.agent))
+            image = settings.image or self._image_default
+            if image not in programs:
+                require_image(self._client, image)
+            programs.setdefault(image, set()).add(self.resolve(step).program)
+        for image, names in programs.items():
+            check_agents_in_image(self._client, image, names)
+        self._check_networks(steps)
+        for step in steps:
+            if self.resolve(step).stream_json and not any(os.environ.get(v) for v in CLAUDE_ENV):
                 raise SandboxError(
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
+                )
+
+    def _where(self, agent: str) -> str:
+        cfg = self._agents.get(agent)
+        return f"agents.{agent}.sandbox" if cfg is not None and cfg.sandbox else "sandbox"
+
+    def _check_networks(self, steps: list[Step]) -> None:
+        assert self._client is not None
+        wanted = {self.settings_for(s.agent).network or "bridge" for s in steps}
+        for network in wanted - {"bridge", "none", "host"}:
+            if not self._client.networks.list(names=[network]):
+                raise SandboxError(
+                    f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
                 )
 
     @contextmanager
@@ -308,7 +323,11 @@ class SandboxBackend:
                     after_iteration=lambda result: self._after_iteration(sandbox, env, result),
                     land=lambda outcome: self._land(index, step, record, sandbox, outcome),
                 )
-            except BaseException:
+            except BaseException as exc:
+                if isinstance(exc, Exception) and not resumed and not record.iterations:
+                    # Failed before its first iteration: nothing started, nothing is kept.
+                    delete_branch(repo, branch)
+                    raise
                 # Interrupted or failed mid-step: keep what the agent committed so far, and its
                 # workspace as it is (for --resume).
                 self._kept.add(workspace.name)
@@ -405,7 +424,9 @@ class SandboxBackend:
             if reporter is not None:
                 reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
             return replace(outcome, complete=False, reason="merge_blocked")
-        if reporter is not None and landing.commit:
+        if reporter is not None and landing.nothing_new:
+            reporter.info(f"Nothing new on {branch} to merge into '{base}'")
+        elif reporter is not None and landing.commit:
             how = "fast-forward" if landing.fast_forward else "merge commit"
             reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
         return outcome

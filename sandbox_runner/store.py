@@ -251,6 +251,12 @@ class RunStore:
     def run_dir(self, run_id: str) -> Path:
         return self.root / run_id
 
+    def discard(self, run_id: str) -> None:
+        """Forget a run that never started an iteration."""
+        import shutil
+
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
 
 class ActiveRun:
     """The record of the run in progress; every change is saved at once."""

@@ -205,6 +205,10 @@ def create_branch(repo: Repo, branch: str, start: str) -> None:
     git(repo.top, *_NO_REFLOG, "update-ref", f"refs/heads/{branch}", start, "")
 
 
+def delete_branch(repo: Repo, branch: str) -> None:
+    git(repo.top, "update-ref", "-d", f"refs/heads/{branch}", check=False)
+
+
 def import_bundle(repo: Repo, bundle: Path, branch: str, leftover: str) -> list[str]:
     """Fetch a sandbox's bundle into exactly two refs: the step branch and its leftover ref.
 
@@ -285,6 +289,8 @@ class Landing:
     conflicts: Sequence[str] = ()
     blocked: str | None = None
     """Why the base could not be updated (e.g. untracked files would be overwritten)."""
+    nothing_new: bool = False
+    """The base already had every commit of the step."""
 
 
 def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[str, str]) -> Landing:
@@ -297,7 +303,7 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     base_tip = rev(repo, base)
     step_tip = rev(repo, branch)
     if git_ok(repo.top, "merge-base", "--is-ancestor", step_tip, base_tip):
-        return Landing(merged=True, commit=base_tip)
+        return Landing(merged=True, commit=base_tip, nothing_new=True)
     fast_forward = git_ok(repo.top, "merge-base", "--is-ancestor", base_tip, step_tip)
     if fast_forward:
         new = step_tip

@@ -34,6 +34,24 @@ def start(project: Path, *args: str, env: dict[str, str] | None = None) -> subpr
     )
 
 
+def run_containers(run_id: str) -> list[str]:
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=fks.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
+def run_volumes(run_id: str) -> list[str]:
+    return subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"label=fks.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
 def wait_until(predicate, timeout: float = 60, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -123,10 +141,9 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
     ).stdout.split()
-    assert left == []
-    assert not (repo / ".forge" / "worktrees" / run_id).exists()
-    assert not (repo / ".forge" / "sandbox" / run_id).exists()
-    assert "worktrees" not in git(repo, "worktree", "list")
+    assert left == [] and run_volumes(run_id) == []
+    assert "kept the last commits of" in res.stdout  # commit 1 was saved to the branch
+    assert git(repo, "log", "-1", "--format=%s", rec["steps"][0]["branch"]) == "work 1"
     assert git(repo, "status", "--porcelain") == ""
 
     res = fks("run", "--resume", "last", "--more", "1", cwd=repo, timeout=240)
@@ -162,21 +179,15 @@ def test_resume_right_after_kill_9_keeps_unsaved_commits(tmp_path: Path) -> None
     )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    subprocess.run(
-        [
-            "docker",
-            "rm",
-            "-f",
-            *subprocess.run(
-                ["docker", "ps", "-aq", "--filter", "label=fks.run"], capture_output=True, text=True
-            ).stdout.split(),
-        ],
-        capture_output=True,
-    )
+    (rec,) = records(repo)
+    killed = run_containers(rec["id"])
+    assert killed, "the killed run's container is still there"
     res = fks("run", "--resume", "last", cwd=repo, timeout=240)
     assert res.code == 0, res.output
     assert "Kept the commits the killed run had not saved yet" in res.stdout
     assert git(repo, "log", "--format=%s", "-3", "main").splitlines()[0] == "first"
+    # The killed run's container was stopped and removed first; nothing of the run is left.
+    assert run_containers(rec["id"]) == [] and run_volumes(rec["id"]) == []
 
 
 @pytest.mark.docker

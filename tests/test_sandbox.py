@@ -39,6 +39,15 @@ def containers(run_id: str | None = None) -> list[str]:
     return out.split()
 
 
+def of_repo(kind: str, repo: Path) -> list[str]:
+    """Containers (`ps`) or volumes (`volume`) fks made for `repo`."""
+    argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "volume", "ls", "-q"]
+    done = subprocess.run(
+        [*argv, "--filter", f"label=fks.repo={repo}"], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()
+
+
 def volumes(run_id: str | None = None) -> list[str]:
     label = f"fks.run={run_id}" if run_id else "fks.run"
     out = subprocess.run(
@@ -179,7 +188,7 @@ def run_with_user_commit(
     )
     try:
         deadline = time.monotonic() + 60
-        while not containers() and time.monotonic() < deadline:
+        while not of_repo("ps", repo) and time.monotonic() < deadline:
             time.sleep(0.1)
         for name, content in edit.items():
             (repo / name).write_text(content)

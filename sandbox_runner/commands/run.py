@@ -144,12 +144,12 @@ def run(
     ]
     backend = _backend(planned)
     commands = [backend.resolve(step) for step in planned.plan.steps]
+    backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
     if dry_run:
         return _dry_run(planned, prompts, commands, backend, json_output)
 
     from sandbox_runner.chain import run_chain
 
-    backend.preflight(planned.plan.steps)
     reporter = _reporter(json_output=json_output, verbose=verbose)
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
@@ -186,6 +186,11 @@ def run(
             _after_interrupt(backend, active.record)
             _write_junit(junit, active.record)
             return EXIT_INTERRUPTED
+        except Exception:
+            if record is None and not any(s.iterations for s in active.record.steps):
+                # Failed before its first iteration: nothing started, so nothing is kept.
+                store.discard(active.record.id)
+            raise
         finally:
             reporter.close()
     _summary(result, backend, reporter)

@@ -197,11 +197,11 @@ class DockerExecution:
             exit_code=code,
             timed_out=self._timed_out,
             container_id=self.id,
-            oom_limit=self._oom_limit() if code == 137 and not self._timed_out else None,
+            oom_limit=self._oom_limit() if code != 0 and not self._timed_out else None,
         )
 
     def _oom_limit(self) -> str | None:
-        """The memory limit, when the kernel killed the container for exceeding it."""
+        """The memory limit, when the kernel killed a process of the container for exceeding it."""
         try:
             self._container.reload()
         except Exception:
@@ -276,6 +276,7 @@ class DockerSandbox:
             kwargs["extra_hosts"] = {"host.docker.internal": "host-gateway"}
         if s.memory:
             kwargs["mem_limit"] = s.memory
+            kwargs["memswap_limit"] = s.memory  # no swap: over the limit means killed, not slow
         if s.cpus:
             kwargs["nano_cpus"] = int(s.cpus * 1e9)
         if s.pids_limit:
