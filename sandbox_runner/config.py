@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sandbox_runner.dsl import Step
 from sandbox_runner.errors import ConfigError, UsageError
+from sandbox_runner.paths import path_kind
 
 DEFAULT_CONFIG = Path("forge") / "chains.json"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -214,11 +215,19 @@ def load_config(
         return None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
+        ) from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:  # the decoder recurses once per nested [ or {
+        raise ConfigError(
+            f"{shown}: JSON is nested too deeply to be a config; check the file"
         ) from None
     try:
         loaded = ForgeConfig.model_validate(raw)
@@ -244,7 +253,7 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
             ("mcpConfig", agent.mcp_config),
             ("settings", agent.settings),
         ):
-            if ref and not _VAR.search(ref) and not (cwd / ref).is_file():
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
                 raise ConfigError(
                     f"{shown}: Agent '{name}' references {label} '{ref}' which does not exist"
                 )
@@ -252,10 +261,14 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
         refs = [("promptFile", chain.prompt_file)]
         refs += [(f"steps[{i}].promptFile", s.prompt_file) for i, s in enumerate(chain.steps)]
         for label, ref in refs:
-            if ref and not _VAR.search(ref) and not (cwd / ref).is_file():
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
                 raise ConfigError(
                     f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
                 )
+
+
+def _is_file(path: Path, shown: str) -> bool:
+    return path_kind(path, shown, ConfigError) == "file"
 
 
 # --- chains and variables --------------------------------------------------------------------

@@ -33,6 +33,7 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.masking import secrets_from_env
 from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
+from sandbox_runner.paths import project_dir
 from sandbox_runner.prompts import PromptSource
 from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.store import (
@@ -86,7 +87,7 @@ def run(
     global_args: Sequence[str] = (),
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
-    workdir = _workdir(cwd)
+    workdir = project_dir(cwd)
     if resume is not None:
         from sandbox_runner.resume import plan_resume
 
@@ -200,13 +201,6 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
         from sandbox_runner.junit import write_junit
 
         write_junit(path, record)
-
-
-def _workdir(cwd: Path | None) -> Path:
-    workdir = (cwd or Path.cwd()).resolve()
-    if not workdir.is_dir():
-        raise UsageError(f"--cwd {cwd}: not a directory")
-    return workdir
 
 
 def plan_run(options: RunOptions, workdir: Path) -> Planned:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 from sandbox_runner.config import config_path, load_config, missing_vars
 from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
+from sandbox_runner.paths import project_dir
 
 
 def run(*, cwd: Path | None, config: Path | None) -> int:
-    workdir = (cwd or Path.cwd()).resolve()
+    workdir = project_dir(cwd)
     path = config_path(workdir, config)
     cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate")
     assert cfg is not None
