@@ -18,7 +18,7 @@ from typing import Annotated, ParamSpec
 import typer
 
 from sandbox_runner import __version__
-from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted
+from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted, UsageError
 
 P = ParamSpec("P")
 
@@ -106,6 +106,8 @@ ConfigOption = Annotated[
         "FORKHESTRA_COMPLETE on its own stdout line. Arguments after `--` are passed to every agent.\n\n"
         "Exit codes: 0 complete, 1 a step did not complete, 2 usage/config error, 130 interrupted."
     ),
+    # A DSL may start with `->` (a mistake the DSL parser explains); click would call it an option.
+    context_settings={"ignore_unknown_options": True},
 )
 @_handled
 def run_cmd(
@@ -213,6 +215,9 @@ def run_cmd(
 ) -> int:
     from sandbox_runner.commands import run as run_command
 
+    for target in targets or []:
+        if target.startswith("-") and not target.startswith("->"):  # the DSL arrow
+            raise UsageError(f"no such option: {target} (see 'fks run --help')")
     return run_command.run(
         targets=list(targets or []),
         chain=chain,
