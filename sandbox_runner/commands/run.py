@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -87,6 +88,8 @@ def run(
     global_args: Sequence[str] = (),
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
+    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
     if resume is not None:
         from sandbox_runner.resume import plan_resume
@@ -134,9 +137,6 @@ def run(
             options.dsl = targets[0]
         planned = plan_run(options, workdir)
         record = None
-    if max_cost is not None and max_cost <= 0:
-        raise UsageError("--max-cost must be a positive amount of USD")
-
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
