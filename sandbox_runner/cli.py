@@ -212,6 +212,18 @@ def run_cmd(
             help="With --resume: allow N iterations beyond the step's maximum.",
         ),
     ] = 0,
+    no_progress_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--no-progress-limit",
+            min=0,
+            metavar="N",
+            help=(
+                "Stop a looping step after N iterations in a row without a commit or file change, "
+                "or with the same error (default: config, else 3; 0: never)."
+            ),
+        ),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import run as run_command
 
@@ -235,6 +247,7 @@ def run_cmd(
         junit=junit,
         resume=resume,
         more=more,
+        no_progress_limit=no_progress_limit,
         global_args=list(_global_agent_args),
     )
 

@@ -61,6 +61,8 @@ class Planned:
     options: RunOptions
     cwd: Path
     config_file: Path
+    no_progress_limit: int | None = None
+    """--no-progress-limit: over the chain's and the config's `noProgressLimit`."""
 
     @property
     def agents(self) -> dict[str, Any]:
@@ -85,6 +87,7 @@ def run(
     junit: Path | None = None,
     resume: str | None = None,
     more: int = 0,
+    no_progress_limit: int | None = None,
     global_args: Sequence[str] = (),
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
@@ -137,6 +140,7 @@ def run(
             options.dsl = targets[0]
         planned = plan_run(options, workdir)
         record = None
+    planned.no_progress_limit = no_progress_limit
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
@@ -225,7 +229,9 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
-    limit = planned.plan.no_progress_limit
+    limit = planned.no_progress_limit
+    if limit is None:
+        limit = planned.plan.no_progress_limit
     if limit is None and cfg is not None:
         limit = cfg.no_progress_limit
     wait = cfg.rate_limit_max_wait if cfg is not None else None
