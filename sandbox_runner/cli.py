@@ -146,7 +146,10 @@ def run_cmd(
         typer.Option(
             "--verbose",
             "-v",
-            help="Stream all agent output line by line (no live view on a terminal).",
+            help=(
+                "Stream all agent output line by line (no live view on a terminal) and show "
+                "each step's command, cwd and prompt before it runs."
+            ),
         ),
     ] = False,
     dry_run: Annotated[

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
 from sandbox_runner.sandbox.base import Stream
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from sandbox_runner.streamjson import Event
 
 PREFIX = "[fks]"
+# For --verbose: the lines describing step N (1-based) before it runs (command, cwd, prompt).
+StepDetails = Callable[[int], list[str]]
 
 
 def plural(n: int, word: str) -> str:
@@ -64,8 +66,10 @@ class PlainReporter:
         out: IO[str] | None = None,
         agent_out: IO[bytes] | None = None,
         verbose: bool = False,
+        details: StepDetails | None = None,
     ) -> None:
         self._out = out or sys.stdout
+        self._details = details
         self._agent_out = agent_out or sys.stdout.buffer
         self._agent_err = sys.stderr.buffer
         self._verbose = verbose
@@ -99,6 +103,8 @@ class PlainReporter:
             self._line(f"Starting: {agent} (max {plural(iterations, 'iteration')})")
         else:
             self._line(f"Running: {agent}")
+        for line in self._details(index) if self._details else ():
+            self._line(f"  {line}")
 
     def iteration_started(self, number: int, maximum: int, loop: bool) -> None:
         if loop:
