@@ -20,6 +20,7 @@ from typing import Literal
 
 from sandbox_runner.config import AgentConfig
 from sandbox_runner.errors import AgentNotFoundError, ConfigError
+from sandbox_runner.paths import path_kind, shorten
 from sandbox_runner.prompts import MODE_AWARENESS, NO_PROMPT_TEXT
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
@@ -38,7 +39,10 @@ class ClaudeAgentPath:
 
 
 def parse_claude_agent_path(ref: str, base: Path) -> ClaudeAgentPath | None:
-    """The project and agent of a `*/.claude/agents/<name>` path (the last such segment wins)."""
+    """The project and agent of a `*/.claude/agents/<name>` path (the last such segment wins).
+
+    Raises AgentNotFoundError when the OS refuses to look at the path (e.g. name too long).
+    """
     normalised = "/" + ref if ref.startswith(".claude/agents/") else ref
     cut = normalised.rfind(_CLAUDE_AGENTS)
     if cut < 0:
@@ -49,7 +53,8 @@ def parse_claude_agent_path(ref: str, base: Path) -> ClaudeAgentPath | None:
     project = Path(os.path.normpath(base / (normalised[:cut] or ".")))
     stem = tail.removesuffix(".md")
     file = project / ".claude" / "agents" / f"{stem}.md"
-    return ClaudeAgentPath(project=project, name=stem, file=file if file.is_file() else None)
+    found = path_kind(file, f"Agent '{shorten(ref)}'", AgentNotFoundError) == "file"
+    return ClaudeAgentPath(project=project, name=stem, file=file if found else None)
 
 
 def frontmatter_name(file: Path) -> str | None:
@@ -165,7 +170,7 @@ def resolve_agent(
 
     external = parse_claude_agent_path(target, cwd)
     if external is not None:
-        if not external.project.is_dir():
+        if path_kind(external.project, f"Agent '{shorten(agent)}'", AgentNotFoundError) != "dir":
             raise AgentNotFoundError(
                 f"Agent '{agent}': project directory {external.project} does not exist "
                 f"(from '{target}'); check the path"
@@ -188,9 +193,10 @@ def resolve_agent(
                 f"Agent '{agent}': {path} is outside the workspace, so the container cannot see it; "
                 "put it in the repository or add its directory to the sandbox 'mounts' option"
             )
-        if not path.exists():
+        kind = path_kind(path, f"Agent '{shorten(agent)}'", AgentNotFoundError)
+        if kind == "missing":
             raise AgentNotFoundError(f"Agent '{agent}' not found: {path} does not exist")
-        if path.is_dir() or not os.access(path, os.X_OK):
+        if kind == "dir" or not os.access(path, os.X_OK):
             raise AgentNotFoundError(
                 f"Agent '{agent}': {path} is not an executable file (chmod +x {target}?)"
             )

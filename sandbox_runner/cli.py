@@ -18,7 +18,7 @@ from typing import Annotated, ParamSpec
 import typer
 
 from sandbox_runner import __version__
-from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted
+from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted, UsageError
 
 P = ParamSpec("P")
 
@@ -106,6 +106,8 @@ ConfigOption = Annotated[
         "FORKHESTRA_COMPLETE on its own stdout line. Arguments after `--` are passed to every agent.\n\n"
         "Exit codes: 0 complete, 1 a step did not complete, 2 usage/config error, 130 interrupted."
     ),
+    # A DSL may start with `->` (a mistake the DSL parser explains); click would call it an option.
+    context_settings={"ignore_unknown_options": True},
 )
 @_handled
 def run_cmd(
@@ -144,7 +146,10 @@ def run_cmd(
         typer.Option(
             "--verbose",
             "-v",
-            help="Stream all agent output line by line (no live view on a terminal).",
+            help=(
+                "Stream all agent output line by line (no live view on a terminal) and show "
+                "each step's command, cwd and prompt before it runs."
+            ),
         ),
     ] = False,
     dry_run: Annotated[
@@ -210,9 +215,24 @@ def run_cmd(
             help="With --resume: allow N iterations beyond the step's maximum.",
         ),
     ] = 0,
+    no_progress_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--no-progress-limit",
+            min=0,
+            metavar="N",
+            help=(
+                "Stop a looping step after N iterations in a row without a commit or file change, "
+                "or with the same error (default: config, else 3; 0: never)."
+            ),
+        ),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import run as run_command
 
+    for target in targets or []:
+        if target.startswith("-") and not target.startswith("->"):  # the DSL arrow
+            raise UsageError(f"no such option: {target} (see 'fks run --help')")
     return run_command.run(
         targets=list(targets or []),
         chain=chain,
@@ -230,6 +250,7 @@ def run_cmd(
         junit=junit,
         resume=resume,
         more=more,
+        no_progress_limit=no_progress_limit,
         global_args=list(_global_agent_args),
     )
 

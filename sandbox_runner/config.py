@@ -10,15 +10,20 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
-from sandbox_runner.dsl import Step
+from sandbox_runner.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.errors import ConfigError, UsageError
+from sandbox_runner.paths import path_kind
 
 DEFAULT_CONFIG = Path("forge") / "chains.json"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
+_Int = Annotated[int, Strict()]
+_Float = Annotated[float, Strict()]
 
 
 class _Model(BaseModel):
@@ -32,18 +37,36 @@ class SandboxSettings(_Model):
     """Agent image (default: fks-agent:latest)."""
     network: str | None = None
     """`bridge` (default), `none`, or the name of a Docker network."""
-    memory: str | None = Field(default=None, pattern=r"^\d+(\.\d+)?[bBkKmMgG]?$")
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
     """Memory limit, Docker syntax (`2g`, `512m`)."""
-    cpus: float | None = Field(default=None, gt=0)
+    cpus: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """CPU limit (e.g. 2 or 0.5)."""
-    pids_limit: int | None = Field(default=None, alias="pidsLimit", gt=0)
+    pids_limit: _Int | None = Field(default=None, alias="pidsLimit", gt=0)
     """Maximum number of processes in the container."""
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Seconds one iteration may run before it is killed (counts as incomplete)."""
     env: tuple[str, ...] = ()
     """Names of host environment variables passed into the container (values never logged)."""
     mounts: tuple[str, ...] = ()
     """Extra host paths mounted read-only at the same path."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_not_zero(cls, value: str | None) -> str | None:
+        if value is not None and not any(c in "123456789" for c in value):
+            raise ValueError(_FRIENDLY["string_pattern_mismatch"])
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not an environment variable name "
+                    "(letters, digits and _, not starting with a digit)"
+                )
+        return value
 
     def merged(self, override: SandboxSettings | None) -> SandboxSettings:
         """These settings with every field `override` sets replacing ours; lists are joined."""
@@ -77,7 +100,7 @@ class AgentConfig(_Model):
     """Claude settings JSON passed as `--settings`."""
     model: str | None = None
     """Model alias or id (`sonnet`, `opus`, `haiku`, …)."""
-    max_turns: int | None = Field(default=None, alias="maxTurns", gt=0)
+    max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
     """Maximum turns per iteration (default 100)."""
     allowed_tools: tuple[str, ...] | None = Field(default=None, alias="allowedTools")
     """Tool whitelist."""
@@ -97,7 +120,7 @@ class StepConfig(_Model):
 
     agent: str = Field(min_length=1)
     """Agent name (a key of `agents`, a binary on PATH, or a path)."""
-    iterations: int | None = Field(default=None, gt=0)
+    iterations: _Int | None = Field(default=None, gt=0, le=MAX_ITERATIONS)
     """Loop up to this many times until the marker; omitted = run once, no marker needed."""
     args: tuple[str, ...] = ()
     """Extra arguments; `${VAR}` is substituted."""
@@ -105,6 +128,14 @@ class StepConfig(_Model):
     """Prompt for this step."""
     prompt_file: str | None = Field(default=None, alias="promptFile")
     """File holding the prompt for this step."""
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_name(cls, value: str) -> str:
+        problem = agent_name_problem(value)
+        if problem:
+            raise ValueError(f"{problem}; use a plain name or path")
+        return value
 
 
 class ChainConfig(_Model):
@@ -116,11 +147,11 @@ class ChainConfig(_Model):
     """Prompt for every step without its own."""
     prompt_file: str | None = Field(default=None, alias="promptFile")
     """File holding the chain prompt."""
-    steps: tuple[StepConfig, ...] = Field(min_length=1)
+    steps: tuple[StepConfig, ...] = Field(min_length=1, max_length=MAX_STEPS)
     """The steps, in order."""
     sandbox: SandboxSettings | None = None
     """Sandbox settings for this chain."""
-    no_progress_limit: int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Stop a looping step after this many iterations without a commit or file change (0: never)."""
 
 
@@ -133,9 +164,11 @@ class ForgeConfig(_Model):
     """Named chains."""
     sandbox: SandboxSettings | None = None
     """Sandbox settings for every chain and DSL run."""
-    no_progress_limit: int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Default no-progress limit (3 when unset)."""
-    rate_limit_max_wait: float | None = Field(default=None, alias="rateLimitMaxWait", ge=0)
+    rate_limit_max_wait: _Float | None = Field(
+        default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
+    )
     """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
 
     @field_validator("agents", "chains")
@@ -144,6 +177,9 @@ class ForgeConfig(_Model):
         for name in value:
             if not name.strip():
                 raise ValueError("names must not be empty")
+            problem = agent_name_problem(name)
+            if problem:
+                raise ValueError(f"name {name!r} {problem}")
         return value
 
 
@@ -166,7 +202,8 @@ _FRIENDLY = {
     "model_type": "must be an object",
     "too_short": "must not be empty",
     "bool_type": "must be true or false",
-    "string_pattern_mismatch": "must be a size like 512m or 2g",
+    "string_pattern_mismatch": "must be a positive size like 512m or 2g",
+    "finite_number": "must be a finite number",
 }
 
 
@@ -186,9 +223,16 @@ def _dotted(loc: Iterable[int | str]) -> str:
 def _describe(exc: ValidationError, shown: str) -> ConfigError:
     errors = exc.errors()
     first = errors[0]
-    message = _FRIENDLY.get(first["type"], first["msg"][:1].lower() + first["msg"][1:])
-    if first["type"] == "greater_than" and first["loc"] and first["loc"][-1] in _INT_FIELDS:
+    kind, ctx = first["type"], first.get("ctx") or {}
+    message = _FRIENDLY.get(kind, first["msg"][:1].lower() + first["msg"][1:])
+    if kind in ("greater_than", "int_type") and first["loc"] and first["loc"][-1] in _INT_FIELDS:
         message = "must be a positive integer"
+    elif kind == "less_than_equal":
+        message = f"must be at most {ctx['le']:,}"
+    elif kind == "too_long":
+        message = f"must have at most {ctx['max_length']:,} entries"
+    elif kind == "value_error":
+        message = str(ctx.get("error", message))
     where = _dotted(first["loc"]) or "(top level)"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     return ConfigError(f"{shown}: {where}: {message}{more}")
@@ -214,11 +258,21 @@ def load_config(
         return None
     except OSError as exc:
         raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
+        ) from None
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _StrictJsonError as exc:
+        raise ConfigError(f"{shown}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:  # the decoder recurses once per nested [ or {
+        raise ConfigError(
+            f"{shown}: JSON is nested too deeply to be a config; check the file"
         ) from None
     try:
         loaded = ForgeConfig.model_validate(raw)
@@ -226,6 +280,24 @@ def load_config(
         raise _describe(exc, shown) from None
     check_files(loaded, cwd=cwd, shown=shown)
     return loaded
+
+
+class _StrictJsonError(ValueError):
+    """JSON that Python's parser accepts but a config must not contain."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys: one of the user's settings would vanish.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _StrictJsonError(f"key {key!r} appears twice in one object; remove one")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _StrictJsonError(f"{name} is not a JSON number; use a finite number")
 
 
 def _shown(path: Path, cwd: Path) -> str:
@@ -244,7 +316,7 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
             ("mcpConfig", agent.mcp_config),
             ("settings", agent.settings),
         ):
-            if ref and not _VAR.search(ref) and not (cwd / ref).is_file():
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
                 raise ConfigError(
                     f"{shown}: Agent '{name}' references {label} '{ref}' which does not exist"
                 )
@@ -252,10 +324,14 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
         refs = [("promptFile", chain.prompt_file)]
         refs += [(f"steps[{i}].promptFile", s.prompt_file) for i, s in enumerate(chain.steps)]
         for label, ref in refs:
-            if ref and not _VAR.search(ref) and not (cwd / ref).is_file():
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
                 raise ConfigError(
                     f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
                 )
+
+
+def _is_file(path: Path, shown: str) -> bool:
+    return path_kind(path, shown, ConfigError) == "file"
 
 
 # --- chains and variables --------------------------------------------------------------------

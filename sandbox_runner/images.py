@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sandbox_runner.ansi import strip_escapes
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -514,13 +515,12 @@ def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[s
         yield _plain(pending) if plain else pending
 
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _plain(line: str) -> str:
     """What a terminal would finally show of `line`, minus escape sequences and controls."""
-    line = _ANSI.sub("", line)
+    line = strip_escapes(line)
     redrawn = [part for part in line.split("\r") if part]
     return _CONTROL.sub("", redrawn[-1] if redrawn else "")
 

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
 
+from sandbox_runner.ansi import strip_escapes
 from sandbox_runner.store import (
     FORGE_DIR,
     RUNS_DIR,
@@ -18,7 +19,6 @@ from sandbox_runner.store import (
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
 # cannot carry at all would make the whole file unreadable.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -147,7 +147,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> str:
 
 
 def _clean(text: str) -> str:
-    return _NOT_XML.sub("", _ANSI.sub("", text))
+    return _NOT_XML.sub("", strip_escapes(text))
 
 
 def _set(element: ET.Element, **attributes: str) -> None:

@@ -4,7 +4,6 @@ agent's latest output, redrawn a few times a second; important events stay in th
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
@@ -12,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
+from sandbox_runner.ansi import strip_escapes
 from sandbox_runner.output import PREFIX, plural
 from sandbox_runner.sandbox.base import Stream
 
@@ -27,18 +27,11 @@ REFRESH_PER_SECOND = 4.0
 # Bytes kept of one output line: plenty for a terminal row, and bounded however long the line is.
 _LINE_BYTES = 4096
 _ASSISTANT_LINES = 2
-_ESCAPES = re.compile(
-    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC (titles, hyperlinks)
-    r"|\x1b[P^_][^\x1b]*(?:\x1b\\)?"  # DCS, PM, APC
-    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI (colours, cursor moves)
-    r"|\x1b[ -/]*[0-~]?"  # two-character escapes
-    r"|[\x00-\x08\x0a-\x1f\x7f-\x9f]"  # everything else a terminal would act on
-)
 
 
 def clean_line(text: str) -> str:
     """What an output line says, without escape sequences or control characters."""
-    return _ESCAPES.sub("", text).expandtabs(4)
+    return strip_escapes(text, keep="\t").expandtabs(4)
 
 
 def _decode(raw: bytes) -> str:

@@ -19,11 +19,16 @@ def secrets_from_env(names: Iterable[str], env: Mapping[str, str] | None = None)
 
 
 class Masker:
-    """Replaces secret values in a byte stream, including values split across chunks."""
+    """Replaces secret values in a byte stream, including values split across chunks.
+
+    Only the end of the data that could still be the start of a secret is held back, so output
+    that cannot be part of a secret is never delayed (and a killed run loses nothing it printed).
+    """
 
     def __init__(self, secrets: Iterable[str]) -> None:
         self._secrets = [s.encode() for s in secrets if s]
         self._keep = max((len(s) for s in self._secrets), default=1) - 1
+        self._first_bytes = {s[0] for s in self._secrets}
         self._pending = b""
 
     def __bool__(self) -> bool:
@@ -34,12 +39,19 @@ class Masker:
         if not self._secrets:
             return chunk
         data = self._mask(self._pending + chunk)
-        cut = len(data) - self._keep
-        if cut <= 0:
-            self._pending = data
-            return b""
+        cut = self._undecided_from(data)
         self._pending = data[cut:]
         return data[:cut]
+
+    def _undecided_from(self, data: bytes) -> int:
+        """Where the longest suffix of `data` that is a proper prefix of a secret starts."""
+        for start in range(max(0, len(data) - self._keep), len(data)):
+            if data[start] not in self._first_bytes:
+                continue
+            tail = data[start:]
+            if any(len(s) > len(tail) and s.startswith(tail) for s in self._secrets):
+                return start
+        return len(data)
 
     def finish(self) -> bytes:
         rest, self._pending = self._pending, b""

@@ -1,15 +1,17 @@
 """Everything the user sees while a run goes: `[fks] …` lines, agent output, Claude progress.
 
-`PlainReporter` writes line by line with no control characters (pipes, CI, `--verbose`);
+`PlainReporter` writes line by line with no escape sequences or control characters (pipes, CI,
+`--verbose`);
 `sandbox_runner.live.LiveReporter` draws a live view on a terminal.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
+from sandbox_runner.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.sandbox.base import Stream
 
 if TYPE_CHECKING:
@@ -17,6 +19,9 @@ if TYPE_CHECKING:
     from sandbox_runner.streamjson import Event
 
 PREFIX = "[fks]"
+_TEXT_KEEPS = "\t\n"
+# For --verbose: the lines describing step N (1-based) before it runs (command, cwd, prompt).
+StepDetails = Callable[[int], list[str]]
 
 
 def plural(n: int, word: str) -> str:
@@ -64,26 +69,39 @@ class PlainReporter:
         out: IO[str] | None = None,
         agent_out: IO[bytes] | None = None,
         verbose: bool = False,
+        details: StepDetails | None = None,
     ) -> None:
         self._out = out or sys.stdout
+        self._details = details
         self._agent_out = agent_out or sys.stdout.buffer
         self._agent_err = sys.stderr.buffer
         self._verbose = verbose
-        self._at_line_start = {"stdout": True, "stderr": True}
+        self._at_line_start: dict[Stream, bool] = {"stdout": True, "stderr": True}
+        # A colour code or window title from an agent would end up verbatim in a CI log.
+        self._filters: dict[Stream, EscapeFilter] = {
+            "stdout": EscapeFilter(),
+            "stderr": EscapeFilter(),
+        }
 
     def _line(self, text: str) -> None:
         self._end_partial_lines()
-        self._out.write(f"{PREFIX} {text}\n")
+        self._out.write(f"{PREFIX} {strip_escapes(text, keep=_TEXT_KEEPS)}\n")
         self._out.flush()
 
     def _end_partial_lines(self) -> None:
         # Agent output that ended mid-line must not glue onto our next line.
-        for stream, at_start in self._at_line_start.items():
-            if not at_start:
-                target = self._agent_out if stream == "stdout" else self._agent_err
-                target.write(b"\n")
-                target.flush()
-                self._at_line_start[stream] = True
+        for stream in self._filters:
+            self._write(stream, self._filters[stream].flush())
+            if not self._at_line_start[stream]:
+                self._write(stream, b"\n")
+
+    def _write(self, stream: Stream, data: bytes) -> None:
+        if not data:
+            return
+        target = self._agent_out if stream == "stdout" else self._agent_err
+        target.write(data)
+        target.flush()
+        self._at_line_start[stream] = data.endswith(b"\n")
 
     def info(self, message: str) -> None:
         self._line(message)
@@ -99,18 +117,15 @@ class PlainReporter:
             self._line(f"Starting: {agent} (max {plural(iterations, 'iteration')})")
         else:
             self._line(f"Running: {agent}")
+        for line in self._details(index) if self._details else ():
+            self._line(f"  {line}")
 
     def iteration_started(self, number: int, maximum: int, loop: bool) -> None:
         if loop:
             self._line(f"Iteration {number}/{maximum}")
 
     def output(self, stream: Stream, chunk: bytes) -> None:
-        if not chunk:
-            return
-        target = self._agent_out if stream == "stdout" else self._agent_err
-        target.write(chunk)
-        target.flush()
-        self._at_line_start[stream] = chunk.endswith(b"\n")
+        self._write(stream, self._filters[stream].feed(chunk))
 
     def events(self, events: Sequence[Event]) -> None:
         from sandbox_runner.streamjson import AssistantText, Result, ToolCall
@@ -119,7 +134,7 @@ class PlainReporter:
             if isinstance(event, ToolCall):
                 self._line(f"  {event.summary}")
             elif isinstance(event, AssistantText):
-                text = event.text.rstrip("\n")
+                text = strip_escapes(event.text, keep=_TEXT_KEEPS).rstrip("\n")
                 if text:
                     self._end_partial_lines()
                     self._out.write(text + "\n")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import ConfigError, UsageError
+from sandbox_runner.paths import path_kind
 
 MARKER = "FORKHESTRA_COMPLETE"
 
@@ -95,8 +96,9 @@ def resolve_prompt(
 
 def _existing(cwd: Path, ref: str, what: str) -> Path:
     path = (cwd / ref).resolve()
-    if path.is_dir():
+    kind = path_kind(path, what, ConfigError)
+    if kind == "dir":
         raise ConfigError(f"{what} '{ref}' is a directory; give the prompt file inside it")
-    if not path.is_file():
+    if kind != "file":
         raise ConfigError(f"{what} '{ref}' does not exist (looked for {path})")
     return path

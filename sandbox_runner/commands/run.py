@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -23,16 +24,18 @@ from sandbox_runner.config import (
     load_config,
     parse_vars,
 )
-from sandbox_runner.dsl import parse_dsl
+from sandbox_runner.dsl import Step, parse_dsl
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
+    FksError,
     Interrupted,
     UsageError,
 )
 from sandbox_runner.masking import secrets_from_env
-from sandbox_runner.output import PREFIX, PlainReporter, Reporter, plural
+from sandbox_runner.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
+from sandbox_runner.paths import project_dir
 from sandbox_runner.prompts import PromptSource
 from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.store import (
@@ -59,6 +62,8 @@ class Planned:
     options: RunOptions
     cwd: Path
     config_file: Path
+    no_progress_limit: int | None = None
+    """--no-progress-limit: over the chain's and the config's `noProgressLimit`."""
 
     @property
     def agents(self) -> dict[str, Any]:
@@ -83,10 +88,13 @@ def run(
     junit: Path | None = None,
     resume: str | None = None,
     more: int = 0,
+    no_progress_limit: int | None = None,
     global_args: Sequence[str] = (),
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
-    workdir = _workdir(cwd)
+    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
+    workdir = project_dir(cwd)
     if resume is not None:
         from sandbox_runner.resume import plan_resume
 
@@ -133,9 +141,7 @@ def run(
             options.dsl = targets[0]
         planned = plan_run(options, workdir)
         record = None
-    if max_cost is not None and max_cost <= 0:
-        raise UsageError("--max-cost must be a positive amount of USD")
-
+    planned.no_progress_limit = no_progress_limit
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
@@ -150,7 +156,8 @@ def run(
 
     from sandbox_runner.chain import run_chain
 
-    reporter = _reporter(json_output=json_output, verbose=verbose)
+    details = _verbose_details(planned, prompts, commands, backend) if verbose else None
+    reporter = _reporter(json_output=json_output, verbose=verbose, details=details)
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
     with signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
@@ -207,13 +214,6 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
         write_junit(path, record)
 
 
-def _workdir(cwd: Path | None) -> Path:
-    workdir = (cwd or Path.cwd()).resolve()
-    if not workdir.is_dir():
-        raise UsageError(f"--cwd {cwd}: not a directory")
-    return workdir
-
-
 def plan_run(options: RunOptions, workdir: Path) -> Planned:
     """Load the config and build the chain plan from the options."""
     config_file = config_path(workdir, Path(options.config) if options.config else None)
@@ -236,7 +236,9 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
-    limit = planned.plan.no_progress_limit
+    limit = planned.no_progress_limit
+    if limit is None:
+        limit = planned.plan.no_progress_limit
     if limit is None and cfg is not None:
         limit = cfg.no_progress_limit
     wait = cfg.rate_limit_max_wait if cfg is not None else None
@@ -312,14 +314,14 @@ def _new_record(planned: Planned) -> RunRecord:
     )
 
 
-def _reporter(*, json_output: bool, verbose: bool) -> Reporter:
+def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None = None) -> Reporter:
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
         from sandbox_runner.live import LiveReporter
 
         return LiveReporter(out=out)
-    return PlainReporter(out=out, agent_out=agent_out, verbose=verbose)
+    return PlainReporter(out=out, agent_out=agent_out, verbose=verbose, details=details)
 
 
 def _run_lock(
@@ -364,6 +366,70 @@ def _abbreviate(arg: str) -> str:
     return f"{flat[:_SHOW_ARG]}…({len(arg)} chars)"
 
 
+def _step_plan(
+    index: int,
+    step: Step,
+    prompt: PromptSource,
+    command: AgentCommand,
+    backend: Backend,
+    global_args: Sequence[str],
+) -> dict[str, Any]:
+    """What a step will run: its argv, cwd and prompt (for --dry-run and --verbose)."""
+    text = prompt.read()
+    return {
+        "index": index,
+        "agent": step.agent,
+        "kind": command.kind,
+        "loop": step.loop,
+        "iterations": step.iterations,
+        "prompt": text,
+        "promptSource": prompt.describe(),
+        "argv": command.argv([*global_args, *step.args], text),
+        "cwd": backend.planned_cwd(command),
+    }
+
+
+def _step_lines(plan: dict[str, Any]) -> list[str]:
+    """A step plan as the `prompt:`, `command:` and `cwd:` lines both --dry-run and -v show."""
+    prompt_text = plan["prompt"]
+    shown_prompt = (
+        "(none)"
+        if prompt_text is None
+        else f"{_abbreviate(str(prompt_text))!s}  [{plan['promptSource']}]"
+    )
+    return [
+        f"prompt:  {shown_prompt}",
+        f"command: {shlex.join(_abbreviate(a) for a in plan['argv'])}",
+        f"cwd:     {plan['cwd']}",
+    ]
+
+
+def _verbose_details(
+    planned: Planned, prompts: list[PromptSource], commands: list[AgentCommand], backend: Backend
+) -> StepDetails:
+    """For -v: a step's lines, computed when it starts (prompt files may have changed)."""
+    from sandbox_runner.masking import Masker
+
+    masker = Masker(_chain_options(planned).secrets)
+    steps = planned.plan.steps
+
+    def details(index: int) -> list[str]:
+        try:
+            plan = _step_plan(
+                index,
+                steps[index - 1],
+                prompts[index - 1],
+                commands[index - 1],
+                backend,
+                planned.options.global_args,
+            )
+        except FksError as exc:  # the step itself reports it; showing it must not stop the run
+            return [f"(cannot show the command: {exc})"]
+        return [masker.mask_text(line) for line in _step_lines(plan)]
+
+    return details
+
+
 def _dry_run(
     planned: Planned,
     prompts: list[PromptSource],
@@ -371,26 +437,12 @@ def _dry_run(
     backend: Backend,
     json_output: bool,
 ) -> int:
-    global_args = planned.options.global_args
-    steps: list[dict[str, Any]] = []
-    for index, (step, prompt, command) in enumerate(
-        zip(planned.plan.steps, prompts, commands, strict=True), start=1
-    ):
-        text = prompt.read()
-        argv = command.argv([*global_args, *step.args], text)
-        steps.append(
-            {
-                "index": index,
-                "agent": step.agent,
-                "kind": command.kind,
-                "loop": step.loop,
-                "iterations": step.iterations,
-                "prompt": text,
-                "promptSource": prompt.describe(),
-                "argv": argv,
-                "cwd": backend.planned_cwd(command),
-            }
+    steps = [
+        _step_plan(index, step, prompt, command, backend, planned.options.global_args)
+        for index, (step, prompt, command) in enumerate(
+            zip(planned.plan.steps, prompts, commands, strict=True), start=1
         )
+    ]
     where = backend.describe()
     if json_output:
         print(json.dumps({"dryRun": True, "sandbox": where, "steps": steps}, indent=2))
@@ -401,13 +453,6 @@ def _dry_run(
     for s in steps:
         limit = f"max {plural(int(s['iterations']), 'iteration')}" if s["loop"] else "once"
         print(f"  Step {s['index']}: {s['agent']} ({limit})")
-        prompt_text = s["prompt"]
-        shown_prompt = (
-            "(none)"
-            if prompt_text is None
-            else f"{_abbreviate(str(prompt_text))!s}  [{s['promptSource']}]"
-        )
-        print(f"    prompt:  {shown_prompt}")
-        print(f"    command: {shlex.join(_abbreviate(a) for a in s['argv'])}")
-        print(f"    cwd:     {s['cwd']}")
+        for line in _step_lines(s):
+            print(f"    {line}")
     return EXIT_COMPLETE

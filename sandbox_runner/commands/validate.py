@@ -13,13 +13,14 @@ from sandbox_runner.config import (
     missing_vars,
 )
 from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
+from sandbox_runner.paths import project_dir
 
 if TYPE_CHECKING:
     import docker
 
 
 def run(*, cwd: Path | None, config: Path | None) -> int:
-    workdir = (cwd or Path.cwd()).resolve()
+    workdir = project_dir(cwd)
     path = config_path(workdir, config)
     cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate")
     assert cfg is not None

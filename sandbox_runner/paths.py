@@ -1,0 +1,43 @@
+"""Looking at user-given paths without crashing on ones the OS refuses (too long, loops, no access).
+
+`Path.exists()` and friends only swallow "missing"; any other `OSError` would end as a traceback.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Literal
+
+from sandbox_runner.errors import FksError, UsageError
+
+PathKind = Literal["file", "dir", "other", "missing"]
+_SHOWN = 120
+
+
+def shorten(text: str) -> str:
+    """A user-given string cut to a readable length for a one-line message."""
+    if len(text) <= _SHOWN:
+        return text
+    return f"{text[: _SHOWN - 40]}…{text[-30:]} ({len(text)} characters)"
+
+
+def project_dir(cwd: Path | None) -> Path:
+    """The project directory: --cwd (or the current directory), which must be a directory."""
+    workdir = (cwd or Path.cwd()).resolve()
+    if path_kind(workdir, "--cwd") != "dir":
+        raise UsageError(f"--cwd {shorten(str(cwd))}: not a directory")
+    return workdir
+
+
+def path_kind(path: Path, what: str, error: type[FksError] = UsageError) -> PathKind:
+    """What is at `path` (following symlinks); raises `error` naming `what` if the OS refuses."""
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as exc:
+        raise error(f"{what}: cannot use {shorten(str(path))}: {exc.strerror}") from None
+    if stat.S_ISREG(info.st_mode):
+        return "file"
+    return "dir" if stat.S_ISDIR(info.st_mode) else "other"
