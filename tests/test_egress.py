@@ -7,6 +7,8 @@ from __future__ import annotations
 import http.server
 import json
 import re
+import ssl
+import subprocess
 import threading
 import time
 import uuid
@@ -500,6 +502,59 @@ def test_bearer_token_is_replaced(lab: Lab) -> None:
     assert [v for k, v in headers.items() if k.lower() == "authorization"] == [
         f"Bearer {REAL_TOKEN}"
     ]
+
+
+@pytest.fixture(scope="module")
+def tls_api(
+    lab: Lab, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[_EchoServer, str, str]]:
+    """An HTTPS echo server on the gateway as `api.test`, its URL, and a proxy image trusting
+    its CA (as `fks image build --ca-cert` would make it)."""
+    tmp = tmp_path_factory.mktemp("tls")
+    openssl = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1"
+    subject = ["-subj", "/CN=fks-egress-test", "-addext", "subjectAltName=DNS:api.test"]
+    subprocess.run(
+        [*openssl.split(), *subject, "-keyout", str(tmp / "key.pem"), "-out", str(tmp / "ca.crt")],
+        check=True,
+        capture_output=True,
+    )
+    (tmp / "Dockerfile").write_text(
+        f"FROM {images.DEFAULT_PROXY_IMAGE}\nUSER root\n"
+        "COPY ca.crt /usr/local/share/ca-certificates/fks-egress-test.crt\n"
+        "RUN update-ca-certificates\nUSER proxy\n"
+    )
+    tag = f"fks-proxy:egress-test-{uuid.uuid4().hex[:8]}"
+    lab.client.images.build(path=str(tmp), tag=tag, rm=True, forcerm=True, pull=False)
+    server = _EchoServer(lab.gateway, "tls-api")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / "ca.crt", tmp / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    lab.extra_hosts["api.test"] = lab.gateway
+    try:
+        yield server, f"https://api.test:{server.port}", tag
+    finally:
+        server.shutdown()
+        lab.client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_api_over_tls_gets_the_key_and_an_unknown_certificate_gets_nothing(
+    lab: Lab, tls_api: tuple[_EchoServer, str, str]
+) -> None:
+    server, url, trusting_image = tls_api
+    api = ApiUpstream(url, REAL_KEY)
+    script = 'curl -s -o /dev/null -w "code=%{http_code}\\n" -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/tls"'
+    with lab.proxy(api=api, image=trusting_image) as proxy:
+        code, output = lab.agent(proxy, script)
+    assert (code, _codes(output)) == (0, ["200"]), output
+    (seen,) = server.seen
+    assert seen["path"] == "/v1/tls"
+    assert [v for k, v in seen["headers"].items() if k.lower() == "x-api-key"] == [REAL_KEY]
+    assert seen["headers"]["Host"] == url.removeprefix("https://")
+    with lab.proxy(api=api) as proxy:  # the stock image does not trust the test CA
+        code, output = lab.agent(proxy, script)
+    assert code == 0 and _codes(output) == ["503"], output
+    assert len(server.seen) == 1
 
 
 @pytest.mark.docker

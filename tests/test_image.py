@@ -169,7 +169,7 @@ def test_proxy_dockerfile_defaults() -> None:
     assert "FROM ${BASE_IMAGE}" in text
     assert text.index("COPY ca-certs/") < text.index("update-ca-certificates")
     assert re.search(
-        r"apt-get install -y --no-install-recommends ca-certificates socat squid;", text
+        r"apt-get install -y --no-install-recommends ca-certificates socat squid-openssl;", text
     )
     assert "chown proxy:proxy /fks-proxy" in text
     assert "USER proxy" in text
@@ -457,12 +457,15 @@ def test_image_has_the_tools(agent_image: str) -> None:
 @pytest.mark.docker
 def test_proxy_image_has_squid_and_socat_and_runs_as_proxy(agent_image: str) -> None:
     images.require_image(images.docker_client(), images.DEFAULT_PROXY_IMAGE)
-    script = "squid -v | head -1; command -v socat; id -un; stat -c %U /fks-proxy /var/log/squid"
+    script = (
+        "squid -v | head -1; squid -v | grep -o -- --with-openssl; command -v socat; id -un;"
+        " stat -c %U /fks-proxy /var/log/squid"
+    )
     result = docker_run(images.DEFAULT_PROXY_IMAGE, "sh", "-c", script)
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
     assert out[0].startswith("Squid Cache: Version ")
-    assert out[1:] == ["/usr/bin/socat", "proxy", "proxy", "proxy"]
+    assert out[1:] == ["--with-openssl", "/usr/bin/socat", "proxy", "proxy", "proxy"]
     agent = docker_run(agent_image, "sh", "-c", "command -v socat")
     assert agent.stdout.strip() == "/usr/bin/socat"
 
