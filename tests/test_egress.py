@@ -606,3 +606,38 @@ def test_bench_proxy_start_up(lab: Lab, capsys: pytest.CaptureFixture[str]) -> N
             f"\negress proxy start-up: median {sorted(starts)[2]:.2f} s, max {max(starts):.2f} s; "
             f"removal median {sorted(stops)[2]:.2f} s (5 runs)"
         )
+
+
+@pytest.mark.docker
+@pytest.mark.claude
+def test_real_claude_in_a_network_none_container_talks_to_the_api_through_the_proxy(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claude CLI honours ANTHROPIC_BASE_URL past the proxy variables (NO_PROXY), sends
+    the placeholder, and the API (the fake) gets the real key; its tool call reaches an
+    allowed host through the forward proxy."""
+    import fakeapi
+    from fakeapi import FakeAnthropic
+
+    monkeypatch.setattr(fakeapi, "SECRET_HEADERS", frozenset())  # here the key is the point
+    command = f"curl -s -o /dev/null -w 'code=%{{http_code}}' http://{lab.gateway}:{lab.allowed.port}/from-claude"
+    turns = [
+        [
+            [{"tool": "Bash", "input": {"command": command, "description": "fetch"}}],
+            [{"text": "Done.\nFORKHESTRA_COMPLETE"}],
+        ]
+    ]
+    with FakeAnthropic({"conversations": turns}, host=lab.gateway) as fake:
+        api = ApiUpstream(fake.url, REAL_KEY)
+        argv = "claude -p go --output-format stream-json --verbose --max-turns 3"
+        with lab.proxy(api=api) as proxy:
+            code, output = lab.agent(proxy, f"{argv} --dangerously-skip-permissions")
+    assert code == 0, output[-3000:]
+    assert '"subtype":"success"' in output
+    main = fake.main_requests()
+    assert main, "the fake API got no request"
+    for request in main:
+        keys = [v for k, v in request.headers.items() if k.lower() == "x-api-key"]
+        assert keys == [REAL_KEY]
+    assert any(seen["path"] == "/from-claude" for seen in lab.allowed.seen)
+    assert REAL_KEY not in output
