@@ -265,6 +265,8 @@ def test_agent_env_and_argv() -> None:
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "claude", "-p", "it's $HOME"]
     assert argv[2].endswith('exec "$@"') and REAL_KEY not in argv[2]
     without_api = EgressProxy(object(), run_id="r", allow=[])
+    with pytest.raises(SandboxError, match="not running"):
+        without_api.denied_requests()
     assert "ANTHROPIC_BASE_URL" not in without_api.env()
     assert "api.sock" not in without_api.wrap_argv(["true"])[2]
 
@@ -571,6 +573,20 @@ def test_proxy_and_volume_are_labelled_and_removed_on_error_and_interrupt(lab: L
             ] == [proxy.volume_name]
             raise exc_type("stop")
         assert _leftovers(lab, run_label) == []
+
+
+@pytest.mark.docker
+def test_a_volume_still_used_by_an_agent_container_is_an_error_naming_it(lab: Lab) -> None:
+    proxy = lab.proxy()
+    run_label = proxy._labels["fks.run"]
+    in_use = r"Could not remove the egress proxy's volume .*remove its agent containers first"
+    with pytest.raises(SandboxError, match=in_use), proxy:
+        left = lab.client.containers.create(
+            images.DEFAULT_AGENT_IMAGE, "true", mounts=[proxy.mount()], network_mode="none"
+        )
+    left.remove(force=True)
+    lab.client.volumes.get(proxy.volume_name).remove()
+    assert _leftovers(lab, run_label) == []
 
 
 @pytest.mark.docker

@@ -366,12 +366,15 @@ class EgressProxy:
             )
             self._container = self._create_container()
             self._container.put_archive(
-                "/etc", _one_file_tar(SQUID_CONF.removeprefix("/etc/"), self.config())
+                "/etc",
+                _one_file_tar(
+                    SQUID_CONF.removeprefix("/etc/"), squid_config(self._allow, self._api)
+                ),
             )
             with_retries("start", self._container.start)
             self._wait_ready()
         except BaseException:
-            self._remove()
+            self._remove(quiet=True)
             raise
         self.startup_seconds = time.monotonic() - started
         return self
@@ -383,11 +386,8 @@ class EgressProxy:
         tb: TracebackType | None,
     ) -> None:
         started = time.monotonic()
-        self._remove()
+        self._remove(quiet=exc_type is not None)
         self.removal_seconds = time.monotonic() - started
-
-    def config(self) -> str:
-        return squid_config(self._allow, self._api)
 
     def mount(self) -> Any:
         """The socket volume, read-only, for the agent container (a docker-py Mount)."""
@@ -471,22 +471,17 @@ class EgressProxy:
             time.sleep(0.02)
 
     def _read_access_log(self) -> str:
-        import docker.errors
+        """Its newest _LOG_LIMIT bytes: every request the agent makes adds a line."""
+        if self._container is None:
+            raise SandboxError("The egress proxy is not running (outside its `with` block)")
+        code, output = self._container.exec_run(
+            ["tail", "-c", str(_LOG_LIMIT), ACCESS_LOG], stdout=True, stderr=False, user="proxy"
+        )
+        return bytes(output or b"").decode(errors="replace") if code == 0 else ""
 
-        try:
-            chunks, _stat = self._container.get_archive(ACCESS_LOG)
-        except docker.errors.NotFound:
-            return ""  # nothing was logged yet
-        data = b"".join(chunks)
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                return ""
-            extracted = tar.extractfile(member)
-            raw = extracted.read() if extracted is not None else b""
-        return raw[-_LOG_LIMIT:].decode(errors="replace")
-
-    def _remove(self) -> None:
+    def _remove(self, *, quiet: bool) -> None:
+        """Container, then volume; a volume still in use (an agent container left running)
+        is an error unless `quiet` (another error is on its way up)."""
         import docker.errors
 
         with deferred_signals():
@@ -495,9 +490,17 @@ class EgressProxy:
                     with_retries("remove", lambda: self._container.remove(force=True))
                 self._container = None
             if self._volume is not None:
-                with contextlib.suppress(docker.errors.NotFound):
-                    with_retries("volume remove", lambda: self._volume.remove(force=True))
-                self._volume = None
+                volume, self._volume = self._volume, None
+                try:
+                    with_retries("volume remove", lambda: volume.remove(force=True))
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if not quiet:
+                        raise SandboxError(
+                            f"Could not remove the egress proxy's volume {self.volume_name}: "
+                            f"{exc.explanation or exc}; remove its agent containers first"
+                        ) from None
 
 
 def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
