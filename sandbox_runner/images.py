@@ -1,5 +1,6 @@
-"""The agent image (Dockerfile.agent): build context, base-image choice, the locally made
-Debian base for machines without a registry, and the Docker client helpers the sandbox uses.
+"""The images fks builds, the agent's (Dockerfile.agent) and the egress proxy's
+(Dockerfile.proxy): build contexts, base-image choice, the locally made Debian base for
+machines without a registry, and the Docker client helpers the sandbox uses.
 
 `python -m sandbox_runner.images make-base [--force]` makes the local base (needs root).
 """
@@ -27,9 +28,11 @@ if TYPE_CHECKING:
     import docker
 
 DEFAULT_AGENT_IMAGE = "fks-agent:latest"
+DEFAULT_PROXY_IMAGE = "fks-proxy:latest"
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 LOCAL_BASE_IMAGE = "fks-base:bookworm"
 DOCKERFILE_NAME = "Dockerfile.agent"
+PROXY_DOCKERFILE_NAME = "Dockerfile.proxy"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -45,7 +48,7 @@ _BASE_IMPORT_CHANGES = (
     'CMD ["bash"]',
 )
 
-# Holds Dockerfile.agent: in a checkout a symlink to the repository's, in a wheel a copy.
+# Holds the Dockerfiles: in a checkout symlinks to the repository's, in a wheel copies.
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 # A pull that gets no answer for this long is given up (the daemon fails at once when DNS
@@ -137,7 +140,8 @@ def require_image(client: docker.DockerClient, name: str) -> None:
     """SandboxError with the command that builds `name` when it is not present locally."""
     if image_exists(client, name):
         return
-    how = "fks image build" if name == DEFAULT_AGENT_IMAGE else f"fks image build --tag {name}"
+    built_by_default = name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE)
+    how = "fks image build" if built_by_default else f"fks image build --tag {name}"
     raise SandboxError(f"Image {name!r} not found; build it with {how!r}")
 
 
@@ -327,21 +331,8 @@ def _unmounted_on_exit(root: Path) -> Iterator[None]:
 def assemble_context(
     dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
 ) -> Path:
-    """Write the build context into `dest`: Dockerfile.agent, ca-certs/, fks/ (see the Dockerfile)."""
-    certs = [_checked_cert(path) for path in ca_certs]
-    dockerfile = package_dir / DOCKERFILE_NAME
-    if not dockerfile.is_file():
-        raise SandboxError(f"{dockerfile} is missing; reinstall fks (it ships the Dockerfile)")
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(dockerfile, dest / DOCKERFILE_NAME)
-
-    cert_dir = dest / "ca-certs"
-    cert_dir.mkdir()
-    used: set[str] = set()
-    for cert in certs:
-        name = _unique_crt_name(cert, used)
-        shutil.copyfile(cert, cert_dir / name)
-
+    """Write the agent's build context into `dest`: Dockerfile.agent, ca-certs/, fks/ (see the Dockerfile)."""
+    _dockerfile_and_certs(dest, DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
     requirements, project = _project_files()
     source = dest / "fks"
     shutil.copytree(
@@ -352,6 +343,31 @@ def assemble_context(
     (source / "requirements.txt").write_text(requirements)
     (source / "pyproject.toml").write_text(project)
     return dest
+
+
+def assemble_proxy_context(
+    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+) -> Path:
+    """Write the proxy's build context into `dest`: Dockerfile.proxy and ca-certs/."""
+    _dockerfile_and_certs(dest, PROXY_DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
+    return dest
+
+
+def _dockerfile_and_certs(
+    dest: Path, name: str, *, ca_certs: Sequence[Path], package_dir: Path
+) -> None:
+    certs = [_checked_cert(path) for path in ca_certs]
+    dockerfile = package_dir / name
+    if not dockerfile.is_file():
+        raise SandboxError(f"{dockerfile} is missing; reinstall fks (it ships the Dockerfile)")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(dockerfile, dest / name)
+
+    cert_dir = dest / "ca-certs"
+    cert_dir.mkdir()
+    used: set[str] = set()
+    for cert in certs:
+        shutil.copyfile(cert, cert_dir / _unique_crt_name(cert, used))
 
 
 def _checked_cert(path: Path) -> Path:
@@ -431,12 +447,15 @@ def build_agent_image(
     base_image: str | None,
     ca_certs: Sequence[Path],
     tag: str = DEFAULT_AGENT_IMAGE,
+    proxy_tag: str = DEFAULT_PROXY_IMAGE,
     out: TextIO | None = None,
 ) -> str:
-    """Build the agent image and return its id. Build output is streamed to `out` line by line."""
+    """Build the egress proxy image, then the agent image, from one base; return the agent
+    image's id. Build output is streamed to `out` line by line."""
     stream = out if out is not None else sys.stdout
     with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
-        context = assemble_context(Path(tmp) / "context", ca_certs=ca_certs)
+        agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs)
+        proxy_context = assemble_proxy_context(Path(tmp) / "proxy", ca_certs=ca_certs)
         client = docker_client()
         base = resolve_base_image(
             base_image,
@@ -445,7 +464,15 @@ def build_agent_image(
             make_local_base=make_base_image,
             say=lambda line: print(line, file=stream, flush=True),
         )
-        return build_context(client, context, base_image=base, tag=tag, out=stream)
+        build_context(
+            client,
+            proxy_context,
+            base_image=base,
+            tag=proxy_tag,
+            out=stream,
+            dockerfile=PROXY_DOCKERFILE_NAME,
+        )
+        return build_context(client, agent_context, base_image=base, tag=tag, out=stream)
 
 
 def build_context(
@@ -456,6 +483,7 @@ def build_context(
     tag: str,
     out: TextIO,
     buildargs: dict[str, str] | None = None,
+    dockerfile: str = DOCKERFILE_NAME,
 ) -> str:
     """`docker build` an assembled context; SandboxError when a step fails."""
     import docker
@@ -465,7 +493,7 @@ def build_context(
     try:
         events = client.api.build(
             path=str(context),
-            dockerfile=DOCKERFILE_NAME,
+            dockerfile=dockerfile,
             tag=tag,
             buildargs={"BASE_IMAGE": base_image, **(buildargs or {})},
             rm=True,

@@ -81,6 +81,19 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
     assert not any("pytest" in line for line in requirements)
 
 
+def test_proxy_context_holds_its_dockerfile_and_the_certs_only(tmp_path: Path) -> None:
+    (tmp_path / "corp.pem").write_text(PEM)
+    ctx = images.assemble_proxy_context(tmp_path / "ctx", ca_certs=[tmp_path / "corp.pem"])
+    assert (ctx / "Dockerfile.proxy").read_text() == (REPO / "Dockerfile.proxy").read_text()
+    assert sorted(p.relative_to(ctx).as_posix() for p in ctx.rglob("*")) == [
+        "Dockerfile.proxy",
+        "ca-certs",
+        "ca-certs/corp.crt",
+    ]
+    with pytest.raises(SandboxError, match=r"CA certificate .*nope.crt not found"):
+        images.assemble_proxy_context(tmp_path / "ctx2", ca_certs=[tmp_path / "nope.crt"])
+
+
 def test_context_from_an_installed_package_without_checkout(tmp_path: Path) -> None:
     """A wheel install has the package directory only (the Dockerfile copied into it)."""
     installed = tmp_path / "site-packages" / "sandbox_runner"
@@ -94,10 +107,11 @@ def test_context_from_an_installed_package_without_checkout(tmp_path: Path) -> N
         images.assemble_context(tmp_path / "ctx2", ca_certs=[], package_dir=installed)
 
 
-def test_dockerfile_is_package_data() -> None:
-    assert (REPO / "sandbox_runner" / "Dockerfile.agent").resolve() == REPO / "Dockerfile.agent"
+@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy"])
+def test_dockerfile_is_package_data(name: str) -> None:
+    assert (REPO / "sandbox_runner" / name).resolve() == REPO / name
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert "Dockerfile.agent" in pyproject["tool"]["setuptools"]["package-data"]["sandbox_runner"]
+    assert name in pyproject["tool"]["setuptools"]["package-data"]["sandbox_runner"]
 
 
 def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
@@ -109,7 +123,7 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
         symlinks=True,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for name in ("pyproject.toml", "Dockerfile.agent", "README.md"):
+    for name in ("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "README.md"):
         if (REPO / name).exists():
             shutil.copy(REPO / name, project / name)
     assert (project / "sandbox_runner" / "Dockerfile.agent").is_symlink()
@@ -124,8 +138,8 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("fks-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        shipped = zf.read("sandbox_runner/Dockerfile.agent").decode()
-    assert shipped == (REPO / "Dockerfile.agent").read_text()
+        for name in ("Dockerfile.agent", "Dockerfile.proxy"):
+            assert zf.read(f"sandbox_runner/{name}").decode() == (REPO / name).read_text()
 
 
 def test_dockerfile_layers_and_defaults() -> None:
@@ -146,6 +160,19 @@ def test_dockerfile_layers_and_defaults() -> None:
     assert positions == sorted(positions)
     assert "--no-install-recommends" in text
     assert "rm -rf /var/lib/apt/lists/*" in text
+    assert re.search(r"apt-get install [^;]* socat;", text), "the egress forwarder needs socat"
+
+
+def test_proxy_dockerfile_defaults() -> None:
+    text = (REPO / "Dockerfile.proxy").read_text()
+    assert text.count("ARG BASE_IMAGE=debian:bookworm-slim") == 1
+    assert "FROM ${BASE_IMAGE}" in text
+    assert text.index("COPY ca-certs/") < text.index("update-ca-certificates")
+    assert re.search(
+        r"apt-get install -y --no-install-recommends ca-certificates socat squid-openssl;", text
+    )
+    assert "chown proxy:proxy /fks-proxy" in text
+    assert "USER proxy" in text
 
 
 # --- command line errors -----------------------------------------------------------------------
@@ -222,6 +249,10 @@ def test_require_image_names_the_build_command() -> None:
     )
     with pytest.raises(SandboxError, match=r"'fks image build --tag my:tag'"):
         images.require_image(_client_without(), "my:tag")
+    with pytest.raises(
+        SandboxError, match=r"^Image 'fks-proxy:latest' not found; .*'fks image build'$"
+    ):
+        images.require_image(_client_without(), "fks-proxy:latest")
 
 
 def test_make_base_module_usage() -> None:
@@ -330,6 +361,28 @@ def test_split_tag(name: str, expected: tuple[str, str]) -> None:
 # --- build output ----------------------------------------------------------------------------
 
 
+def test_image_build_builds_the_proxy_then_the_agent_from_one_base(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[tuple[str, str, list[str]]] = []
+
+    def build_context(_client: object, context: Path, **kwargs: Any) -> str:
+        files = sorted(p.name for p in context.iterdir())
+        built.append((kwargs["tag"], kwargs["base_image"], files))
+        return "sha256:" + kwargs["tag"]
+
+    monkeypatch.setattr(images, "docker_client", lambda: _client_without("fks-base:bookworm"))
+    monkeypatch.setattr(images, "build_context", build_context)
+    image_id = images.build_agent_image(
+        base_image="fks-base:bookworm", ca_certs=[], tag="my:tag", out=io.StringIO()
+    )
+    assert image_id == "sha256:my:tag"
+    assert built == [
+        ("fks-proxy:latest", "fks-base:bookworm", ["Dockerfile.proxy", "ca-certs"]),
+        ("my:tag", "fks-base:bookworm", ["Dockerfile.agent", "ca-certs", "fks"]),
+    ]
+
+
 def test_build_output_is_whole_plain_lines() -> None:
     events = [
         {"stream": "Step 1/2 : FROM x\n ---> abc"},
@@ -399,6 +452,22 @@ def test_image_has_the_tools(agent_image: str) -> None:
     assert out[2] == f"fks {__version__}"
     assert out[3].startswith("Python 3.")
     assert out[-3:] == ["/usr/local/bin/claude", "/usr/local/bin/fks", "/usr/local/bin/forge-tasks"]
+
+
+@pytest.mark.docker
+def test_proxy_image_has_squid_and_socat_and_runs_as_proxy(agent_image: str) -> None:
+    images.require_image(images.docker_client(), images.DEFAULT_PROXY_IMAGE)
+    script = (
+        "squid -v | head -1; squid -v | grep -o -- --with-openssl; command -v socat; id -un;"
+        " stat -c %U /fks-proxy /var/log/squid"
+    )
+    result = docker_run(images.DEFAULT_PROXY_IMAGE, "sh", "-c", script)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert out[0].startswith("Squid Cache: Version ")
+    assert out[1:] == ["--with-openssl", "/usr/bin/socat", "proxy", "proxy", "proxy"]
+    agent = docker_run(agent_image, "sh", "-c", "command -v socat")
+    assert agent.stdout.strip() == "/usr/bin/socat"
 
 
 @pytest.mark.docker
