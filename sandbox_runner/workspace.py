@@ -318,6 +318,11 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     step_tip = rev(repo, branch)
     if git_ok(repo.top, "merge-base", "--is-ancestor", step_tip, base_tip):
         return Landing(merged=True, commit=base_tip)
+    if not git_ok(repo.top, "merge-base", base_tip, step_tip):
+        return Landing(
+            merged=False,
+            blocked=f"{branch} shares no history with '{base}' (it was replaced); review it and merge by hand",
+        )
     fast_forward = git_ok(repo.top, "merge-base", "--is-ancestor", base_tip, step_tip)
     if fast_forward:
         new = step_tip
@@ -347,6 +352,13 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
         new = git(
             repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
         )
+    owned = _fks_paths(repo, base_tip, new)
+    if owned:
+        return Landing(
+            merged=False,
+            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {FORGE_EXCLUDE} "
+            "holds fks's run records (a merge would replace them); review the branch and merge by hand",
+        )
     checkout = checkout_of(repo, base)
     if checkout is None:
         git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
@@ -356,3 +368,18 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     except GitError as exc:
         return Landing(merged=False, blocked=str(exc))
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
+
+
+def _fks_paths(repo: Repo, base_tip: str, new: str) -> list[str]:
+    """Paths under a `.forge` directory (fks's ignored run records) that a merge would change.
+
+    Git treats ignored files as expendable: a fast-forward would replace the records, or the
+    whole directory by a symlink that fks then writes through.
+    """
+    out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
+    name = FORGE_EXCLUDE.strip("/")
+    return [
+        path
+        for path in out.split("\0")
+        if path and any(part.lower().rstrip(". ") == name for part in path.split("/"))
+    ]
