@@ -2,8 +2,8 @@
 sandbox produced, and merging a finished step back into its base branch.
 
 Nothing here ever runs git in, or reads a path of, a sandbox's workspace: commits arrive as a
-bundle file that fks itself wrote from a Docker API stream, and `git fetch` checks every
-object before the one step branch (and its leftover ref) may point at them.
+bundle file that fks itself wrote from a Docker API stream, and `git index-pack --strict` checks
+every object before the one step branch (and its leftover ref) may point at them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ FORGE_EXCLUDE = ".forge/"
 BRANCH_PREFIX = "fks"
 # Step branches are fks's own bookkeeping: no reflogs for them.
 _NO_REFLOG = ("-c", "core.logAllRefUpdates=false")
-# Everything fetched from a sandbox is checked object by object before any ref points at it.
-_FSCK = ("-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true")
+# A bundle's header (its refs) comes before its pack; a longer one is not a bundle fks made.
+_MAX_BUNDLE_HEADER = 1024 * 1024
 LEFTOVER_SOURCE = "refs/fks/leftover"
 FALLBACK_IDENTITY = ("fks", "fks@localhost")
 
@@ -210,30 +210,50 @@ def delete_branch(repo: Repo, branch: str) -> None:
 
 
 def import_bundle(repo: Repo, bundle: Path, branch: str, leftover: str) -> list[str]:
-    """Fetch a sandbox's bundle into exactly two refs: the step branch and its leftover ref.
+    """Take a sandbox's bundle into exactly two refs: the step branch and its leftover ref.
 
-    git checks every object (`fetch.fsckObjects`); anything else the bundle carries (other
-    branches, tags) is never looked at. Returns the refs it updated.
+    Its pack goes through `git index-pack --strict` first: every object is parsed and fsck'ed
+    (a `.git`-lookalike path or a bad `.gitmodules` is an error) and every link resolved before
+    the pack joins the repository. (`git fetch` from a bundle checks nothing in git 2.39,
+    whatever `fetch.fsckObjects` says.) Only then may the refs point at commits in it; anything
+    else the bundle names (other branches, tags) is never looked at. Returns the refs updated.
     """
     heads = bundle_heads(repo, bundle)
     wanted = {f"refs/heads/{branch}": f"refs/heads/{branch}", LEFTOVER_SOURCE: leftover}
-    specs = [f"+{src}:{dst}" for src, dst in wanted.items() if src in heads]
-    if not specs:
+    targets = {dst: heads[src] for src, dst in wanted.items() if src in heads}
+    if not targets:
         return []
-    git(
-        repo.top,
-        *_NO_REFLOG,
-        *_FSCK,
-        "fetch",
-        "--quiet",
-        "--no-tags",
-        "--no-write-fetch-head",
-        "--no-recurse-submodules",
-        "--no-auto-gc",
-        str(bundle),
-        *specs,
-    )
-    return [spec.split(":", 1)[1] for spec in specs]
+    _index_strictly(repo, bundle)
+    for dst, commit in targets.items():
+        if git(repo.top, "cat-file", "-t", commit, check=False) != "commit":
+            raise GitError(f"the bundle's {dst} is not a commit ({commit[:12]})")
+        git(repo.top, "rev-list", "--objects", "--quiet", commit, "--not", "--all")
+    for dst, commit in targets.items():
+        git(repo.top, *_NO_REFLOG, "update-ref", dst, commit)
+    return list(targets)
+
+
+def _index_strictly(repo: Repo, bundle: Path) -> None:
+    """Add the bundle's pack to the repository only if every object in it passes fsck."""
+    with bundle.open("rb") as source:
+        end = source.read(_MAX_BUNDLE_HEADER).find(b"\n\n")
+        if end < 0:
+            raise GitError(f"{bundle} is not a git bundle (its header does not end)")
+        source.seek(end + 2)
+        done = subprocess.run(
+            ["git", "index-pack", "--stdin", "--strict", "--fix-thin"],
+            cwd=repo.top,
+            stdin=source,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},
+        )
+    if done.returncode != 0:
+        detail = done.stderr.strip().splitlines()
+        tail = " / ".join(detail[-3:]) if detail else "no output"
+        raise GitError(f"git index-pack --strict refused the bundle's objects: {tail}")
 
 
 def bundle_heads(repo: Repo, bundle: Path) -> dict[str, str]:
@@ -304,6 +324,11 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     step_tip = rev(repo, branch)
     if git_ok(repo.top, "merge-base", "--is-ancestor", step_tip, base_tip):
         return Landing(merged=True, commit=base_tip, nothing_new=True)
+    if not git_ok(repo.top, "merge-base", base_tip, step_tip):
+        return Landing(
+            merged=False,
+            blocked=f"{branch} shares no history with '{base}' (it was replaced); review it and merge by hand",
+        )
     fast_forward = git_ok(repo.top, "merge-base", "--is-ancestor", base_tip, step_tip)
     if fast_forward:
         new = step_tip
@@ -333,6 +358,13 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
         new = git(
             repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
         )
+    owned = _fks_paths(repo, base_tip, new)
+    if owned:
+        return Landing(
+            merged=False,
+            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {FORGE_EXCLUDE} "
+            "holds fks's run records (a merge would replace them); review the branch and merge by hand",
+        )
     checkout = checkout_of(repo, base)
     if checkout is None:
         git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
@@ -342,3 +374,18 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     except GitError as exc:
         return Landing(merged=False, blocked=str(exc))
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
+
+
+def _fks_paths(repo: Repo, base_tip: str, new: str) -> list[str]:
+    """Paths under a `.forge` directory (fks's ignored run records) that a merge would change.
+
+    Git treats ignored files as expendable: a fast-forward would replace the records, or the
+    whole directory by a symlink that fks then writes through.
+    """
+    out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
+    name = FORGE_EXCLUDE.strip("/")
+    return [
+        path
+        for path in out.split("\0")
+        if path and any(part.lower().rstrip(". ") == name for part in path.split("/"))
+    ]

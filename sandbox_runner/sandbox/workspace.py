@@ -5,7 +5,7 @@ The volume is mounted at /workspace; its repository borrows the user's objects (
 read-only at /fks/objects) as an alternate, so preparing it costs only the files a step
 checks out, and a run's later steps recycle it (a checkout rewrites only the files that
 differ). The user's `.git` itself is never mounted. After each iteration the host reads the
-container's export (see `export.py`) and `git fetch`es its bundle, with fsck, into the step
+container's export (see `export.py`) and takes its bundle, every object fsck'ed, into the step
 branch and nothing else.
 """
 
