@@ -20,7 +20,7 @@ from typing import Literal
 
 from sandbox_runner.config import AgentConfig
 from sandbox_runner.errors import AgentNotFoundError, ConfigError
-from sandbox_runner.paths import path_kind, shorten
+from sandbox_runner.paths import path_kind, read_in_project, shorten
 from sandbox_runner.prompts import MODE_AWARENESS, NO_PROMPT_TEXT
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
@@ -120,7 +120,7 @@ class AgentCommand:
         else:
             path = self._config_path(cfg.system_prompt or "")
             try:
-                own = Path(path).read_text(encoding="utf-8")
+                own = read_in_project(Path(path), f"Agent '{self.name}' systemPrompt")
             except OSError as exc:
                 raise ConfigError(
                     f"Agent '{self.name}' references systemPrompt '{cfg.system_prompt}' which cannot be read ({exc.strerror})"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 from typing import Literal
@@ -41,3 +42,31 @@ def path_kind(path: Path, what: str, error: type[FksError] = UsageError) -> Path
     if stat.S_ISREG(info.st_mode):
         return "file"
     return "dir" if stat.S_ISDIR(info.st_mode) else "other"
+
+
+def inside_project(path: Path, what: str) -> Path:
+    """`path` with symlinks resolved, refused when a link leads out of its git work tree.
+
+    Files fks reads from the user's checkout (prompt files, system prompts, Claude config
+    files) may have been turned into symlinks by a step an agent made and fks merged: such a
+    file is never followed to somewhere outside the repository it lies in.
+    """
+    from sandbox_runner.errors import ConfigError
+    from sandbox_runner.progress import git_toplevel
+
+    lexical = Path(os.path.normpath(Path.cwd() / path))
+    resolved = lexical.resolve()
+    if resolved == lexical:
+        return resolved
+    top = git_toplevel(lexical.parent) if lexical.parent.is_dir() else None
+    if top is not None and not resolved.is_relative_to(top.resolve()):
+        raise ConfigError(
+            f"{what} {shorten(str(path))} is a symlink that leads out of the repository "
+            f"(to {shorten(str(resolved))}); refused - replace it with a regular file"
+        )
+    return resolved
+
+
+def read_in_project(path: Path, what: str) -> str:
+    """The text of a file from the user's checkout (see `inside_project`)."""
+    return inside_project(path, what).read_text(encoding="utf-8")

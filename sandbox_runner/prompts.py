@@ -5,11 +5,12 @@ Prompt files are read again at every iteration, so a user can tune a prompt mid-
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import ConfigError, UsageError
-from sandbox_runner.paths import path_kind
+from sandbox_runner.paths import inside_project, path_kind, read_in_project
 
 MARKER = "FORKHESTRA_COMPLETE"
 
@@ -45,7 +46,7 @@ class PromptSource:
         """The prompt now (files are re-read); an empty prompt means no prompt."""
         if self.file is not None:
             try:
-                content = self.file.read_text(encoding="utf-8")
+                content = read_in_project(self.file, f"prompt file ({self.origin})")
             except FileNotFoundError:
                 raise ConfigError(
                     f"prompt file '{self.file}' ({self.origin}) does not exist"
@@ -95,7 +96,9 @@ def resolve_prompt(
 
 
 def _existing(cwd: Path, ref: str, what: str) -> Path:
-    path = (cwd / ref).resolve()
+    # Absolute but not resolved: a symlink is checked each time the file is read.
+    path = Path(os.path.normpath(cwd / ref))
+    inside_project(path, what)
     kind = path_kind(path, what, ConfigError)
     if kind == "dir":
         raise ConfigError(f"{what} '{ref}' is a directory; give the prompt file inside it")

@@ -20,6 +20,7 @@ from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
 from sandbox_runner.loop import IterationResult, StepOutcome
 from sandbox_runner.masking import CREDENTIAL_VARS
 from sandbox_runner.output import Reporter
+from sandbox_runner.paths import inside_project
 from sandbox_runner.sandbox.docker import (
     LABEL_PID,
     LABEL_REPO,
@@ -293,7 +294,12 @@ class SandboxBackend:
 
         agent = self._container_agent(host_view, repo, relative)
         mounts = workspace.mounts() + [Mount(source=m, read_only=True) for m in settings.mounts]
-        mounts += [Mount(source=str(f), read_only=True) for f in _config_files(agent)]
+        mounts += [
+            Mount(
+                source=str(inside_project(f, "Claude config file")), target=str(f), read_only=True
+            )
+            for f in _config_files(agent)
+        ]
         labels = {
             LABEL_RUN: run_id,
             LABEL_STEP: str(index),
