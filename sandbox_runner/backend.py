@@ -58,6 +58,10 @@ class Backend(Protocol):
         """For --dry-run: the directory the agent will run in."""
         ...
 
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        """For --dry-run and -v: what the agent may reach (None: the host's network)."""
+        ...
+
     def preflight(self, steps: list[Step]) -> None:
         """Check what can be checked before anything starts (raises FksError)."""
         ...
@@ -101,6 +105,9 @@ class LocalBackend:
 
     def planned_cwd(self, command: AgentCommand) -> str:
         return str(command.cwd)
+
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        return None
 
     def preflight(self, steps: list[Step]) -> None:
         return None

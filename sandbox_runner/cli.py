@@ -184,6 +184,14 @@ def run_cmd(
             help="Agent image for --sandbox (default: config, else fks-agent:latest).",
         ),
     ] = None,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            metavar="HOST[:PORT]",
+            help="Let --sandbox agents reach HOST (ports 443 and 80, or PORT) for this run; repeatable.",
+        ),
+    ] = None,
     max_cost: Annotated[
         float | None,
         typer.Option(
@@ -246,6 +254,7 @@ def run_cmd(
         sandbox=sandbox,
         base=base,
         image=image,
+        allow=list(allow or []),
         max_cost=max_cost,
         junit=junit,
         resume=resume,

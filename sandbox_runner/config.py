@@ -36,7 +36,12 @@ class SandboxSettings(_Model):
     image: str | None = None
     """Agent image (default: fks-agent:latest)."""
     network: str | None = None
-    """`bridge` (default), `none`, or the name of a Docker network."""
+    """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
+    egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
+    API for Claude steps), or the name of an existing Docker network."""
+    allow: tuple[str, ...] = ()
+    """`host` or `host:port` entries the agent may reach with `network: allowlist` (ports
+    default to 443 and 80); joined with the chain's, the agent's and `--allow`."""
     memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
     """Memory limit, Docker syntax (`2g`, `512m`)."""
     cpus: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -57,6 +62,15 @@ class SandboxSettings(_Model):
             raise ValueError(_FRIENDLY["string_pattern_mismatch"])
         return value
 
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from sandbox_runner.sandbox.egress import AllowEntry
+
+        for entry in value:
+            AllowEntry.parse(entry)  # a ValueError names the entry
+        return value
+
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -74,7 +88,7 @@ class SandboxSettings(_Model):
             return self
         data = self.model_dump(exclude_unset=True)
         for name, value in override.model_dump(exclude_unset=True).items():
-            if name in ("env", "mounts"):
+            if name in ("env", "mounts", "allow"):
                 data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
             else:
                 data[name] = value

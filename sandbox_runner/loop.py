@@ -23,7 +23,14 @@ from sandbox_runner.masking import Masker
 from sandbox_runner.output import Reporter
 from sandbox_runner.prompts import PromptSource
 from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Sandbox, Stream
-from sandbox_runner.store import ActiveRun, ClaudeStats, IterationRecord, StepRecord, now
+from sandbox_runner.store import (
+    ActiveRun,
+    ClaudeStats,
+    DeniedRecord,
+    IterationRecord,
+    StepRecord,
+    now,
+)
 
 if TYPE_CHECKING:
     from sandbox_runner.streamjson import Event
@@ -51,6 +58,8 @@ class IterationResult:
     error_tail: str | None = None
     note: str | None = None
     """A line worth showing the user (timeouts, Claude errors, back-off)."""
+    denied: tuple[DeniedRecord, ...] = ()
+    """Requests the egress allow-list refused during the iteration."""
 
     @property
     def rate_limited(self) -> bool:
@@ -270,6 +279,7 @@ class StepLoop:
         record.changed = result.changed
         record.claude = result.claude
         record.error_tail = result.error_tail
+        record.denied = list(result.denied)
         self._save()
         self.results.append(result)
         ctx.reporter.iteration_ended(result)

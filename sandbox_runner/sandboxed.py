@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +29,7 @@ from sandbox_runner.sandbox.docker import (
     ContainerSettings,
     Mount,
 )
+from sandbox_runner.sandbox.egress import SOCKET_DIR, AllowEntry, ApiUpstream, EgressProxy
 from sandbox_runner.sandbox.export import WORKSPACE
 from sandbox_runner.sandbox.workspace import (
     LABEL_IMAGE,
@@ -39,7 +40,7 @@ from sandbox_runner.sandbox.workspace import (
     volume_name,
 )
 from sandbox_runner.signals import deferred_signals
-from sandbox_runner.store import ActiveRun, StepRecord, slug
+from sandbox_runner.store import ActiveRun, DeniedRecord, StepRecord, slug
 from sandbox_runner.workspace import (
     Landing,
     Repo,
@@ -66,6 +67,8 @@ CLAUDE_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
 DEFAULT_MEMORY = "4g"
 DEFAULT_PIDS_LIMIT = 4096
 DEFAULT_TIMEOUT = 3600.0
+ALLOWLIST = "allowlist"
+OPEN = "open"
 # The root filesystem is read-only: these (and the workspace) are where an agent may write.
 TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
 
@@ -93,6 +96,9 @@ class SandboxBackend:
         self._run: ActiveRun | None = None
         self._reporter: Reporter | None = None
         self._workspaces: dict[Path, VolumeWorkspace] = {}
+        self._proxies: dict[tuple[tuple[str, ...], bool], EgressProxy] = {}
+        self._stack = ExitStack()
+        """The run's egress proxies: started with the first step that needs one."""
         self._kept: set[str] = set()
         """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
 
@@ -138,7 +144,7 @@ class SandboxBackend:
             if part
         )
         return [
-            f"Sandbox: image {s.image or self._image_default}, network {s.network or 'bridge'}, "
+            f"Sandbox: image {s.image or self._image_default}, network {network_mode(s)}, "
             f"user {os.getuid()}:{os.getgid()}, read-only root filesystem, {limits}",
             f"Each step runs on a new branch fks/<run-id>/<n>-<agent> from '{self._base}' "
             f"in a workspace of its own (a Docker volume at {WORKSPACE}), "
@@ -148,6 +154,17 @@ class SandboxBackend:
     def planned_cwd(self, command: AgentCommand) -> str:
         _repo, _base, relative = self._step_repo(command)
         return f"{Path(WORKSPACE) / relative} (in the container)"
+
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        settings = self.settings_for(step.agent)
+        mode = network_mode(settings)
+        api = " and the model API (key added by the proxy)" if command.stream_json else ""
+        if mode == ALLOWLIST:
+            allowed = ", ".join(settings.allow) or "nothing"
+            return f"allowlist: {allowed}{api}; everything else refused"
+        if mode == "none":
+            return f"none: no network{api.replace(' and', ' but')}"
+        return f"{mode}: any address the host reaches" if mode == OPEN else f"Docker network {mode}"
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: Docker answers, every setting holds, images and agents exist."""
@@ -183,8 +200,12 @@ class SandboxBackend:
 
     def _check_networks(self, steps: list[Step]) -> None:
         assert self._client is not None
-        wanted = {self.settings_for(s.agent).network or "bridge" for s in steps}
-        for network in wanted - {"bridge", "none", "host"}:
+        wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
+        if wanted & {ALLOWLIST, "none"}:
+            from sandbox_runner.images import DEFAULT_PROXY_IMAGE, require_image
+
+            require_image(self._client, DEFAULT_PROXY_IMAGE)
+        for network in wanted - {ALLOWLIST, OPEN, "none", "host"}:
             if not self._client.networks.list(names=[network]):
                 raise SandboxError(
                     f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
@@ -201,7 +222,8 @@ class SandboxBackend:
         # A resumed run's killed process may have left its containers running: stop them first.
         remove_run_containers(self._client, run.record.id)
         try:
-            yield
+            with self._stack:
+                yield
         finally:
             with deferred_signals():
                 for workspace in self._workspaces.values():
@@ -267,6 +289,31 @@ class SandboxBackend:
         # Claude config files are read from the user's project, mounted read-only where they are.
         return replace(agent, config_root=self._cwd)
 
+    def _egress(
+        self, agent: AgentCommand, settings: SandboxSettings, repo: Repo
+    ) -> EgressProxy | None:
+        """The run's egress proxy this step goes out through (None: the network is as set)."""
+        assert self._run is not None and self._client is not None
+        mode, claude = network_mode(settings), agent.stream_json
+        if mode != ALLOWLIST and not (mode == "none" and claude):
+            return None
+        allow = tuple(settings.allow) if mode == ALLOWLIST else ()
+        api = ApiUpstream.from_env(os.environ) if claude else None
+        # Steps without the model API get a proxy without it: its socket would be a way to the key.
+        key = (allow, api is not None)
+        if key not in self._proxies:
+            proxy = EgressProxy(
+                self._client,
+                run_id=self._run.record.id,
+                allow=[AllowEntry.parse(entry) for entry in allow],
+                api=api,
+                labels={LABEL_REPO: str(repo.top)},
+                # Only the proxy resolves names: a local gateway's, and allowed host services.
+                extra_hosts={"host.docker.internal": "host-gateway"},
+            )
+            self._proxies[key] = self._stack.enter_context(proxy)
+        return self._proxies[key]
+
     def _env(self, agent: AgentCommand, settings: SandboxSettings, repo: Repo) -> dict[str, str]:
         """Credentials only for Claude steps (and agents that list them in `sandbox.env`)."""
         names = [*settings.env, *(CLAUDE_ENV if agent.stream_json else ())]
@@ -307,10 +354,14 @@ class SandboxBackend:
             LABEL_REPO: str(repo.top),
         }
         env = self._env(agent, settings, repo)
+        container = container_settings(image, mounts, labels, settings)
+        proxy = self._egress(agent, settings, repo)
+        if proxy is not None:
+            container, env = _through_proxy(proxy, container, env)
         with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
             sandbox = WorkspaceSandbox(
                 self._client,
-                container_settings(image, mounts, labels, settings),
+                container,
                 workspace,
                 branch=branch,
                 leftover=leftover_ref(run_id, index),
@@ -326,7 +377,9 @@ class SandboxBackend:
                     sandbox=sandbox,
                     env=env,
                     timeout=settings.timeout or DEFAULT_TIMEOUT,
-                    after_iteration=lambda result: self._after_iteration(sandbox, env, result),
+                    after_iteration=lambda result: self._after_iteration(
+                        sandbox, env, result, proxy
+                    ),
                     land=lambda outcome: self._land(index, step, record, sandbox, outcome),
                 )
             except BaseException as exc:
@@ -364,8 +417,18 @@ class SandboxBackend:
             )
 
     def _after_iteration(
-        self, sandbox: WorkspaceSandbox, env: dict[str, str], result: IterationResult
+        self,
+        sandbox: WorkspaceSandbox,
+        env: dict[str, str],
+        result: IterationResult,
+        proxy: EgressProxy | None,
     ) -> IterationResult:
+        if proxy is not None:
+            denied = proxy.denied_requests(since=result.started.timestamp() - 1)
+            result = replace(
+                result,
+                denied=tuple(DeniedRecord(host=d.host, port=d.port, count=d.count) for d in denied),
+            )
         synced = sandbox.sync(env)
         for warning in synced.warnings:
             if self._reporter is not None:
@@ -402,6 +465,7 @@ class SandboxBackend:
         )
         identity = identity_env(repo)
         message = f"fks: commit what {step.agent} left uncommitted (run {run_id}, step {index})"
+        self._report_denied(record)
         leftover = apply_leftover(repo, branch, sandbox.leftover, message, identity)
         if leftover and self._reporter is not None:
             self._reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
@@ -415,6 +479,19 @@ class SandboxBackend:
         record.merge_commit = landing.commit if landing.merged else None
         record.conflicts = list(landing.conflicts)
         return self._report_landing(landing, branch, base, outcome)
+
+    def _report_denied(self, record: StepRecord) -> None:
+        """One line per refused destination, with the option that would allow it."""
+        counts: dict[tuple[str, int | None], int] = {}
+        for it in record.iterations:
+            for d in it.denied:
+                counts[(d.host, d.port)] = counts.get((d.host, d.port), 0) + d.count
+        for (host, port), count in sorted(counts.items(), key=lambda item: -item[1]):
+            entry = host if port in (None, 80, 443) else f"{host}:{port}"
+            line = DeniedRecord(host=host, port=port, count=count).describe()
+            if self._reporter is not None:
+                verb = "was" if count == 1 else "were"
+                self._reporter.warn(f"{line} {verb} denied; allow with --allow {entry}")
 
     def _report_landing(
         self, landing: Landing, branch: str, base: str, outcome: StepOutcome
@@ -438,6 +515,32 @@ class SandboxBackend:
         return outcome
 
 
+def _through_proxy(
+    proxy: EgressProxy, container: ContainerSettings, env: dict[str, str]
+) -> tuple[ContainerSettings, dict[str, str]]:
+    """No network of its own: the proxy's sockets, its forwarders, a placeholder credential."""
+    socket = Mount(source=proxy.volume_name, target=SOCKET_DIR, read_only=True, volume=True)
+    container = replace(
+        container,
+        network="none",
+        mounts=[*container.mounts, socket],
+        entry=tuple(proxy.wrap_argv([])),
+    )
+    env = {k: v for k, v in env.items() if k not in CLAUDE_ENV} | proxy.env()
+    return container, env
+
+
+def network_mode(settings: SandboxSettings) -> str:
+    """`allowlist` (the default), `open` (`bridge` is the same), `none`, or a network's name."""
+    mode = settings.network or ALLOWLIST
+    return OPEN if mode == "bridge" else mode
+
+
+def _docker_network(settings: SandboxSettings) -> str:
+    mode = network_mode(settings)
+    return "bridge" if mode == OPEN else "none" if mode == ALLOWLIST else mode
+
+
 def container_settings(
     image: str, mounts: list[Mount], labels: dict[str, str], settings: SandboxSettings | None = None
 ) -> ContainerSettings:
@@ -449,7 +552,7 @@ def container_settings(
         image=image or DEFAULT_AGENT_IMAGE,
         user=f"{os.getuid()}:{os.getgid()}",
         mounts=mounts,
-        network=settings.network or "bridge",
+        network=_docker_network(settings),
         memory=settings.memory or DEFAULT_MEMORY,
         cpus=settings.cpus,
         pids_limit=settings.pids_limit or DEFAULT_PIDS_LIMIT,

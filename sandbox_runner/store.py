@@ -47,6 +47,18 @@ class ClaudeStats(_Record):
     duration_ms: int | None = None
 
 
+class DeniedRecord(_Record):
+    """Refused requests to one destination."""
+
+    host: str
+    port: int | None = None
+    count: int
+
+    def describe(self) -> str:
+        where = f"{self.host}:{self.port}" if self.port else self.host
+        return f"{self.count} request{'s' if self.count != 1 else ''} to {where}"
+
+
 class IterationRecord(_Record):
     """One agent process."""
 
@@ -69,6 +81,8 @@ class IterationRecord(_Record):
     claude: ClaudeStats | None = None
     error_tail: str | None = Field(default=None, exclude=False)
     """Last stderr lines of a failed iteration (for the repeated-error breaker)."""
+    denied: list[DeniedRecord] = Field(default_factory=list)
+    """Requests the sandbox's egress allow-list refused during the iteration."""
 
 
 class StepRecord(_Record):
@@ -121,6 +135,8 @@ class RunOptions(_Record):
     sandbox: bool = False
     base: str | None = None
     image: str | None = None
+    allow: list[str] = Field(default_factory=list)
+    """`--allow` entries added to the sandbox's allow-list for this run."""
     max_cost: float | None = None
     global_args: list[str] = Field(default_factory=list)
 

@@ -88,6 +88,8 @@ class Request:
     turn: int | None = None
     answer: str = ""
     time: float = field(default_factory=time.time)
+    api_key: str | None = field(default=None, repr=False)
+    """The x-api-key the request carried (kept out of every dump: it is a secret)."""
 
     @property
     def session_id(self) -> str | None:
@@ -495,7 +497,9 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             headers = {k: v for k, v in self.headers.items() if k.lower() not in SECRET_HEADERS}
-            return Request(self.command, self.path, headers, body), body
+            request = Request(self.command, self.path, headers, body)
+            request.api_key = self.headers.get("x-api-key")
+            return request, body
 
         def _send(
             self,

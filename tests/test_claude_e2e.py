@@ -607,7 +607,36 @@ def test_missing_credentials_fail_before_anything_starts(fake: FakeAnthropic, re
     assert git(repo, "rev-parse", "HEAD") == head and branches(repo) == ["main"]
 
 
+def test_the_key_never_enters_the_container(fake: FakeAnthropic, repo: Path) -> None:
+    """Default network (allowlist): Claude talks to the API through fks's egress proxy, which
+    puts the real key on the way out; the container holds only a placeholder."""
+    fake.add_conversation(
+        [
+            [
+                bash(
+                    # The key spelled backwards: the command itself (kept in Claude's
+                    # transcript, shown on screen) must not be what is found.
+                    f'k=$(echo "{API_KEY[::-1]}" | rev); echo "key=$ANTHROPIC_API_KEY"; '
+                    'env | grep -c "$k"; '
+                    'grep -rl "$k" / --exclude-dir=proc --exclude-dir=sys 2>/dev/null | wc -l',
+                    "look for the key",
+                )
+            ],
+            [{"text": f"Done.\n{MARKER}"}],
+        ]
+    )
+    res = run_fks("run", "worker:2", "--prompt", "Go.", "--sandbox", cwd=repo, env=claude_env(fake))
+    assert res.code == 0, res.tail()
+    shown = fake.main_requests(0)[-1].tool_results[0]["content"].split()
+    assert shown[0] == "key=fks-placeholder-the-egress-proxy-adds-the-real-credential", shown
+    assert shown[1:] == ["0", "0"], shown  # not in the environment, not in any file
+    keys = {r.api_key for r in fake.requests if r.kind == "main"}
+    assert keys == {API_KEY}, "the fake API did not receive the host's real key"
+    assert_no_secret(repo)
+
+
 def test_secrets_printed_by_the_agent_are_masked(fake: FakeAnthropic, repo: Path) -> None:
+    configure(repo, {"network": "open"})  # the container holds the key itself
     fake.add_conversation(
         [
             [

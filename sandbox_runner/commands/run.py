@@ -84,6 +84,7 @@ def run(
     sandbox: bool = False,
     base: str | None = None,
     image: str | None = None,
+    allow: Sequence[str] = (),
     max_cost: float | None = None,
     junit: Path | None = None,
     resume: str | None = None,
@@ -105,6 +106,7 @@ def run(
             "--sandbox": sandbox,
             "--base": base,
             "--image": image,
+            "--allow": list(allow),
             "arguments after --": list(global_args),
         }
         given = [name for name, value in fixed.items() if value]
@@ -130,6 +132,7 @@ def run(
             sandbox=sandbox,
             base=base,
             image=image,
+            allow=list(allow),
             max_cost=max_cost,
             global_args=list(global_args),
         )
@@ -265,6 +268,11 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
     settings = settings.merged(planned.plan.sandbox)
     if planned.options.image:
         settings = settings.merged(SandboxSettings(image=planned.options.image))
+    if planned.options.allow:
+        try:
+            settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
+        except ValueError as exc:
+            raise UsageError(f"--allow: {_first_error(exc)}") from None
     return settings
 
 
@@ -386,6 +394,7 @@ def _step_plan(
         "promptSource": prompt.describe(),
         "argv": command.argv([*global_args, *step.args], text),
         "cwd": backend.planned_cwd(command),
+        "network": backend.planned_network(step, command),
     }
 
 
@@ -401,6 +410,7 @@ def _step_lines(plan: dict[str, Any]) -> list[str]:
         f"prompt:  {shown_prompt}",
         f"command: {shlex.join(_abbreviate(a) for a in plan['argv'])}",
         f"cwd:     {plan['cwd']}",
+        *([f"network: {plan['network']}"] if plan.get("network") else []),
     ]
 
 
@@ -456,3 +466,11 @@ def _dry_run(
         for line in _step_lines(s):
             print(f"    {line}")
     return EXIT_COMPLETE
+
+
+def _first_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+    return str(exc)

@@ -295,6 +295,8 @@ def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[s
         yield _field("conflicts", ", ".join(step.conflicts))
     if step.worktree:
         yield _field("worktree", step.worktree)
+    if step.workspace:
+        yield _field("workspace", step.workspace)
     for it in step.iterations:
         yield from describe_iteration(it, run_state, run_dir)
 
@@ -337,6 +339,8 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             stats.append(f"session {c.session_id}")
         if stats:
             yield f"      claude: {', '.join(stats)}"
+    for denied in it.denied:
+        yield f"      denied: {denied.describe()} (not on the sandbox's allow-list)"
     if it.error_tail and it.reason != "marker":
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:

@@ -62,6 +62,8 @@ class ContainerSettings:
     """Read-only root filesystem; `tmpfs` paths (and the mounts) are the writable places."""
     tmpfs: Mapping[str, str] = field(default_factory=dict)
     """Path -> tmpfs mount options."""
+    entry: tuple[str, ...] = ()
+    """Put before every command (e.g. what starts the egress forwarders, then `exec "$@"`)."""
 
 
 def _transient(exc: BaseException) -> bool:
@@ -245,7 +247,7 @@ class DockerSandbox:
         s = self._settings
         kwargs: dict[str, Any] = {
             "image": s.image,
-            "command": list(spec.argv),
+            "command": [*s.entry, *spec.argv],
             "user": s.user,
             "working_dir": str(spec.cwd),
             "environment": dict(spec.env),

@@ -182,7 +182,7 @@ class WorkspaceSandbox:
 
     def export_now(self, env: Mapping[str, str]) -> None:
         """Export the workspace from a container of its own (after a kill, for a salvage)."""
-        settings = replace(self._settings, network="none")
+        settings = replace(self._settings, network="none", entry=())
         spec = ExecSpec(
             argv=tuple(wrapped([])),
             cwd=Path(WORKSPACE),
