@@ -37,6 +37,7 @@ from sandbox_runner.sandbox.workspace import (
     VolumeWorkspace,
     WorkspaceSandbox,
     remove_run_containers,
+    remove_run_proxy_volumes,
     volume_name,
 )
 from sandbox_runner.signals import deferred_signals
@@ -221,6 +222,7 @@ class SandboxBackend:
         assert self._client is not None, "preflight() first"
         # A resumed run's killed process may have left its containers running: stop them first.
         remove_run_containers(self._client, run.record.id)
+        remove_run_proxy_volumes(self._client, run.record.id)
         try:
             with self._stack:
                 yield

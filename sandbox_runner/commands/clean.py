@@ -72,6 +72,8 @@ def _client() -> docker.DockerClient | None:
 
 def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
     from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.sandbox.egress import LABEL_ROLE
+    from sandbox_runner.sandbox.workspace import remove_volume
 
     client = _client()
     if client is None:
@@ -90,7 +92,13 @@ def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -
             count += 1
     for volume in client.volumes.list(filters={"label": LABEL_RUN}):
         labels = volume.attrs.get("Labels") or {}
-        if ours(labels) and _salvage_and_remove(client, volume, labels, records):
+        if not ours(labels):
+            continue
+        if labels.get(LABEL_ROLE) == "egress-proxy":
+            remove_volume(client, volume.name)
+            print(f"removed egress proxy volume {volume.name} (run {labels.get(LABEL_RUN)})")
+            count += 1
+        elif _salvage_and_remove(client, volume, labels, records):
             print(f"removed workspace volume {volume.name} (run {labels.get(LABEL_RUN)})")
             count += 1
     return count

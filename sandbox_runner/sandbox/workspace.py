@@ -120,6 +120,16 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
     return count
 
 
+def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
+    """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
+    from sandbox_runner.sandbox.docker import LABEL_RUN
+    from sandbox_runner.sandbox.egress import LABEL_ROLE
+
+    wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}=egress-proxy"]
+    for volume in client.volumes.list(filters={"label": wanted}):
+        remove_volume(client, volume.name)
+
+
 @dataclass
 class Synced:
     """What the host took from an iteration."""
