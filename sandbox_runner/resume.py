@@ -65,8 +65,7 @@ def plan_resume(
                 iteration.reason = iteration.reason or "killed"
         if step.status != "complete":
             step.status = "pending"
-            step.iterations_max = (
-                next(s.iterations for s in planned.plan.steps if s.agent == step.agent) + more
-            )
+            # By position: the same agent may appear twice with different counts (a:3 -> b -> a:5).
+            step.iterations_max = planned.plan.steps[step.index - 1].iterations + more
             break
     return Resumed(planned=planned, record=record)

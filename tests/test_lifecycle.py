@@ -355,3 +355,19 @@ def test_secrets_are_masked_everywhere(project: Path) -> None:
     for path in (project / ".forge").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_resume_uses_the_count_of_the_step_it_continues(project: Path) -> None:
+    """The same agent twice with different counts (a:1 -> b -> a:3): a resume of the third
+    step continues to its own maximum, not the first one's."""
+    agent = script(
+        project,
+        "a.sh",
+        "#!/bin/sh\nn=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n"
+        '[ "$n" -eq 1 ] && echo FORKHESTRA_COMPLETE; true\n',
+    )
+    other = script(project, "b.sh", "#!/bin/sh\ntrue\n")
+    res = fks("run", f"{agent}:1 -> {other} -> {agent}:3")
+    assert res.code == 1 and "Iteration 3/3" in res.stdout, res.output
+    res = fks("run", "--resume", "last", "--more", "1")
+    assert "Iteration 4/4" in res.stdout, res.output
