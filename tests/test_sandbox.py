@@ -475,3 +475,35 @@ def test_not_a_git_repo(tmp_path: Path) -> None:
     res = fks("run", "fake:1", "--sandbox", "--cwd", str(tmp_path))
     assert res.code == 2
     assert "needs a git repository" in res.stderr
+
+
+def test_ctrl_c_reaches_the_agent_in_its_container_as_sigint(repo: Path) -> None:
+    add_script(
+        repo,
+        "polite.sh",
+        "#!/bin/sh\n"
+        "trap 'echo bye > bye.txt; git add bye.txt; git commit -qm \"wrapped up\"; exit 3' INT\n"
+        "echo waiting\nwhile :; do sleep 0.05; done\n",
+    )
+    proc = subprocess.Popen(
+        [FKS, "run", "./scripts/polite.sh:2", "--sandbox"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        runs = repo / ".forge" / "runs"
+        while not any("waiting" in p.read_text() for p in runs.glob("*/01-*/001.log")):
+            assert time.monotonic() < deadline, "the agent never started"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    step = record(repo)["steps"][0]
+    assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "wrapped up"
+    fks("clean", cwd=repo)

@@ -90,3 +90,25 @@ def test_timeout_kills_grandchildren_after_agent_exit(project: Path) -> None:
     assert time.monotonic() - started < 10
     leftover = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "background child left running"
+
+
+def test_ctrl_c_reaches_the_agent_as_sigint_first(project: Path) -> None:
+    """Seed: Ctrl-C forwards SIGINT to the agent, which may wrap up (SIGTERM, SIGKILL follow)."""
+    script = project / "polite.sh"
+    script.write_text(
+        "#!/bin/sh\ntrap 'echo got-INT > got.txt; exit 3' INT\ntrap 'echo got-TERM > got.txt' TERM\n"
+        "touch started\nwhile :; do sleep 0.05; done\n"
+    )
+    script.chmod(0o755)
+    proc = subprocess.Popen(
+        [FKS, "run", "./polite.sh:2"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for(project / "started")
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert (project / "got.txt").read_text() == "got-INT\n"

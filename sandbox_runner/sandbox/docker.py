@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
-from sandbox_runner.errors import AgentNotFoundError, SandboxError
+from sandbox_runner.errors import AgentNotFoundError, Interrupted, SandboxError
 from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.sandbox.local import INTERRUPT_GRACE
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -217,6 +218,16 @@ class DockerExecution:
         with contextlib.suppress(Exception):
             self._container.kill()
 
+    def interrupt(self) -> None:
+        """Ctrl-C: SIGINT to the agent (tini passes it to the whole process group), then
+        SIGTERM, then SIGKILL, each after a short grace."""
+        with contextlib.suppress(Exception):
+            self._container.kill(signal="SIGINT")
+            self._container.wait(timeout=INTERRUPT_GRACE)
+            return
+        with contextlib.suppress(Exception):
+            self._container.stop(timeout=int(_STOP_GRACE))
+
     def remove(self) -> None:
         import docker.errors
 
@@ -315,6 +326,10 @@ class DockerSandbox:
                     ) from None
                 raise SandboxError(f"Docker could not start the container: {text}") from None
             yield execution
+        except (Interrupted, KeyboardInterrupt):
+            with deferred_signals():
+                execution.interrupt()
+            raise
         finally:
             with deferred_signals():
                 execution.remove()

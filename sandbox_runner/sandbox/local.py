@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO
 
-from sandbox_runner.errors import AgentNotFoundError
+from sandbox_runner.errors import AgentNotFoundError, Interrupted
 from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Stream
 
 _READ_SIZE = 1 << 16
 _KILL_GRACE = 2.0
+INTERRUPT_GRACE = 1.0
+"""Seconds an interrupted agent has to stop on SIGINT before SIGTERM (then SIGKILL)."""
 # After the agent exits, output still held open by a stray grandchild is read this long.
 _DRAIN_GRACE = 0.5
 
@@ -67,6 +69,13 @@ class LocalExecution:
         if code < 0:  # killed by a signal: report it the way shells do
             code = 128 - code
         return ExecResult(exit_code=code, timed_out=self._timed_out)
+
+    def interrupt(self) -> None:
+        """Ctrl-C: SIGINT to the agent's process group first, as a terminal would."""
+        if self._proc.poll() is None:
+            self._signal_group(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(INTERRUPT_GRACE)
 
     def kill(self) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after a grace period."""
@@ -119,5 +128,8 @@ class LocalSandbox:
         execution = LocalExecution(proc, spec.timeout)
         try:
             yield execution
+        except (Interrupted, KeyboardInterrupt):
+            execution.interrupt()
+            raise
         finally:
             execution.close()
