@@ -8,12 +8,14 @@ proxy container, which the agent can neither see nor reach except through Squid.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import ipaddress
 import os
 import re
 import tarfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -272,12 +274,15 @@ def _proxy_script(*, with_api: bool) -> str:
         for path, port in pairs
     )
     return (
+        f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
         f"squid -N -f {SQUID_CONF} & squid=$!; "
         f"until {listening}; do "
         f'kill -0 "$squid" 2>/dev/null || {{ tail -n 20 {CACHE_LOG} >&2; exit 1; }}; '
         "sleep 0.02; done; "
         f"{forwarders}"
         f"until {sockets}; do sleep 0.01; done; "
+        # The access log on the container's output, where fks follows it (no call per iteration).
+        f"tail -s 0.05 -n +1 -F {ACCESS_LOG} 2>/dev/null & "
         f"echo '{READY_LINE}'; wait"
     )
 
@@ -352,6 +357,9 @@ class EgressProxy:
         self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
         self._volume: Any = None
         self._container: Any = None
+        self._log_lock = threading.Lock()
+        self._denied_lines: collections.deque[str] = collections.deque()
+        self._log_stream: Any = None
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
         self.removal_seconds: float | None = None
@@ -373,6 +381,7 @@ class EgressProxy:
             )
             with_retries("start", self._container.start)
             self._wait_ready()
+            threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
         except BaseException:
             self._remove(quiet=True)
             raise
@@ -471,13 +480,32 @@ class EgressProxy:
             time.sleep(0.02)
 
     def _read_access_log(self) -> str:
-        """Its newest _LOG_LIMIT bytes: every request the agent makes adds a line."""
+        """The refused requests seen so far on the container's output (newest _LOG_LIMIT bytes)."""
         if self._container is None:
             raise SandboxError("The egress proxy is not running (outside its `with` block)")
-        code, output = self._container.exec_run(
-            ["tail", "-c", str(_LOG_LIMIT), ACCESS_LOG], stdout=True, stderr=False, user="proxy"
-        )
-        return bytes(output or b"").decode(errors="replace") if code == 0 else ""
+        time.sleep(0.05)  # the last request's line may still be on its way
+        with self._log_lock:
+            return "".join(self._denied_lines)
+
+    def _follow_log(self) -> None:
+        """In a thread: keep the access log's TCP_DENIED lines, bounded in bytes."""
+        stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
+        self._log_stream = stream
+        pending, kept = b"", 0
+        with contextlib.suppress(Exception):
+            for chunk in stream:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                pending = pending[-_LOG_LIMIT:]
+                for raw in lines:
+                    if b" TCP_DENIED/" not in raw:
+                        continue
+                    line = raw.decode(errors="replace") + "\n"
+                    with self._log_lock:
+                        self._denied_lines.append(line)
+                        kept += len(line)
+                        while kept > _LOG_LIMIT and self._denied_lines:
+                            kept -= len(self._denied_lines.popleft())
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)
@@ -485,6 +513,9 @@ class EgressProxy:
         import docker.errors
 
         with deferred_signals():
+            if self._log_stream is not None:
+                with contextlib.suppress(Exception):
+                    self._log_stream.close()
             if self._container is not None:
                 with contextlib.suppress(docker.errors.NotFound):
                     with_retries("remove", lambda: self._container.remove(force=True))

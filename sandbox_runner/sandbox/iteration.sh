@@ -4,6 +4,7 @@
 #   FKS_MODE    run (prepare, run the agent, export) or export (export only)
 #   FKS_BRANCH  the step's branch; FKS_START the commit it starts at when not checked out yet
 #   FKS_SINCE   the branch tip the host already has: the bundle holds only what is newer
+#   FKS_BEFORE  the previous iteration's snapshot, if any (saves a scan of the tree)
 #
 # The workspace is a Docker volume at /workspace: a git repository whose object store borrows
 # the user's objects (read-only at /fks/objects) as an alternate. What leaves it is data in
@@ -24,6 +25,9 @@ prepare() {
     if [ "$(git symbolic-ref -q HEAD)" != "refs/heads/$FKS_BRANCH" ]; then
         git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" || return 1
         git clean -q -ffdx
+        # Exactly the commit now: no need to scan a tree just written (git would re-read
+        # every file whose time equals the index's).
+        FKS_BEFORE="$(git rev-parse HEAD) $(git rev-parse "HEAD^{tree}")"
     fi
 }
 
@@ -86,7 +90,8 @@ if ! command -v "$1" >/dev/null 2>&1; then
     echo "fks: agent '$1' not found in the image" >&2
     exit 127
 fi
-before=$(snapshot)
+# The previous iteration's "after" (the workspace has not changed since), else a scan.
+before=${FKS_BEFORE:-$(snapshot)}
 # Signals from the engine reach the agent directly (tini signals the whole process group);
 # this shell only outlives the agent to export its work.
 trap ':' INT TERM

@@ -167,18 +167,22 @@ class WorkspaceSandbox:
 
     def _env(self, mode: str) -> dict[str, str]:
         tip = rev(self.workspace.repo, self.branch)
-        return {
+        env = {
             "FKS_MODE": mode,
             "FKS_BRANCH": self.branch,
             "FKS_START": tip,
             "FKS_SINCE": tip,
             "TINI_KILL_PROCESS_GROUP": "1",
         }
+        after = self._last.first("after") if self._last is not None else None
+        if after:
+            env["FKS_BEFORE"] = after  # the workspace has not changed since
+        return env
 
     @contextmanager
     def start(self, spec: ExecSpec) -> Iterator[_Exporting]:
-        self._last, self._error = None, None
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env={**spec.env, **self._env("run")})
+        self._last, self._error = None, None
         with self._docker.start(inner) as execution:
             yield _Exporting(execution, self, spec.argv[0])
 
