@@ -27,7 +27,7 @@ OBJECTS = "/fks/objects"
 EXPORT_DIR = f"{WORKSPACE}/.git/fks-export"
 MAX_INFO_BYTES = 64 * 1024
 DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
-_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end"})
+_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end", "bundle"})
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
@@ -82,9 +82,10 @@ class Export:
 
 
 def parse_info(data: bytes) -> dict[str, list[str]]:
-    """`key=value` lines; unknown keys dropped, values made printable and cut short."""
+    """`key=value` lines (or tab-separated); unknown keys dropped, values made printable and
+    cut short."""
     values: dict[str, list[str]] = {}
-    for raw in data.decode("utf-8", "replace").splitlines()[:200]:
+    for raw in data.decode("utf-8", "replace").replace("\t", "\n").splitlines()[:200]:
         key, sep, value = raw.partition("=")
         if sep and key in _INFO_KEYS:
             values.setdefault(key, []).append(_PRINTABLE.sub("?", value)[:300])
@@ -182,3 +183,49 @@ def _copy(source: IO[bytes], target: Path, limit: int) -> None:
                     "raise FKS_MAX_BUNDLE_BYTES if the agent really made that much"
                 )
             out.write(chunk)
+
+
+class ReportFilter:
+    """Takes the script's closing `fks-export <nonce> …` line out of a stderr stream.
+
+    Only bytes that could still begin that line are held back, so output is never delayed.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self._token = f"fks-export {nonce} ".encode()
+        self._held = b""
+        self.report: bytes | None = None
+        """What followed the token (None: the line never came)."""
+
+    def feed(self, data: bytes) -> bytes:
+        if self.report is not None:
+            self.report = (self.report + data)[:MAX_INFO_BYTES]
+            return b""
+        data = self._held + data
+        found = data.find(self._token)
+        if found >= 0:
+            self._held, self.report = b"", data[found + len(self._token) :][:MAX_INFO_BYTES]
+            return data[:found]
+        keep = next(
+            (
+                n
+                for n in range(min(len(self._token) - 1, len(data)), 0, -1)
+                if self._token.startswith(data[-n:])
+            ),
+            0,
+        )
+        self._held = data[len(data) - keep :]
+        return data[: len(data) - keep]
+
+    def finish(self) -> bytes:
+        held, self._held = self._held, b""
+        return held
+
+    def export(self) -> Export | None:
+        """The export as reported, when it needs no bundle fetched (else None)."""
+        if self.report is None:
+            return None
+        values = parse_info(self.report)
+        if "end" not in values or "bundle" in values:
+            return None
+        return Export(values=values)

@@ -102,4 +102,8 @@ rm -rf "$ex" && mkdir -p "$ex" || exit 125
 say "before=$before"
 export_work
 say "end=1"
+[ -f "$ex/bundle" ] && say "bundle=1"
+# The same lines on stderr, after the agent's last output: when there is no bundle, the host
+# needs nothing else from the container (fks takes this line out of the agent's output).
+printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$(tr '\n' '\t' <"$ex/info")" >&2
 exit "$code"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ from sandbox_runner.sandbox.export import (
     WORKSPACE,
     Export,
     ExportError,
+    ReportFilter,
     read_export,
     wrapped,
 )
@@ -181,10 +183,15 @@ class WorkspaceSandbox:
 
     @contextmanager
     def start(self, spec: ExecSpec) -> Iterator[_Exporting]:
-        inner = replace(spec, argv=tuple(wrapped(spec.argv)), env={**spec.env, **self._env("run")})
+        nonce = secrets.token_hex(8)
+        env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
+        inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
         with self._docker.start(inner) as execution:
-            yield _Exporting(execution, self, spec.argv[0])
+            yield _Exporting(execution, self, spec.argv[0], ReportFilter(nonce))
+
+    def accept(self, export: Export) -> None:
+        self._last, self._error = export, None
 
     def collect(self, container_id: str) -> Export:
         """Read a stopped container's export (before it is removed)."""
@@ -233,21 +240,35 @@ class WorkspaceSandbox:
 class _Exporting:
     """A running iteration; reading its exit status also reads what it exported."""
 
-    def __init__(self, execution: DockerExecution, owner: WorkspaceSandbox, agent: str) -> None:
+    def __init__(
+        self, execution: DockerExecution, owner: WorkspaceSandbox, agent: str, report: ReportFilter
+    ) -> None:
         self._execution = execution
         self._owner = owner
         self._agent = agent
+        self._report = report
 
     @property
     def id(self) -> str:
         return self._execution.id
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        return self._execution.chunks()
+        for stream, data in self._execution.chunks():
+            if stream == "stderr":
+                data = self._report.feed(data)
+            if data:
+                yield stream, data
+        rest = self._report.finish()
+        if rest:
+            yield "stderr", rest
 
     def wait(self) -> ExecResult:
         result = self._execution.wait()
-        export = self._owner.collect(self._execution.id)
+        export = self._report.export()
+        if export is not None:  # nothing to fetch: what the script reported is all there is
+            self._owner.accept(export)
+        else:
+            export = self._owner.collect(self._execution.id)
         if export.agent_missing and result.exit_code == 127:
             raise AgentNotFoundError(
                 f"Agent '{self._agent}' not found in the image (not on its PATH, or "

@@ -1,0 +1,35 @@
+"""The script's closing report line is taken out of the agent's stderr, split anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox_runner.sandbox.export import ReportFilter
+
+LINE = b"fks-export 0123abcd before=a b\tafter=a c\tend=1\n"
+
+
+@pytest.mark.parametrize("cut", [1, 3, 11, 12, 20, len(LINE) - 1])
+def test_report_line_is_removed_wherever_chunks_split(cut: int) -> None:
+    data = b"agent says hi\nno newline at the end" + LINE
+    split = len(data) - len(LINE) + cut
+    f = ReportFilter("0123abcd")
+    shown = f.feed(data[:split]) + f.feed(data[split:]) + f.finish()
+    assert shown == b"agent says hi\nno newline at the end"
+    export = f.export()
+    assert export is not None and export.changed is True and export.complete
+
+
+def test_output_is_never_held_back_without_a_possible_start_of_the_line() -> None:
+    f = ReportFilter("0123abcd")
+    assert f.feed(b"progress 50%\n") == b"progress 50%\n"
+    assert f.feed(b"almost fks-exp") == b"almost "  # could be the line: held
+    assert f.feed(b"ort-like text\n") == b"fks-export-like text\n"
+    assert f.export() is None  # the line never came: the host reads the export itself
+
+
+def test_a_bundle_or_no_end_means_the_export_is_fetched() -> None:
+    for report in (b"end=1\tbundle=1\n", b"before=x\n"):
+        f = ReportFilter("n")
+        f.feed(b"fks-export n " + report)
+        assert f.export() is None
