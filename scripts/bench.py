@@ -222,7 +222,10 @@ def instrumented_script() -> str:
     text = export.script()
     for old, new in (
         ("if ! prepare; then", f"if ! {{ {_timer('prepare', 'prepare')}; }}; then"),
-        ("before=$(snapshot)\n", _timer("snapshot", "before=$(snapshot)") + "\n"),
+        (
+            "before=${FKS_BEFORE:-$(snapshot)}\n",
+            _timer("snapshot", "before=${FKS_BEFORE:-$(snapshot)}") + "\n",
+        ),
         (
             'say "before=$before"\nexport_work\n',
             f'say "before=$before"\n{_timer("export", "export_work")}\n',

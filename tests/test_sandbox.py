@@ -507,3 +507,23 @@ def test_ctrl_c_reaches_the_agent_in_its_container_as_sigint(repo: Path) -> None
     step = record(repo)["steps"][0]
     assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "wrapped up"
     fks("clean", cwd=repo)
+
+
+def test_next_step_sees_what_the_previous_left_uncommitted(repo: Path) -> None:
+    """Step 1 leaves files uncommitted (committed and merged for it); step 2's recycled
+    workspace holds exactly the merged tree, whichever way it was switched."""
+    add_script(
+        repo,
+        "messy.sh",
+        "#!/bin/sh\necho draft > notes.txt\necho changed >> README.md\nmkdir -p junk && echo x > junk/y\n"
+        "echo FORKHESTRA_COMPLETE\n",
+    )
+    add_script(
+        repo,
+        "look.sh",
+        "#!/bin/sh\ncat notes.txt README.md\ngit status --porcelain | sed 's/^/status: /'\n",
+    )
+    res = sandbox("./scripts/messy.sh:1 -> ./scripts/look.sh")
+    assert res.code == 0, res.output
+    assert "draft" in res.stdout and "changed" in res.stdout
+    assert "status: " not in res.stdout  # step 2 starts clean, on the merged base

@@ -23,7 +23,14 @@ prepare() {
         git config core.logAllRefUpdates false
     fi
     if [ "$(git symbolic-ref -q HEAD)" != "refs/heads/$FKS_BRANCH" ]; then
-        git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" || return 1
+        # A new step. When the last export found the tree exactly at its commit, only the
+        # files that differ are touched (read-tree); otherwise every file is checked.
+        if [ -f .git/fks-clean ] && git read-tree -m -u HEAD "$FKS_START" 2>/dev/null; then
+            git update-ref "refs/heads/$FKS_BRANCH" "$FKS_START" &&
+                git symbolic-ref HEAD "refs/heads/$FKS_BRANCH" || return 1
+        else
+            git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" || return 1
+        fi
         git clean -q -ffdx
         # Exactly the commit now: no need to scan a tree just written (git would re-read
         # every file whose time equals the index's).
@@ -61,7 +68,10 @@ export_work() {
     [ "$tip" = "$FKS_SINCE" ] || refs="refs/heads/$FKS_BRANCH"
     now=$(snapshot)
     tree=${now#* }
-    if [ -n "$tree" ] && [ "$tree" != "$(git rev-parse -q --verify "$tip^{tree}")" ]; then
+    rm -f .git/fks-clean
+    if [ "$tree" = "$(git rev-parse -q --verify "$tip^{tree}")" ]; then
+        : >.git/fks-clean  # nothing uncommitted: the next step may switch by read-tree
+    elif [ -n "$tree" ]; then
         leftover=$(echo "fks: uncommitted work" | git commit-tree "$tree" -p "$tip") &&
             git update-ref refs/fks/leftover "$leftover" && refs="$refs refs/fks/leftover"
     fi
