@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.agents import parse_claude_agent_path, resolve_agent
-from sandbox_runner.config import AgentConfig
 from sandbox_runner.errors import AgentNotFoundError
+from sandbox_runner.plan.agents import parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.config import AgentConfig
 
 
 def make_exe(path: Path) -> Path:

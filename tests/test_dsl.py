@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from test_bad_input import one_line_error
 
-from sandbox_runner.dsl import Step, parse_dsl
 from sandbox_runner.errors import UsageError
+from sandbox_runner.plan.dsl import Step, parse_dsl
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner import images
-from sandbox_runner.errors import FksError, SandboxError
-from sandbox_runner.sandbox.egress import (
+from sandbox_runner.backends.docker import images
+from sandbox_runner.backends.docker.egress import (
     API_PORT,
     FORWARD_PORT,
     PLACEHOLDER,
@@ -32,6 +31,7 @@ from sandbox_runner.sandbox.egress import (
     parse_denied,
     squid_config,
 )
+from sandbox_runner.errors import FksError, SandboxError
 
 REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
 REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex

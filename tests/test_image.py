@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner import __version__, images
+from sandbox_runner import __version__
+from sandbox_runner.backends.docker import client, images
 from sandbox_runner.errors import SandboxError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -224,7 +225,7 @@ def test_socket_permission_denied_names_the_docker_group() -> None:
         except PermissionError as inner:
             raise RuntimeError("Error while fetching server API version") from inner
     except RuntimeError as exc:
-        message = images._unreachable_daemon_message(exc)
+        message = client._unreachable_daemon_message(exc)
     assert message.startswith("Permission denied on the Docker socket")
     assert "'docker' group" in message
 
@@ -257,13 +258,16 @@ def test_require_image_names_the_build_command() -> None:
 
 def test_make_base_module_usage() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sandbox_runner.images", "bogus"],
+        [sys.executable, "-m", "sandbox_runner.backends.docker.images", "bogus"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 2
-    assert "usage: python -m sandbox_runner.images make-base [--force]" in result.stderr
+    assert (
+        "usage: python -m sandbox_runner.backends.docker.images make-base [--force]"
+        in result.stderr
+    )
 
 
 def test_make_base_skips_an_existing_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

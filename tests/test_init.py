@@ -11,8 +11,8 @@ import pytest
 from helpers import fks, init_repo
 
 from sandbox_runner.commands.init import FILES, template
-from sandbox_runner.config import load_config
 from sandbox_runner.errors import UsageError
+from sandbox_runner.plan.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO / "sandbox_runner" / "templates" / "init"

@@ -1,4 +1,4 @@
-"""`fks run --junit FILE` (sandbox_runner/junit.py) and the CI example that publishes it."""
+"""`fks run --junit FILE` (sandbox_runner/records/junit.py) and the CI example that publishes it."""
 
 from __future__ import annotations
 
@@ -136,8 +136,8 @@ def test_named_chain(project: Path) -> None:
 
 
 def test_interrupted_step_is_an_error(project: Path, tmp_path: Path) -> None:
-    from sandbox_runner.junit import write_junit
-    from sandbox_runner.store import RunStore
+    from sandbox_runner.records.junit import write_junit
+    from sandbox_runner.records.store import RunStore
 
     proc = subprocess.Popen(
         [FKS, "run", "./scripts/sleep.sh:2 -> ./scripts/ok.sh"],

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.agents import AgentCommand
-from sandbox_runner.dsl import Step
-from sandbox_runner.loop import StepContext, StepLoop
-from sandbox_runner.output import PlainReporter
-from sandbox_runner.prompts import PromptSource
-from sandbox_runner.sandbox.fake import FakeRun, FakeSandbox, FakeScriptExhausted
-from sandbox_runner.store import StepRecord
+from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
+from sandbox_runner.engine.loop import StepContext, StepLoop
+from sandbox_runner.plan.agents import AgentCommand
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.store import StepRecord
+from sandbox_runner.ui.output import PlainReporter
 
 MARK = "FORKHESTRA_COMPLETE\n"
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sandbox_runner.marker import PlainMonitor, StreamJsonMonitor
-from sandbox_runner.masking import MASK, Masker, secrets_from_env
+from sandbox_runner.engine.marker import PlainMonitor, StreamJsonMonitor
+from sandbox_runner.records.masking import MASK, Masker, secrets_from_env
 
 
 def feed_all(

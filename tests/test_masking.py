@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.masking import MASK, Masker
+from sandbox_runner.records.masking import MASK, Masker
 
 SECRET = "sk-ant-api03-" + "q" * 40
 

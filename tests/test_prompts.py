@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runner.errors import ConfigError, UsageError
-from sandbox_runner.prompts import resolve_prompt
+from sandbox_runner.plan.prompts import resolve_prompt
 
 
 def levels(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.streamjson import (
+from sandbox_runner.engine.streamjson import (
     MARKER,
     AssistantText,
     Event,

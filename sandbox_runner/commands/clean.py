@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.resume import pid_alive
-from sandbox_runner.store import RunRecord, RunStore, forge_dir, project_root
+from sandbox_runner.records.resume import pid_alive
+from sandbox_runner.records.store import RunRecord, RunStore, forge_dir, project_root
 
 if TYPE_CHECKING:
     import docker
@@ -29,7 +29,7 @@ def _running(record: RunRecord | None) -> bool:
 
 def _dead(labels: dict[str, str]) -> bool:
     """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
-    from sandbox_runner.sandbox.docker import LABEL_PID
+    from sandbox_runner.backends.docker.container import LABEL_PID
 
     pid = labels.get(LABEL_PID, "")
     return pid.isdigit() and not pid_alive(int(pid))
@@ -71,9 +71,9 @@ def _client() -> docker.DockerClient | None:
 
 
 def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.egress import LABEL_ROLE
-    from sandbox_runner.sandbox.workspace import remove_volume
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.egress import LABEL_ROLE
+    from sandbox_runner.backends.docker.workspace import remove_volume
 
     client = _client()
     if client is None:
@@ -134,8 +134,8 @@ def _salvage_and_remove(
     records: dict[str, RunRecord],
 ) -> bool:
     """Export a dead run's workspace onto its step branch, then remove the volume."""
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.workspace import remove_volume
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.workspace import remove_volume
 
     run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
     record = _record_for(run_id, repo, records)
@@ -155,10 +155,14 @@ def _salvage_and_remove(
 def _salvage_step(
     client: docker.DockerClient, name: str, labels: dict[str, str], record: RunRecord, index: int
 ) -> None:
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.workspace import LABEL_IMAGE, VolumeWorkspace, WorkspaceSandbox
-    from sandbox_runner.sandboxed import container_settings
-    from sandbox_runner.workspace import (
+    from sandbox_runner.backends.docker.backend import container_settings
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.workspace import (
+        LABEL_IMAGE,
+        VolumeWorkspace,
+        WorkspaceSandbox,
+    )
+    from sandbox_runner.git.repo import (
         apply_leftover,
         branch_exists,
         identity_env,
@@ -204,8 +208,8 @@ def _salvage_step(
 
 def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     """`.forge/worktrees` and `.forge/sandbox` of runs made by older versions of fks."""
-    from sandbox_runner.progress import git_common_dir
-    from sandbox_runner.workspace import git
+    from sandbox_runner.git.repo import git
+    from sandbox_runner.git.runner import git_common_dir
 
     count = 0
     for repo in (Path(r) for r in repos):
@@ -229,7 +233,7 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
 
 
 def _clean_branches(records: dict[str, RunRecord]) -> int:
-    from sandbox_runner.workspace import drop_run_refs, git, git_ok, open_repo
+    from sandbox_runner.git.repo import drop_run_refs, git, git_ok, open_repo
 
     count = 0
     for record in records.values():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE
-from sandbox_runner.store import RunRecord, StepRecord
-from sandbox_runner.workspace import GitError, checkout_of, git, git_ok, open_repo
+from sandbox_runner.git.repo import GitError, checkout_of, git, git_ok, open_repo
+from sandbox_runner.records.store import RunRecord, StepRecord
 
 
 def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:

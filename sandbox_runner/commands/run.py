@@ -13,18 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.agents import AgentCommand
-from sandbox_runner.backend import Backend, LocalBackend, step_prompt
-from sandbox_runner.config import (
-    ChainPlan,
-    ForgeConfig,
-    SandboxSettings,
-    chain_plan,
-    config_path,
-    load_config,
-    parse_vars,
-)
-from sandbox_runner.dsl import Step, parse_dsl
+from sandbox_runner.backends.base import Backend
+from sandbox_runner.backends.local import LocalBackend
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -33,12 +23,21 @@ from sandbox_runner.errors import (
     Interrupted,
     UsageError,
 )
-from sandbox_runner.masking import secrets_from_env
-from sandbox_runner.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
 from sandbox_runner.paths import project_dir
-from sandbox_runner.prompts import PromptSource
-from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.store import (
+from sandbox_runner.plan.agents import AgentCommand, step_prompt
+from sandbox_runner.plan.config import (
+    ChainPlan,
+    ForgeConfig,
+    SandboxSettings,
+    chain_plan,
+    config_path,
+    load_config,
+    parse_vars,
+)
+from sandbox_runner.plan.dsl import Step, parse_dsl
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.masking import secrets_from_env
+from sandbox_runner.records.store import (
     RunOptions,
     RunRecord,
     RunStore,
@@ -47,10 +46,12 @@ from sandbox_runner.store import (
     now,
     project_root,
 )
+from sandbox_runner.signals import signals_as_interrupts
+from sandbox_runner.ui.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
 
 if TYPE_CHECKING:
-    from sandbox_runner.chain import ChainOptions, ChainResult
-    from sandbox_runner.lock import RunLock
+    from sandbox_runner.engine.chain import ChainOptions, ChainResult
+    from sandbox_runner.records.lock import RunLock
 
 
 @dataclass
@@ -97,7 +98,7 @@ def run(
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
     if resume is not None:
-        from sandbox_runner.resume import plan_resume
+        from sandbox_runner.records.resume import plan_resume
 
         fixed = {
             "--prompt": prompt,
@@ -157,7 +158,7 @@ def run(
     if dry_run:
         return _dry_run(planned, prompts, commands, backend, json_output)
 
-    from sandbox_runner.chain import run_chain
+    from sandbox_runner.engine.chain import run_chain
 
     details = _verbose_details(planned, prompts, commands, backend) if verbose else None
     reporter = _reporter(json_output=json_output, verbose=verbose, details=details)
@@ -212,7 +213,7 @@ def run(
 
 def _write_junit(path: Path | None, record: RunRecord) -> None:
     if path is not None:
-        from sandbox_runner.junit import write_junit
+        from sandbox_runner.records.junit import write_junit
 
         write_junit(path, record)
 
@@ -235,8 +236,8 @@ def plan_run(options: RunOptions, workdir: Path) -> Planned:
 
 
 def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
-    from sandbox_runner.chain import ChainOptions
-    from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
+    from sandbox_runner.engine.chain import ChainOptions
+    from sandbox_runner.engine.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
     limit = planned.no_progress_limit
@@ -278,7 +279,7 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
 
 def _backend(planned: Planned) -> Backend:
     if planned.options.sandbox:
-        from sandbox_runner.sandboxed import SandboxBackend
+        from sandbox_runner.backends.docker.backend import SandboxBackend
 
         return SandboxBackend(
             cwd=planned.cwd,
@@ -292,14 +293,14 @@ def _backend(planned: Planned) -> Backend:
 
 
 def _keep_forge_out_of_git(project: Path) -> None:
-    from sandbox_runner.workspace import exclude_forge_dir
+    from sandbox_runner.git.repo import exclude_forge_dir
 
     exclude_forge_dir(project)
 
 
 def _masked_options(planned: Planned) -> RunOptions:
     """The options as recorded: credential values that appear in them are masked."""
-    from sandbox_runner.masking import Masker
+    from sandbox_runner.records.masking import Masker
 
     masker = Masker(_chain_options(planned).secrets)
     if not masker:
@@ -326,7 +327,7 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.live import LiveReporter
+        from sandbox_runner.ui.live import LiveReporter
 
         return LiveReporter(out=out)
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose, details=details)
@@ -335,7 +336,7 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
 def _run_lock(
     planned: Planned, store: RunStore, backend: Backend
 ) -> AbstractContextManager[RunLock]:
-    from sandbox_runner.lock import run_lock
+    from sandbox_runner.records.lock import run_lock
 
     return run_lock(
         store.project,
@@ -418,7 +419,7 @@ def _verbose_details(
     planned: Planned, prompts: list[PromptSource], commands: list[AgentCommand], backend: Backend
 ) -> StepDetails:
     """For -v: a step's lines, computed when it starts (prompt files may have changed)."""
-    from sandbox_runner.masking import Masker
+    from sandbox_runner.records.masking import Masker
 
     masker = Masker(_chain_options(planned).secrets)
     steps = planned.plan.steps

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.store import (
+from sandbox_runner.records.store import (
     IterationRecord,
     RunRecord,
     RunStore,
@@ -41,7 +41,7 @@ def load_run(store: RunStore, run_ref: str) -> RunRecord:
 
 def is_alive(record: RunRecord) -> bool:
     """The run says it is running and its process still exists."""
-    from sandbox_runner.resume import pid_alive
+    from sandbox_runner.records.resume import pid_alive
 
     return record.status == "running" and pid_alive(record.pid)
 

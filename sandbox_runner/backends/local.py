@@ -1,4 +1,5 @@
-"""Agents as local processes, each in its own session so the whole process group can be killed."""
+"""Agents as host processes, in place: `LocalBackend` (steps run in the project directory) and
+`LocalSandbox` (each agent in its own session so the whole process group can be killed)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,30 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import IO
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
+from sandbox_runner.backends.base import (
+    INTERRUPT_GRACE,
+    ExecResult,
+    ExecSpec,
+    PreparedStep,
+    Sandbox,
+    Stream,
+)
 from sandbox_runner.errors import AgentNotFoundError, Interrupted
-from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.plan.agents import AgentCommand, resolve_agent
+from sandbox_runner.plan.config import AgentConfig
+from sandbox_runner.plan.dsl import Step
+
+if TYPE_CHECKING:
+    from sandbox_runner.records.store import ActiveRun, StepRecord
+    from sandbox_runner.ui.output import Reporter
 
 _READ_SIZE = 1 << 16
 _KILL_GRACE = 2.0
-INTERRUPT_GRACE = 1.0
-"""Seconds an interrupted agent has to stop on SIGINT before SIGTERM (then SIGKILL)."""
 # After the agent exits, output still held open by a stray grandchild is read this long.
 _DRAIN_GRACE = 0.5
 
@@ -133,3 +147,56 @@ class LocalSandbox:
             raise
         finally:
             execution.close()
+
+
+class LocalBackend:
+    """Agents run as host processes, in place, in the project directory."""
+
+    def __init__(
+        self, *, cwd: Path, agents: dict[str, AgentConfig], sandbox: Sandbox | None = None
+    ) -> None:
+        self._cwd = cwd
+        self._agents = agents
+        self._sandbox = sandbox or LocalSandbox()
+        self._progress: Callable[[], str | None] | None = None
+        self._probed = False
+
+    @property
+    def base_branch(self) -> str | None:
+        return None
+
+    def resolve(self, step: Step) -> AgentCommand:
+        return resolve_agent(step.agent, agents=self._agents, cwd=self._cwd)
+
+    def describe(self) -> list[str]:
+        return []
+
+    def planned_cwd(self, command: AgentCommand) -> str:
+        return str(command.cwd)
+
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        return None
+
+    def preflight(self, steps: list[Step]) -> None:
+        return None
+
+    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def review_hint(self, record: StepRecord) -> list[str]:
+        return []
+
+    @contextmanager
+    def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
+        if not self._probed:  # one git call, only once something really runs
+            self._progress, self._probed = _git_progress_probe(self._cwd), True
+        yield PreparedStep(agent=self.resolve(step), sandbox=self._sandbox, progress=self._progress)
+
+
+def _git_progress_probe(cwd: Path) -> Callable[[], str | None] | None:
+    from sandbox_runner.git.runner import git_toplevel, workspace_fingerprint
+
+    top = git_toplevel(cwd)
+    if top is None:
+        return None
+    return lambda: workspace_fingerprint(top)

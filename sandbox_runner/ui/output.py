@@ -2,7 +2,7 @@
 
 `PlainReporter` writes line by line with no escape sequences or control characters (pipes, CI,
 `--verbose`);
-`sandbox_runner.live.LiveReporter` draws a live view on a terminal.
+`sandbox_runner.ui.live.LiveReporter` draws a live view on a terminal.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Protocol
 
-from sandbox_runner.ansi import EscapeFilter, strip_escapes
-from sandbox_runner.sandbox.base import Stream
+from sandbox_runner.backends.base import Stream
+from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 
 if TYPE_CHECKING:
-    from sandbox_runner.loop import IterationResult, StepOutcome
-    from sandbox_runner.streamjson import Event
+    from sandbox_runner.engine.loop import IterationResult, StepOutcome
+    from sandbox_runner.engine.streamjson import Event
 
 PREFIX = "[fks]"
 _TEXT_KEEPS = "\t\n"
@@ -128,7 +128,7 @@ class PlainReporter:
         self._write(stream, self._filters[stream].feed(chunk))
 
     def events(self, events: Sequence[Event]) -> None:
-        from sandbox_runner.streamjson import AssistantText, Result, ToolCall
+        from sandbox_runner.engine.streamjson import AssistantText, Result, ToolCall
 
         for event in events:
             if isinstance(event, ToolCall):

@@ -9,19 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox_runner.backend import Backend, step_prompt
-from sandbox_runner.config import AgentConfig, ChainPlan
-from sandbox_runner.dsl import Step
-from sandbox_runner.errors import Interrupted
-from sandbox_runner.loop import (
+from sandbox_runner.backends.base import Backend
+from sandbox_runner.engine.loop import (
     DEFAULT_NO_PROGRESS_LIMIT,
     DEFAULT_RATE_LIMIT_MAX_WAIT,
     StepContext,
     StepLoop,
     StepOutcome,
 )
-from sandbox_runner.output import Reporter
-from sandbox_runner.store import ActiveRun, RunRecord, StepRecord, now
+from sandbox_runner.errors import Interrupted
+from sandbox_runner.plan.agents import step_prompt
+from sandbox_runner.plan.config import AgentConfig, ChainPlan
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord, now
+from sandbox_runner.ui.output import Reporter
 
 
 @dataclass

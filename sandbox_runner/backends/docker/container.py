@@ -2,7 +2,7 @@
 
 One container per iteration: create → attach → start → stream → wait → remove. The container
 runs as the host user, with every capability dropped and no-new-privileges, and sees only the
-mounts it is given. Transient Docker API errors are retried with back-off.
+mounts it is given.
 """
 
 from __future__ import annotations
@@ -11,23 +11,20 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
+from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.docker.client import is_missing_executable, with_retries
 from sandbox_runner.errors import AgentNotFoundError, Interrupted, SandboxError
-from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Stream
-from sandbox_runner.sandbox.local import INTERRUPT_GRACE
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
     import docker
     from docker.models.containers import Container
 
-T = TypeVar("T")
 LABEL_RUN = "fks.run"
 LABEL_STEP = "fks.step"
 LABEL_PID = "fks.pid"
@@ -65,43 +62,6 @@ class ContainerSettings:
     """Path -> tmpfs mount options."""
     entry: tuple[str, ...] = ()
     """Put before every command (e.g. what starts the egress forwarders, then `exec "$@"`)."""
-
-
-def _transient(exc: BaseException) -> bool:
-    """Errors worth retrying: the daemon hiccuped, not the request was wrong."""
-    import docker.errors
-    import requests.exceptions
-
-    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
-        return True
-    if isinstance(exc, docker.errors.APIError) and not isinstance(exc, docker.errors.NotFound):
-        status = exc.status_code or 0
-        text = str(exc).lower()
-        if _is_missing_executable(text):
-            return False
-        return status >= 500 or status == 429
-    return False
-
-
-def _is_missing_executable(text: str) -> bool:
-    return "executable file not found" in text or (
-        "no such file or directory" in text and "exec" in text
-    )
-
-
-def _retrying(what: str) -> Retrying:
-    return Retrying(
-        retry=retry_if_exception(_transient),
-        wait=wait_exponential(multiplier=0.5, min=0.5, max=8),
-        stop=stop_after_attempt(6),
-        reraise=True,
-    )
-
-
-def with_retries(what: str, fn: Callable[[], T]) -> T:
-    """Call a Docker API operation, retrying transient failures with back-off."""
-    result: T = _retrying(what)(fn)
-    return result
 
 
 class DockerExecution:
@@ -319,7 +279,7 @@ class DockerSandbox:
                 with_retries("start", container.start)
             except docker.errors.APIError as exc:
                 text = str(exc.explanation or exc)
-                if _is_missing_executable(text.lower()):
+                if is_missing_executable(text.lower()):
                     raise AgentNotFoundError(
                         f"Agent '{spec.argv[0]}' not found in the image (not on its PATH, or not in the workspace); "
                         "install it in the image or give a path in the repository"
@@ -333,13 +293,3 @@ class DockerSandbox:
         finally:
             with deferred_signals():
                 execution.remove()
-
-
-def ping(client: docker.DockerClient) -> None:
-    """Fail with one clear line when the daemon does not answer."""
-    try:
-        client.ping()
-    except Exception as exc:
-        raise SandboxError(
-            f"Docker daemon not answering ({exc}); start it (e.g. 'sudo systemctl start docker' or 'dockerd &')"
-        ) from None

@@ -23,9 +23,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
+from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN
+from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
 from sandbox_runner.errors import FksError, SandboxError
-from sandbox_runner.images import DEFAULT_PROXY_IMAGE
-from sandbox_runner.sandbox.docker import LABEL_PID, LABEL_RUN, with_retries
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import WorkspaceError
-from sandbox_runner.progress import git_common_dir
+from sandbox_runner.git.runner import git_common_dir
 
 FORGE_EXCLUDE = ".forge/"
 BRANCH_PREFIX = "fks"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import LockedError
-from sandbox_runner.store import forge_dir
+from sandbox_runner.records.store import forge_dir
 
 
 @dataclass

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from sandbox_runner.config import AgentConfig
 from sandbox_runner.errors import AgentNotFoundError, ConfigError
 from sandbox_runner.paths import path_kind, read_in_project, shorten
-from sandbox_runner.prompts import MODE_AWARENESS, NO_PROMPT_TEXT
+from sandbox_runner.plan.config import AgentConfig, ChainPlan
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
@@ -229,3 +230,29 @@ def _claude_program(on_host: bool) -> str:
 
 def _is_under(path: Path, roots: Sequence[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
+
+
+def step_prompt(
+    step: Step,
+    plan: ChainPlan,
+    agents: dict[str, AgentConfig],
+    cwd: Path,
+    cli_prompt: str | None,
+    cli_prompt_file: Path | None,
+) -> PromptSource:
+    """The prompt source of one step: CLI > step > chain > agent default > none."""
+    agent_cfg = agents.get(step.agent)
+    return resolve_prompt(
+        cwd=cwd,
+        cli_prompt=cli_prompt,
+        cli_prompt_file=cli_prompt_file,
+        levels=[
+            ("step", step.prompt, step.prompt_file),
+            ("chain", plan.prompt, plan.prompt_file),
+            (
+                "agent default",
+                agent_cfg.default_prompt if agent_cfg else None,
+                agent_cfg.default_prompt_file if agent_cfg else None,
+            ),
+        ],
+    )

@@ -1,8 +1,8 @@
 """The images fks builds, the agent's (Dockerfile.agent) and the egress proxy's
 (Dockerfile.proxy): build contexts, base-image choice, the locally made Debian base for
-machines without a registry, and the Docker client helpers the sandbox uses.
+machines without a registry.
 
-`python -m sandbox_runner.images make-base [--force]` makes the local base (needs root).
+`python -m sandbox_runner.backends.docker.images make-base [--force]` makes the local base (needs root).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from sandbox_runner.ansi import strip_escapes
+from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.ui.ansi import strip_escapes
 
 if TYPE_CHECKING:
     import docker
@@ -49,7 +50,7 @@ _BASE_IMPORT_CHANGES = (
 )
 
 # Holds the Dockerfiles: in a checkout symlinks to the repository's, in a wheel copies.
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 # A pull that gets no answer for this long is given up (the daemon fails at once when DNS
 # cannot resolve the registry; this bounds a hanging one).
@@ -62,68 +63,6 @@ Say = Callable[[str], None]
 
 def _say(line: str) -> None:
     print(line, flush=True)
-
-
-# --- Docker client ------------------------------------------------------------------------
-
-
-def docker_client(*, timeout: int = 60) -> docker.DockerClient:
-    """A connected client, or SandboxError naming why there is none and how to fix it."""
-    import docker
-
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-    except docker.errors.DockerException as exc:
-        raise SandboxError(_unreachable_daemon_message(exc)) from None
-    return client
-
-
-def _unreachable_daemon_message(exc: BaseException) -> str:
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    reason = _root_cause(exc)
-    if isinstance(reason, PermissionError):
-        return (
-            f"Permission denied on the Docker socket ({host}); add your user to the "
-            "'docker' group ('sudo usermod -aG docker $USER', then log in again) or run as root"
-        )
-    installed = any(shutil.which(name) for name in ("dockerd", "docker"))
-    socket_path = host.removeprefix("unix://") if host.startswith("unix://") else None
-    if not installed and (socket_path is None or not Path(socket_path).exists()):
-        return (
-            f"Docker is not installed (no 'docker' or 'dockerd' on PATH, nothing at {host}); "
-            "install it (e.g. 'sudo apt-get install docker.io') and start it"
-        )
-    return (
-        f"Docker daemon not running (cannot connect to {host}: {_one_line(reason)}); "
-        "start it (e.g. 'sudo systemctl start docker' or 'dockerd &')"
-    )
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost OS-level error behind a docker-py/requests exception chain."""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    while todo:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError) and current.errno is not None:
-            return current
-        todo.extend(arg for arg in current.args if isinstance(arg, BaseException))
-        if current.__cause__ is not None:
-            todo.append(current.__cause__)
-        if current.__context__ is not None:
-            todo.append(current.__context__)
-    return exc
-
-
-def _one_line(reason: BaseException | str) -> str:
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    text = " ".join(str(reason).split())
-    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def image_exists(client: docker.DockerClient, name: str) -> bool:
@@ -155,12 +94,12 @@ def pull_image(client: docker.DockerClient, name: str) -> None:
     try:
         for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
             if "error" in event:
-                raise SandboxError(f"cannot pull {name}: {_one_line(event['error'])}")
+                raise SandboxError(f"cannot pull {name}: {one_line(event['error'])}")
     except docker.errors.APIError as exc:
         detail = exc.explanation or str(exc)
-        raise SandboxError(f"cannot pull {name}: {_one_line(detail)}") from None
+        raise SandboxError(f"cannot pull {name}: {one_line(detail)}") from None
     except (docker.errors.DockerException, OSError) as exc:  # timeouts, dropped connections
-        raise SandboxError(f"cannot pull {name}: {_one_line(_root_cause(exc))}") from None
+        raise SandboxError(f"cannot pull {name}: {one_line(root_cause(exc))}") from None
     finally:
         client.api.timeout = saved_timeout
 
@@ -220,7 +159,7 @@ def make_base_image(*, tag: str = LOCAL_BASE_IMAGE, force: bool = False, say: Sa
     if os.geteuid() != 0:
         raise SandboxError(
             f"Making the local base image {tag} needs root (debootstrap); run "
-            "'sudo scripts/make-base-image' (or 'sudo python3 -m sandbox_runner.images make-base'), "
+            "'sudo scripts/make-base-image' (or 'sudo python3 -m sandbox_runner.backends.docker.images make-base'), "
             "or pass --base-image with an image you have"
         )
     debootstrap = _ensure_debootstrap(say)
@@ -260,7 +199,7 @@ def make_base_image(*, tag: str = LOCAL_BASE_IMAGE, force: bool = False, say: Sa
         if tar.returncode != 0 or imported.returncode != 0:
             raise SandboxError(
                 f"docker import of {rootfs} failed (tar exit {tar.returncode}, docker exit "
-                f"{imported.returncode}): {_one_line(imported.stderr)}"
+                f"{imported.returncode}): {one_line(imported.stderr)}"
             )
     say(f"made {tag} in {time.monotonic() - started:.0f} s")
     return True
@@ -275,7 +214,7 @@ def _cli_image_exists(docker_cli: str, name: str) -> bool:
     if "no such image" in result.stderr.lower():
         return False
     raise SandboxError(
-        f"'docker image inspect {name}' failed: {_one_line(result.stderr)}; "
+        f"'docker image inspect {name}' failed: {one_line(result.stderr)}; "
         "is the Docker daemon running?"
     )
 
@@ -506,9 +445,9 @@ def build_context(
             print(line, file=out, flush=True)
         image_id = _image_id(client, tag)
     except docker.errors.APIError as exc:
-        raise SandboxError(f"docker build failed: {_one_line(exc.explanation or exc)}") from None
+        raise SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}") from None
     except (docker.errors.DockerException, OSError) as exc:  # a stalled step, a dying daemon
-        raise SandboxError(f"docker build failed: {_one_line(_root_cause(exc))}") from None
+        raise SandboxError(f"docker build failed: {one_line(root_cause(exc))}") from None
     size_mb = client.images.get(tag).attrs.get("Size", 0) / 1e6
     print(
         f"built {tag} ({image_id[7:19]}, {size_mb:.0f} MB) in {time.monotonic() - started:.0f} s",
@@ -525,7 +464,7 @@ def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[s
         if "error" in event:
             if pending:
                 yield _plain(pending) if plain else pending
-            message = _one_line(event["error"])
+            message = one_line(event["error"])
             raise SandboxError(
                 f"docker build failed: {message} (the build output above shows why; behind a "
                 "TLS-intercepting proxy pass its CA with --ca-cert)"
@@ -565,13 +504,16 @@ def _image_id(client: docker.DockerClient, tag: str) -> str:
     return image_id
 
 
-# --- python -m sandbox_runner.images make-base ---------------------------------------------
+# --- python -m sandbox_runner.backends.docker.images make-base ---------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] != "make-base" or not set(args[1:]) <= {"--force"}:
-        print("usage: python -m sandbox_runner.images make-base [--force]", file=sys.stderr)
+        print(
+            "usage: python -m sandbox_runner.backends.docker.images make-base [--force]",
+            file=sys.stderr,
+        )
         return 2
     try:
         make_base_image(force="--force" in args)

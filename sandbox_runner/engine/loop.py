@@ -16,14 +16,13 @@ from typing import IO, TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.agents import AgentCommand
-from sandbox_runner.dsl import Step
-from sandbox_runner.marker import Monitor, PlainMonitor, StreamJsonMonitor
-from sandbox_runner.masking import Masker
-from sandbox_runner.output import Reporter
-from sandbox_runner.prompts import PromptSource
-from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Sandbox, Stream
-from sandbox_runner.store import (
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox, Stream
+from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.plan.agents import AgentCommand
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.masking import Masker
+from sandbox_runner.records.store import (
     ActiveRun,
     ClaudeStats,
     DeniedRecord,
@@ -31,9 +30,10 @@ from sandbox_runner.store import (
     StepRecord,
     now,
 )
+from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
-    from sandbox_runner.streamjson import Event
+    from sandbox_runner.engine.streamjson import Event
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0

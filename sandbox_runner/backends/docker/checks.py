@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.config import SandboxSettings
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
+from sandbox_runner.plan.config import SandboxSettings
 
 if TYPE_CHECKING:
     import docker
@@ -120,7 +120,7 @@ def _load_cache(path: Path) -> dict[str, dict[str, bool]]:
 
 
 def _save_cache(path: Path, data: dict[str, dict[str, bool]]) -> None:
-    from sandbox_runner.store import write_atomic
+    from sandbox_runner.records.store import write_atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

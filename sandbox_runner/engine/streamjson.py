@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
-from sandbox_runner.prompts import MARKER
+from sandbox_runner.plan.prompts import MARKER
 
 SUMMARY_WIDTH = 100
 # What the CLI reports for a request the API refused as rate limited or overloaded.

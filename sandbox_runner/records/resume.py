@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
-from sandbox_runner.store import RunRecord, RunStore, project_root
+from sandbox_runner.records.store import RunRecord, RunStore, project_root
 
 if TYPE_CHECKING:
     from sandbox_runner.commands.run import Planned

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
-from sandbox_runner.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import path_kind
+from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 
 DEFAULT_CONFIG = Path("forge") / "chains.json"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -65,7 +65,7 @@ class SandboxSettings(_Model):
     @field_validator("allow")
     @classmethod
     def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from sandbox_runner.sandbox.egress import AllowEntry
+        from sandbox_runner.backends.docker.egress import AllowEntry
 
         for entry in value:
             AllowEntry.parse(entry)  # a ValueError names the entry

@@ -19,16 +19,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.errors import AgentNotFoundError
-from sandbox_runner.sandbox.base import ExecResult, ExecSpec, Stream
-from sandbox_runner.sandbox.docker import (
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
     Mount,
-    with_retries,
 )
-from sandbox_runner.sandbox.export import (
+from sandbox_runner.backends.docker.export import (
     OBJECTS,
     WORKSPACE,
     Export,
@@ -36,7 +35,8 @@ from sandbox_runner.sandbox.export import (
     read_export,
     wrapped,
 )
-from sandbox_runner.workspace import GitError, Repo, import_bundle, rev
+from sandbox_runner.errors import AgentNotFoundError
+from sandbox_runner.git.repo import GitError, Repo, import_bundle, rev
 
 if TYPE_CHECKING:
     import docker
@@ -105,7 +105,7 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
     """Stop and remove every container of run `run_id` (a killed process may have left some)."""
     import docker.errors
 
-    from sandbox_runner.sandbox.docker import LABEL_RUN
+    from sandbox_runner.backends.docker.container import LABEL_RUN
 
     count = 0
     for container in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
@@ -122,8 +122,8 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
 
 def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
     """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
-    from sandbox_runner.sandbox.docker import LABEL_RUN
-    from sandbox_runner.sandbox.egress import LABEL_ROLE
+    from sandbox_runner.backends.docker.container import LABEL_RUN
+    from sandbox_runner.backends.docker.egress import LABEL_ROLE
 
     wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}=egress-proxy"]
     for volume in client.volumes.list(filters={"label": wanted}):

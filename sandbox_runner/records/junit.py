@@ -7,8 +7,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
 
-from sandbox_runner.ansi import strip_escapes
-from sandbox_runner.store import (
+from sandbox_runner.records.store import (
     FORGE_DIR,
     RUNS_DIR,
     IterationRecord,
@@ -16,6 +15,7 @@ from sandbox_runner.store import (
     StepRecord,
     write_atomic,
 )
+from sandbox_runner.ui.ansi import strip_escapes
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
 # cannot carry at all would make the whole file unreadable.

@@ -12,16 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.agents import AgentCommand, parse_claude_agent_path, resolve_agent
-from sandbox_runner.backend import PreparedStep
-from sandbox_runner.config import AgentConfig, SandboxSettings
-from sandbox_runner.dsl import Step
-from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
-from sandbox_runner.loop import IterationResult, StepOutcome
-from sandbox_runner.masking import CREDENTIAL_VARS
-from sandbox_runner.output import Reporter
-from sandbox_runner.paths import inside_project
-from sandbox_runner.sandbox.docker import (
+from sandbox_runner.backends.base import PreparedStep
+from sandbox_runner.backends.docker.container import (
     LABEL_PID,
     LABEL_REPO,
     LABEL_RUN,
@@ -29,9 +21,9 @@ from sandbox_runner.sandbox.docker import (
     ContainerSettings,
     Mount,
 )
-from sandbox_runner.sandbox.egress import SOCKET_DIR, AllowEntry, ApiUpstream, EgressProxy
-from sandbox_runner.sandbox.export import WORKSPACE
-from sandbox_runner.sandbox.workspace import (
+from sandbox_runner.backends.docker.egress import SOCKET_DIR, AllowEntry, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.export import WORKSPACE
+from sandbox_runner.backends.docker.workspace import (
     LABEL_IMAGE,
     Synced,
     VolumeWorkspace,
@@ -40,9 +32,9 @@ from sandbox_runner.sandbox.workspace import (
     remove_run_proxy_volumes,
     volume_name,
 )
-from sandbox_runner.signals import deferred_signals
-from sandbox_runner.store import ActiveRun, DeniedRecord, StepRecord, slug
-from sandbox_runner.workspace import (
+from sandbox_runner.engine.loop import IterationResult, StepOutcome
+from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
+from sandbox_runner.git.repo import (
     Landing,
     Repo,
     apply_leftover,
@@ -59,6 +51,14 @@ from sandbox_runner.workspace import (
     rev,
     step_branch,
 )
+from sandbox_runner.paths import inside_project
+from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.config import AgentConfig, SandboxSettings
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.records.masking import CREDENTIAL_VARS
+from sandbox_runner.records.store import ActiveRun, DeniedRecord, StepRecord, slug
+from sandbox_runner.signals import deferred_signals
+from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
     import docker
@@ -85,7 +85,7 @@ class SandboxBackend:
         settings: SandboxSettings,
         base: str | None,
     ) -> None:
-        from sandbox_runner.images import DEFAULT_AGENT_IMAGE
+        from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
         self._cwd = cwd
         self._agents = agents
@@ -169,9 +169,13 @@ class SandboxBackend:
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: Docker answers, every setting holds, images and agents exist."""
-        from sandbox_runner.images import docker_client, require_image
-        from sandbox_runner.sandbox.checks import check_agents_in_image, check_engine, check_static
-        from sandbox_runner.sandbox.docker import ping
+        from sandbox_runner.backends.docker.checks import (
+            check_agents_in_image,
+            check_engine,
+            check_static,
+        )
+        from sandbox_runner.backends.docker.client import docker_client, ping
+        from sandbox_runner.backends.docker.images import require_image
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
@@ -203,7 +207,7 @@ class SandboxBackend:
         assert self._client is not None
         wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
         if wanted & {ALLOWLIST, "none"}:
-            from sandbox_runner.images import DEFAULT_PROXY_IMAGE, require_image
+            from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE, require_image
 
             require_image(self._client, DEFAULT_PROXY_IMAGE)
         for network in wanted - {ALLOWLIST, OPEN, "none", "host"}:
@@ -547,7 +551,7 @@ def container_settings(
     image: str, mounts: list[Mount], labels: dict[str, str], settings: SandboxSettings | None = None
 ) -> ContainerSettings:
     """The hardened container of every sandbox iteration (and of `fks clean`'s exports)."""
-    from sandbox_runner.images import DEFAULT_AGENT_IMAGE
+    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
     settings = settings or SandboxSettings()
     return ContainerSettings(

@@ -178,7 +178,7 @@ def forge_dir(project: Path) -> Path:
 
 def project_root(cwd: Path) -> Path:
     """Where `.forge/` lives: the git work tree's top, else `cwd` itself."""
-    from sandbox_runner.progress import git_toplevel
+    from sandbox_runner.git.runner import git_toplevel
 
     return git_toplevel(cwd) or cwd
 
