@@ -363,7 +363,8 @@ def bench_import(work: Path, repeat: int) -> list[str]:
     `import_bundle` (index-pack --strict, checks, update-ref), for an agent that committed 10
     changed files, against one that did nothing (no bundle: only the read)."""
     from sandbox_runner.backends.docker.export import read_export
-    from sandbox_runner.git.repo import create_branch, import_bundle, rev
+    from sandbox_runner.git.bundles import import_bundle
+    from sandbox_runner.git.repo import create_branch, rev
 
     repo_path = big_repo(work)
     its = Iterations(repo_path)

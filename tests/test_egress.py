@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.backends.docker import images
+from sandbox_runner.backends.docker import base_image, images
 from sandbox_runner.backends.docker.egress import (
     API_PORT,
     FORWARD_PORT,
@@ -591,7 +591,7 @@ def test_a_volume_still_used_by_an_agent_container_is_an_error_naming_it(lab: La
 
 @pytest.mark.docker
 def test_a_proxy_that_cannot_start_is_an_error_with_its_output_and_leaves_nothing(lab: Lab) -> None:
-    proxy = lab.proxy(image=images.LOCAL_BASE_IMAGE, ready_timeout=10)  # no squid in it
+    proxy = lab.proxy(image=base_image.LOCAL_BASE_IMAGE, ready_timeout=10)  # no squid in it
     run_label = proxy._labels["fks.run"]
     with (
         pytest.raises(

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sandbox_runner import __version__
-from sandbox_runner.backends.docker import client, images
+from sandbox_runner.backends.docker import base_image, client, images
 from sandbox_runner.errors import SandboxError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -258,14 +258,14 @@ def test_require_image_names_the_build_command() -> None:
 
 def test_make_base_module_usage() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sandbox_runner.backends.docker.images", "bogus"],
+        [sys.executable, "-m", "sandbox_runner.backends.docker.base_image", "bogus"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 2
     assert (
-        "usage: python -m sandbox_runner.backends.docker.images make-base [--force]"
+        "usage: python -m sandbox_runner.backends.docker.base_image make-base [--force]"
         in result.stderr
     )
 
@@ -276,7 +276,7 @@ def test_make_base_skips_an_existing_image(tmp_path: Path, monkeypatch: pytest.M
     fake_docker.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     said: list[str] = []
-    assert images.make_base_image(say=said.append) is False
+    assert base_image.make_base_image(say=said.append) is False
     assert said == ["fks-base:bookworm already exists; not remaking it (use --force to)"]
     assert (tmp_path / "calls").read_text() == "image inspect fks-base:bookworm\n"
 
@@ -295,7 +295,7 @@ class Engine:
         self.said: list[str] = []
 
     def resolve(self, requested: str | None) -> str:
-        return images.resolve_base_image(
+        return base_image.resolve_base_image(
             requested,
             is_present=lambda name: name in self.present,
             pull=self.pull,
@@ -311,7 +311,7 @@ class Engine:
 
     def make(self) -> None:
         self.made += 1
-        self.present.add(images.LOCAL_BASE_IMAGE)
+        self.present.add(base_image.LOCAL_BASE_IMAGE)
 
 
 def test_present_base_is_used_without_pulling() -> None:

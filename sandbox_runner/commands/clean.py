@@ -162,14 +162,8 @@ def _salvage_step(
         VolumeWorkspace,
         WorkspaceSandbox,
     )
-    from sandbox_runner.git.repo import (
-        apply_leftover,
-        branch_exists,
-        identity_env,
-        leftover_ref,
-        open_repo,
-        rev,
-    )
+    from sandbox_runner.git.bundles import apply_leftover
+    from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
 
     step = record.steps[index - 1]
     assert step.branch is not None
@@ -208,8 +202,7 @@ def _salvage_step(
 
 def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     """`.forge/worktrees` and `.forge/sandbox` of runs made by older versions of fks."""
-    from sandbox_runner.git.repo import git
-    from sandbox_runner.git.runner import git_common_dir
+    from sandbox_runner.git.runner import git, git_common_dir
 
     count = 0
     for repo in (Path(r) for r in repos):
@@ -233,7 +226,9 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
 
 
 def _clean_branches(records: dict[str, RunRecord]) -> int:
-    from sandbox_runner.git.repo import drop_run_refs, git, git_ok, open_repo
+    from sandbox_runner.git.bundles import drop_run_refs
+    from sandbox_runner.git.repo import open_repo
+    from sandbox_runner.git.runner import git, git_ok
 
     count = 0
     for record in records.values():

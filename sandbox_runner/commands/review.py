@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE
-from sandbox_runner.git.repo import GitError, checkout_of, git, git_ok, open_repo
+from sandbox_runner.git.repo import checkout_of, open_repo
+from sandbox_runner.git.runner import GitError, git, git_ok
 from sandbox_runner.records.store import RunRecord, StepRecord
 
 

@@ -1,6 +1,7 @@
-"""Quick git queries with plain subprocesses (no GitPython import on these paths): where a work
-tree and its git directory are, and whether an iteration made progress — a fingerprint of HEAD
-plus the state of every changed or untracked file, from one `git status` call.
+"""The one way fks runs git (`run_git`, a plain subprocess: no GitPython import, so start-up
+stays fast), `git`/`git_ok` on top of it, and the quick queries: where a work tree and its git
+directory are, and whether an iteration made progress — a fingerprint of HEAD plus the state of
+every changed or untracked file, from one `git status` call.
 """
 
 from __future__ import annotations
@@ -8,19 +9,64 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import IO
+
+from sandbox_runner.errors import WorkspaceError
 
 _GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
 
 
-def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+def run_git(
+    cwd: Path | None,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    stdin: IO[bytes] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `git *args` in `cwd` with the C locale; output captured as bytes, never checked."""
     return subprocess.run(
         ["git", *args],
         cwd=cwd,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
         capture_output=True,
-        env={**os.environ, **_GIT_ENV},
+        env={**os.environ, "LC_ALL": "C", **(env or {})},
         check=False,
     )
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return run_git(cwd, *args, env=_GIT_ENV)
+
+
+class GitError(WorkspaceError):
+    """A git command failed (message carries argv, exit code and stderr)."""
+
+
+def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+    """Run git; returns stdout stripped. Raises GitError naming the command on failure."""
+    # As GitPython's `Git.execute` did before this: a directory that cannot be entered means
+    # the current one, LANGUAGE=C too, and one trailing newline dropped.
+    where = cwd if os.access(cwd, os.X_OK) else None
+    done = run_git(where, *args, env={"LANGUAGE": "C", "LC_ALL": "C", **(env or {})})
+    status, out, err = done.returncode, _decoded(done.stdout), _decoded(done.stderr)
+    if check and status != 0:
+        detail = (err or out or "").strip().splitlines()
+        tail = " / ".join(detail[-3:]) if detail else "no output"
+        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail}")
+    return out
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape").removesuffix("\n")
+
+
+def git_ok(cwd: Path, *args: str) -> bool:
+    try:
+        git(cwd, *args)
+    except GitError:
+        return False
+    return True
 
 
 def _rev_parse_path(path: Path, *args: str) -> Path | None:

@@ -34,18 +34,16 @@ from sandbox_runner.backends.docker.workspace import (
 )
 from sandbox_runner.engine.loop import IterationResult, StepOutcome
 from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
+from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
+from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import (
-    Landing,
     Repo,
-    apply_leftover,
     create_branch,
     current_branch,
     delete_branch,
-    drop_run_refs,
     exclude_forge_dir,
     identity_env,
     leftover_ref,
-    merge_back,
     open_repo,
     require_base,
     rev,

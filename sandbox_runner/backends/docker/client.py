@@ -9,12 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
-
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
     import docker
+    from tenacity import Retrying
 
 T = TypeVar("T")
 
@@ -111,6 +110,8 @@ def is_missing_executable(text: str) -> bool:
 
 
 def _retrying(what: str) -> Retrying:
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
     return Retrying(
         retry=retry_if_exception(_transient),
         wait=wait_exponential(multiplier=0.5, min=0.5, max=8),

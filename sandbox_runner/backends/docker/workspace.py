@@ -36,7 +36,9 @@ from sandbox_runner.backends.docker.export import (
     wrapped,
 )
 from sandbox_runner.errors import AgentNotFoundError
-from sandbox_runner.git.repo import GitError, Repo, import_bundle, rev
+from sandbox_runner.git.bundles import import_bundle
+from sandbox_runner.git.repo import Repo, rev
+from sandbox_runner.git.runner import GitError
 
 if TYPE_CHECKING:
     import docker
