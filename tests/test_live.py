@@ -20,8 +20,8 @@ import pytest
 from helpers import FKS, fks
 from rich.console import Console
 
-from sandbox_runner.engine.loop import IterationResult, StepOutcome
 from sandbox_runner.engine.streamjson import AssistantText, Result, ToolCall
+from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.ui.live import LiveReporter
 from sandbox_runner.ui.output import PlainReporter, Reporter
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.loop import IterationResult, StepOutcome
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.dsl import Step
+    from sandbox_runner.records.results import IterationResult, StepOutcome
     from sandbox_runner.records.store import ActiveRun, StepRecord
     from sandbox_runner.ui.output import Reporter
 
@@ -53,6 +53,11 @@ class Execution(Protocol):
     @property
     def id(self) -> str:
         """Process id or container id."""
+        ...
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id when the process runs in one (recorded per iteration), else None."""
         ...
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:

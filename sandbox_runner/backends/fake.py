@@ -37,6 +37,10 @@ class FakeExecution:
     def id(self) -> str:
         return f"fake-{self._number}"
 
+    @property
+    def container_id(self) -> str | None:
+        return None
+
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         if self._run.delay:
             time.sleep(self._run.delay)

@@ -49,6 +49,10 @@ class LocalExecution:
     def id(self) -> str:
         return str(self._proc.pid)
 
+    @property
+    def container_id(self) -> str | None:
+        return None
+
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         proc = self._proc
         assert proc.stdout is not None and proc.stderr is not None

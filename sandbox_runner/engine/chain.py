@@ -15,12 +15,12 @@ from sandbox_runner.engine.loop import (
     DEFAULT_RATE_LIMIT_MAX_WAIT,
     StepContext,
     StepLoop,
-    StepOutcome,
 )
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord, now
 from sandbox_runner.ui.output import Reporter
 

@@ -22,10 +22,10 @@ from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.masking import Masker
+from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,
     ClaudeStats,
-    DeniedRecord,
     IterationRecord,
     StepRecord,
     now,
@@ -33,72 +33,11 @@ from sandbox_runner.records.store import (
 from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event
+    from sandbox_runner.engine.streamjson import Event, Result
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
 _ERROR_TAIL_BYTES = 2048
-
-
-@dataclass(frozen=True)
-class IterationResult:
-    """How one iteration ended."""
-
-    number: int
-    complete: bool
-    marker: bool
-    reason: str
-    exit_code: int | None
-    started: datetime
-    ended: datetime
-    counted: bool = True
-    container_id: str | None = None
-    claude: ClaudeStats | None = None
-    changed: bool | None = None
-    error_tail: str | None = None
-    note: str | None = None
-    """A line worth showing the user (timeouts, Claude errors, back-off)."""
-    denied: tuple[DeniedRecord, ...] = ()
-    """Requests the egress allow-list refused during the iteration."""
-
-    @property
-    def rate_limited(self) -> bool:
-        return self.reason == "rate_limited"
-
-    @property
-    def cost_usd(self) -> float:
-        return (self.claude.cost_usd or 0.0) if self.claude else 0.0
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """How a step ended: complete or not, why, and its iterations."""
-
-    complete: bool
-    reason: str
-    iterations: tuple[IterationResult, ...] = ()
-    spent_before: int = 0
-    maximum: int = 1
-
-    @property
-    def iterations_used(self) -> int:
-        return self.spent_before + sum(1 for it in self.iterations if it.counted)
-
-    @property
-    def last(self) -> IterationResult | None:
-        return self.iterations[-1] if self.iterations else None
-
-    def describe(self) -> str:
-        """`did not complete after 10 iterations (max_iterations)`-style explanation."""
-        used = self.iterations_used
-        return {
-            "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
-            "no_progress": f"stopped after {used} iterations: no commit and no file change in the last ones (no_progress)",
-            "repeated_error": f"stopped after {used} iterations: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {used} iterations: --max-cost reached",
-            "timeout": "timed out",
-            "interrupted": f"interrupted during iteration {used}",
-        }.get(self.reason, f"did not complete after {used} iterations ({self.reason})")
 
 
 @dataclass
@@ -253,7 +192,7 @@ class StepLoop:
         tap = _OutputTap(ctx, monitor, log_path)
         try:
             with tap, ctx.sandbox.start(spec) as execution:
-                record.container_id = execution.id if ctx.sandbox.name == "docker" else None
+                record.container_id = execution.container_id
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
                 tap.finish()
@@ -295,18 +234,8 @@ class StepLoop:
         changed: bool | None,
     ) -> IterationResult:
         ctx = self.ctx
-        claude = None
         result_event = monitor.result if isinstance(monitor, StreamJsonMonitor) else None
-        if result_event is not None:
-            claude = ClaudeStats(
-                cost_usd=result_event.cost_usd,
-                input_tokens=result_event.input_tokens,
-                output_tokens=result_event.output_tokens,
-                turns=result_event.num_turns,
-                subtype=result_event.subtype,
-                session_id=result_event.session_id,
-                duration_ms=result_event.duration_ms,
-            )
+        claude = _claude_stats(result_event) if result_event is not None else None
         marker = monitor.marker_seen
         note = None
         counted = True
@@ -345,11 +274,7 @@ class StepLoop:
         complete = marker or (
             not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
         )
-        error_tail = None
-        if failed and not complete:
-            error_tail = tap.stderr_tail() or (
-                result_event.text if result_event and result_event.is_error else None
-            )
+        error_tail = _error_tail(tap, result_event) if failed and not complete else None
         return IterationResult(
             number=number,
             complete=complete,
@@ -365,6 +290,22 @@ class StepLoop:
             error_tail=error_tail or None,
             note=note,
         )
+
+
+def _claude_stats(result: Result) -> ClaudeStats:
+    return ClaudeStats(
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        turns=result.num_turns,
+        subtype=result.subtype,
+        session_id=result.session_id,
+        duration_ms=result.duration_ms,
+    )
+
+
+def _error_tail(tap: _OutputTap, result: Result | None) -> str | None:
+    return tap.stderr_tail() or (result.text if result and result.is_error else None)
 
 
 class _OutputTap:

@@ -14,7 +14,7 @@ from sandbox_runner.errors import LockedError, UsageError
 from sandbox_runner.records.store import RunRecord, RunStore, project_root
 
 if TYPE_CHECKING:
-    from sandbox_runner.commands.run import Planned
+    from sandbox_runner.plan.planned import Planned
 
 
 def pid_alive(pid: int) -> bool:
@@ -37,7 +37,7 @@ def plan_resume(
     ref: str, *, cwd: Path, targets: Sequence[str], chain: str | None, more: int
 ) -> Resumed:
     """Load run `ref` and re-plan it exactly as it was started."""
-    from sandbox_runner.commands.run import plan_run
+    from sandbox_runner.plan.planned import plan_run
 
     if targets or chain:
         raise UsageError(

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from sandbox_runner.engine.loop import IterationResult, StepOutcome
     from sandbox_runner.engine.streamjson import Event
+    from sandbox_runner.records.results import IterationResult, StepOutcome
 
 TAIL_LINES = 8
 REFRESH_PER_SECOND = 4.0

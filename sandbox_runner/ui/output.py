@@ -15,8 +15,8 @@ from sandbox_runner.backends.base import Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.loop import IterationResult, StepOutcome
     from sandbox_runner.engine.streamjson import Event
+    from sandbox_runner.records.results import IterationResult, StepOutcome
 
 PREFIX = "[fks]"
 _TEXT_KEEPS = "\t\n"

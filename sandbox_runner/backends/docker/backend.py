@@ -32,7 +32,6 @@ from sandbox_runner.backends.docker.workspace import (
     remove_run_proxy_volumes,
     volume_name,
 )
-from sandbox_runner.engine.loop import IterationResult, StepOutcome
 from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
 from sandbox_runner.git.landing import Landing, merge_back
@@ -54,6 +53,7 @@ from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, re
 from sandbox_runner.plan.config import AgentConfig, SandboxSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.records.masking import CREDENTIAL_VARS
+from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import ActiveRun, DeniedRecord, StepRecord, slug
 from sandbox_runner.signals import deferred_signals
 from sandbox_runner.ui.output import Reporter
@@ -344,21 +344,10 @@ class SandboxBackend:
         self._run.save()
 
         agent = self._container_agent(host_view, repo, relative)
-        mounts = workspace.mounts() + [Mount(source=m, read_only=True) for m in settings.mounts]
-        mounts += [
-            Mount(
-                source=str(inside_project(f, "Claude config file")), target=str(f), read_only=True
-            )
-            for f in _config_files(agent)
-        ]
-        labels = {
-            LABEL_RUN: run_id,
-            LABEL_STEP: str(index),
-            LABEL_PID: str(os.getpid()),
-            LABEL_REPO: str(repo.top),
-        }
         env = self._env(agent, settings, repo)
-        container = container_settings(image, mounts, labels, settings)
+        container = container_settings(
+            image, self._mounts(agent, settings, workspace), _labels(run_id, index, repo), settings
+        )
         proxy = self._egress(agent, settings, repo)
         if proxy is not None:
             container, env = _through_proxy(proxy, container, env)
@@ -397,6 +386,19 @@ class SandboxBackend:
                 with deferred_signals():
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise
+
+    def _mounts(
+        self, agent: AgentCommand, settings: SandboxSettings, workspace: VolumeWorkspace
+    ) -> list[Mount]:
+        """The step's workspace volume, `sandbox.mounts` and the Claude config files, read-only."""
+        mounts = workspace.mounts() + [Mount(source=m, read_only=True) for m in settings.mounts]
+        mounts += [
+            Mount(
+                source=str(inside_project(f, "Claude config file")), target=str(f), read_only=True
+            )
+            for f in _config_files(agent)
+        ]
+        return mounts
 
     def _salvage(
         self, sandbox: WorkspaceSandbox, env: dict[str, str], record: StepRecord, why: str
@@ -578,3 +580,13 @@ def _safe_rev(repo: Repo, ref: str) -> str | None:
         return rev(repo, ref)
     except WorkspaceError:
         return None
+
+
+def _labels(run_id: str, index: int, repo: Repo) -> dict[str, str]:
+    """What `fks clean` and resume find a step's containers by."""
+    return {
+        LABEL_RUN: run_id,
+        LABEL_STEP: str(index),
+        LABEL_PID: str(os.getpid()),
+        LABEL_REPO: str(repo.top),
+    }

@@ -85,6 +85,10 @@ class DockerExecution:
     def id(self) -> str:
         return str(self._container.id)
 
+    @property
+    def container_id(self) -> str | None:
+        return self.id
+
     def attach(self) -> None:
         """Attach before start, so not a byte of output is missed."""
         self._stream = with_retries(

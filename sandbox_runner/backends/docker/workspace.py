@@ -240,6 +240,10 @@ class _Exporting:
     def id(self) -> str:
         return self._execution.id
 
+    @property
+    def container_id(self) -> str | None:
+        return self._execution.container_id
+
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         return self._execution.chunks()
 
