@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.records.resume import pid_alive
-from sandbox_runner.records.store import RunRecord, RunStore, forge_dir, project_root
+from sandbox_runner.records.store import (
+    ForgeLayout,
+    RunRecord,
+    RunStore,
+    pid_alive,
+    project_root,
+    run_alive,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -24,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _running(record: RunRecord | None) -> bool:
-    return record is not None and record.status == "running" and pid_alive(record.pid)
+    return record is not None and run_alive(record)
 
 
 def _dead(labels: dict[str, str]) -> bool:
@@ -169,7 +175,7 @@ def _salvage_step(
     assert step.branch is not None
     try:
         repo = open_repo(Path(labels[LABEL_REPO]), what="fks clean")
-        if not branch_exists(repo, step.branch):
+        if not branch_exists(repo.top, step.branch):
             return
         before = rev(repo, step.branch)
         workspace = VolumeWorkspace(client, repo, name, labels)
@@ -208,8 +214,7 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     for repo in (Path(r) for r in repos):
         if not repo.is_dir() or git_common_dir(repo) is None:
             continue
-        for kind in ("sandbox", "worktrees"):
-            folder = forge_dir(repo) / kind
+        for folder in ForgeLayout(repo).legacy_dirs:
             if not folder.is_dir() or folder.is_symlink():
                 continue
             for entry in sorted(folder.iterdir()):
@@ -227,7 +232,7 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
 
 def _clean_branches(records: dict[str, RunRecord]) -> int:
     from sandbox_runner.git.bundles import drop_run_refs
-    from sandbox_runner.git.repo import open_repo
+    from sandbox_runner.git.repo import branch_exists, open_repo
     from sandbox_runner.git.runner import git, git_ok
 
     count = 0
@@ -238,7 +243,7 @@ def _clean_branches(records: dict[str, RunRecord]) -> int:
             if not (step.branch and step.merged and step.repo and step.base_branch):
                 continue
             repo = Path(step.repo)
-            if not git_ok(repo, "show-ref", "--verify", "-q", f"refs/heads/{step.branch}"):
+            if not branch_exists(repo, step.branch):
                 continue
             if not git_ok(repo, "merge-base", "--is-ancestor", step.branch, step.base_branch):
                 continue  # the branch moved on after merging: keep it

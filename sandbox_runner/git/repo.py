@@ -88,8 +88,9 @@ def rev(repo: Repo, ref: str) -> str:
     return git(repo.top, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
 
 
-def branch_exists(repo: Repo, branch: str) -> bool:
-    return git_ok(repo.top, "show-ref", "--verify", "-q", f"refs/heads/{branch}")
+def branch_exists(path: Path, branch: str) -> bool:
+    """Whether the repository at `path` has the local branch `branch`."""
+    return git_ok(path, "show-ref", "--verify", "-q", f"refs/heads/{branch}")
 
 
 def checkout_of(repo: Repo, branch: str) -> Path | None:
@@ -138,7 +139,7 @@ def require_base(repo: Repo, base: str | None) -> str:
             raise WorkspaceError(
                 f"HEAD is detached in {repo.top}; check out a branch or pass --base BRANCH"
             )
-    elif not branch_exists(repo, base):
+    elif not branch_exists(repo.top, base):
         raise WorkspaceError(f"--base {base}: no such branch in {repo.top}")
     checkout = checkout_of(repo, base)
     if checkout is not None:

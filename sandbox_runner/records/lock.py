@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import LockedError
-from sandbox_runner.records.store import forge_dir
+from sandbox_runner.records.store import ForgeLayout
 
 
 @dataclass
@@ -41,7 +41,7 @@ class RunLock:
 
 def lock_path(project: Path, base_branch: str | None) -> Path:
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", base_branch) if base_branch else "_in-place"
-    return forge_dir(project) / "locks" / f"{name}.lock"
+    return ForgeLayout(project).lock(name)
 
 
 def _holder(fd: int) -> dict[str, object]:

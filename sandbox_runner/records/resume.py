@@ -11,20 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
-from sandbox_runner.records.store import RunRecord, RunStore, project_root
+from sandbox_runner.records.store import RunRecord, RunStore, project_root, run_alive
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.planned import Planned
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -47,7 +37,7 @@ def plan_resume(
     record = store.load(store.resolve(ref))
     if record.status == "complete":
         raise UsageError(f"run {record.id} is complete; there is nothing to resume")
-    if record.status == "running" and pid_alive(record.pid) and record.pid != os.getpid():
+    if run_alive(record) and record.pid != os.getpid():
         raise LockedError(
             f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first"
         )

@@ -9,6 +9,7 @@ import re
 import secrets
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -172,8 +173,47 @@ class RunRecord(_Record):
         return sum(1 for s in self.steps if s.status == "complete")
 
 
-def forge_dir(project: Path) -> Path:
-    return project / FORGE_DIR
+@dataclass(frozen=True)
+class ForgeLayout:
+    """Where fks keeps its files in a project: `.forge/` and everything under it."""
+
+    project: Path
+
+    @property
+    def root(self) -> Path:
+        return self.project / FORGE_DIR
+
+    @property
+    def runs(self) -> Path:
+        """One directory per run: `run.json` and the iteration logs."""
+        return self.root / RUNS_DIR
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    def lock(self, name: str) -> Path:
+        """The lock file of one base branch (`name` already made file-name safe)."""
+        return self.root / "locks" / f"{name}.lock"
+
+    @property
+    def legacy_dirs(self) -> tuple[Path, ...]:
+        """`.forge/sandbox` and `.forge/worktrees`, made by older versions of fks."""
+        return (self.root / "sandbox", self.root / "worktrees")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_alive(record: RunRecord) -> bool:
+    """The run says it is running and its process still exists."""
+    return record.status == "running" and pid_alive(record.pid)
 
 
 def project_root(cwd: Path) -> Path:
@@ -211,7 +251,8 @@ class RunStore:
 
     def __init__(self, project: Path) -> None:
         self.project = project
-        self.root = forge_dir(project) / RUNS_DIR
+        self.layout = ForgeLayout(project)
+        self.root = self.layout.runs
 
     def create(self, record: RunRecord) -> ActiveRun:
         directory = self.root / record.id
@@ -265,7 +306,7 @@ class RunStore:
         )
 
     def run_dir(self, run_id: str) -> Path:
-        return self.root / run_id
+        return self.layout.run_dir(run_id)
 
     def discard(self, run_id: str) -> None:
         """Forget a run that never started an iteration."""
