@@ -111,3 +111,20 @@ def test_no_function_is_longer_than_60_lines() -> None:
                 if length > MAX_FUNCTION_LINES:
                     long.append(f"{name}.{node.name}: {length} lines")
     assert not long, "\n".join(long)
+
+
+def test_run_records_are_saved_only_by_their_writer() -> None:
+    """`ActiveRun`'s methods are the one writer of run.json: nobody else calls `.save()`."""
+    writer = PACKAGE / "records" / "store.py"
+    callers = []
+    for name, path in MODULES.items():
+        if path == writer or path.is_relative_to(PACKAGE / "tasks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "save"
+            ):
+                callers.append(f"{name}:{node.lineno}")
+    assert not callers, callers

@@ -187,10 +187,7 @@ def _execute(
             active = store.create(_new_record(planned))
         else:
             active = store.open(record)
-            active.record.status = "running"
-            active.record.pid = os.getpid()
-            active.record.ended = None
-            active.save()
+            active.reopen()
         lock.set_run(active.record.id)
         if lock.reclaimed_from and lock.reclaimed_from != active.record.id:
             reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")

@@ -21,7 +21,7 @@ from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.records.results import StepOutcome
-from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord, now
+from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
 from sandbox_runner.ui.output import Reporter
 
 
@@ -139,11 +139,11 @@ def run_chain(
             failed_at = index
             break
     success = failed_at is None
-    record.status = "complete" if success else "incomplete"
-    record.failed_at = failed_at
-    record.reason = None if success else summaries[-1].outcome.reason
-    record.ended = now()
-    run.save()
+    run.finish(
+        success=success,
+        failed_at=failed_at,
+        reason=None if success else summaries[-1].outcome.reason,
+    )
     reporter.chain_ended(
         success,
         record.steps_done,
@@ -184,9 +184,7 @@ def _run_step(
     reporter.step_started(
         index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop
     )
-    step_record.status = "running"
-    step_record.started = step_record.started or now()
-    run.save()
+    run.begin_step(step_record)
     try:
         with backend.step(index, step, step_record) as prepared:
             ctx = StepContext(
@@ -240,14 +238,7 @@ def _abort(
     status: Literal["interrupted", "failed"],
     reason: str,
 ) -> None:
-    step_record.status = status
-    step_record.reason = reason
-    step_record.ended = now()
-    run.record.status = status
-    run.record.reason = reason
-    run.record.failed_at = index
-    run.record.ended = now()
-    run.save()
+    run.abort(step_record, index, status, reason)
 
 
 def _loop_finished(record: StepRecord) -> bool:
@@ -259,7 +250,4 @@ def _loop_finished(record: StepRecord) -> bool:
 
 
 def _finish_step(run: ActiveRun, step_record: StepRecord, outcome: StepOutcome) -> None:
-    step_record.status = "complete" if outcome.complete else "incomplete"
-    step_record.reason = outcome.reason
-    step_record.ended = now()
-    run.save()
+    run.finish_step(step_record, complete=outcome.complete, reason=outcome.reason)

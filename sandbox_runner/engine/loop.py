@@ -27,6 +27,7 @@ from sandbox_runner.records.store import (
     ActiveRun,
     ClaudeStats,
     IterationRecord,
+    RecordWriter,
     StepRecord,
     now,
 )
@@ -159,13 +160,12 @@ class StepLoop:
     def _mark_counted(self, result: IterationResult) -> IterationResult:
         counted = replace(result, counted=True)
         self.results[-1] = counted
-        self.ctx.record.iterations[-1].counted = True
-        self._save()
+        self._writer.count_iteration(self.ctx.record.iterations[-1])
         return counted
 
-    def _save(self) -> None:
-        if self.ctx.run is not None:
-            self.ctx.run.save()
+    @property
+    def _writer(self) -> RecordWriter:
+        return self.ctx.run if self.ctx.run is not None else RecordWriter()
 
     def _attempt(self, number: int) -> IterationResult:
         ctx = self.ctx
@@ -178,8 +178,7 @@ class StepLoop:
             log=ctx.run.relative(log_path) if ctx.run and log_path else "",
             counted=False,
         )
-        ctx.record.iterations.append(record)
-        self._save()
+        self._writer.begin_iteration(ctx.record, record)
         ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
 
         argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
@@ -192,16 +191,13 @@ class StepLoop:
         tap = _OutputTap(ctx, monitor, log_path)
         try:
             with tap, ctx.sandbox.start(spec) as execution:
-                record.container_id = execution.container_id
+                self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
                 tap.finish()
                 exit_status = execution.wait()
         except BaseException as exc:
-            record.ended = now()
-            record.reason = "interrupted" if not isinstance(exc, Exception) else "error"
-            record.counted = True
-            self._save()
+            self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
         changed = None
         if before is not None and probe is not None:
@@ -210,16 +206,7 @@ class StepLoop:
         result = self._classify(number, started, exit_status, monitor, tap, changed)
         if ctx.after_iteration is not None:
             result = ctx.after_iteration(result)
-        record.ended = result.ended
-        record.exit_code = result.exit_code
-        record.marker = result.marker
-        record.reason = result.reason
-        record.counted = result.counted
-        record.changed = result.changed
-        record.claude = result.claude
-        record.error_tail = result.error_tail
-        record.denied = list(result.denied)
-        self._save()
+        self._writer.end_iteration(record, result)
         self.results.append(result)
         ctx.reporter.iteration_ended(result)
         return result

@@ -48,14 +48,6 @@ def plan_resume(
             f"the chain changed since run {record.id} started ({' -> '.join(s.agent for s in record.steps)} "
             f"then, {' -> '.join(agents)} now); start a new run instead"
         )
-    for step in record.steps:
-        for iteration in step.iterations:
-            if iteration.ended is None:  # fks was killed during it: it used up an iteration
-                iteration.counted = True
-                iteration.reason = iteration.reason or "killed"
-        if step.status != "complete":
-            step.status = "pending"
-            # By position: the same agent may appear twice with different counts (a:3 -> b -> a:5).
-            step.iterations_max = planned.plan.steps[step.index - 1].iterations + more
-            break
+    # By position: the same agent may appear twice with different counts (a:3 -> b -> a:5).
+    record.prepare_resume(lambda step: planned.plan.steps[step.index - 1].iterations + more)
     return Resumed(planned=planned, record=record)

@@ -8,16 +8,20 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import FksError, UsageError
+
+if TYPE_CHECKING:
+    from sandbox_runner.git.landing import Landing
+    from sandbox_runner.records.results import IterationResult
 
 FORGE_DIR = ".forge"
 RUNS_DIR = "runs"
@@ -172,6 +176,19 @@ class RunRecord(_Record):
     def steps_done(self) -> int:
         return sum(1 for s in self.steps if s.status == "complete")
 
+    def prepare_resume(self, maximum: Callable[[StepRecord], int]) -> None:
+        """Before `ActiveRun.reopen`: an iteration fks was killed during used itself up, and
+        the first unfinished step is pending again, with `maximum(step)` iterations."""
+        for step in self.steps:
+            for iteration in step.iterations:
+                if iteration.ended is None:
+                    iteration.counted = True
+                    iteration.reason = iteration.reason or "killed"
+            if step.status != "complete":
+                step.status = "pending"
+                step.iterations_max = maximum(step)
+                break
+
 
 @dataclass(frozen=True)
 class ForgeLayout:
@@ -315,7 +332,86 @@ class RunStore:
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
 
-class ActiveRun:
+class RecordWriter:
+    """The one writer of step and iteration records: every change to them is a method here.
+
+    This base keeps them in memory (a step loop without a run); `ActiveRun` saves each change.
+    """
+
+    def save(self) -> None:
+        """Nothing to save without a run."""
+
+    def begin_step(self, step: StepRecord) -> None:
+        step.status = "running"
+        step.started = step.started or now()
+        self.save()
+
+    def finish_step(self, step: StepRecord, *, complete: bool, reason: str) -> None:
+        step.status = "complete" if complete else "incomplete"
+        step.reason = reason
+        step.ended = now()
+        self.save()
+
+    def bind_branch(
+        self,
+        step: StepRecord,
+        *,
+        repo: str,
+        base: str,
+        branch: str,
+        workspace: str,
+        start_commit: str | None,
+    ) -> None:
+        """Where a sandboxed step's work goes (`start_commit` None: kept from the killed run)."""
+        if start_commit is not None:
+            step.start_commit = start_commit
+        step.repo, step.base_branch, step.branch = repo, base, branch
+        step.workspace = workspace
+        self.save()
+
+    def set_head(self, step: StepRecord, commit: str | None) -> None:
+        """The step branch's tip (saved with the step's next change)."""
+        step.head_commit = commit
+
+    def record_landing(self, step: StepRecord, landing: Landing) -> None:
+        """How merging the step into its base went (saved when the step finishes)."""
+        step.merged = landing.merged
+        step.merge_commit = landing.commit if landing.merged else None
+        step.conflicts = list(landing.conflicts)
+
+    def begin_iteration(self, step: StepRecord, iteration: IterationRecord) -> None:
+        step.iterations.append(iteration)
+        self.save()
+
+    def set_container(self, iteration: IterationRecord, container_id: str | None) -> None:
+        """The iteration's container (saved when the iteration ends)."""
+        iteration.container_id = container_id
+
+    def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
+        iteration.ended = now()
+        iteration.reason = "interrupted" if interrupted else "error"
+        iteration.counted = True
+        self.save()
+
+    def end_iteration(self, iteration: IterationRecord, result: IterationResult) -> None:
+        """The one place an `IterationResult` becomes the record of its iteration."""
+        iteration.ended = result.ended
+        iteration.exit_code = result.exit_code
+        iteration.marker = result.marker
+        iteration.reason = result.reason
+        iteration.counted = result.counted
+        iteration.changed = result.changed
+        iteration.claude = result.claude
+        iteration.error_tail = result.error_tail
+        iteration.denied = list(result.denied)
+        self.save()
+
+    def count_iteration(self, iteration: IterationRecord) -> None:
+        iteration.counted = True
+        self.save()
+
+
+class ActiveRun(RecordWriter):
     """The record of the run in progress; every change is saved at once."""
 
     def __init__(self, directory: Path, record: RunRecord) -> None:
@@ -324,6 +420,38 @@ class ActiveRun:
 
     def save(self) -> None:
         write_atomic(self.directory / "run.json", self.record.model_dump_json(indent=2))
+
+    def reopen(self) -> None:
+        """Resume: the run is running again, in this process."""
+        self.record.status = "running"
+        self.record.pid = os.getpid()
+        self.record.ended = None
+        self.save()
+
+    def set_base(self, branch: str | None, commit: str | None) -> None:
+        self.record.base_branch = branch
+        self.record.base_commit = commit
+        self.save()
+
+    def abort(
+        self, step: StepRecord, index: int, status: Literal["interrupted", "failed"], reason: str
+    ) -> None:
+        """Step `index` was interrupted or failed, and the run with it."""
+        step.status = status
+        step.reason = reason
+        step.ended = now()
+        self.record.status = status
+        self.record.reason = reason
+        self.record.failed_at = index
+        self.record.ended = now()
+        self.save()
+
+    def finish(self, *, success: bool, failed_at: int | None, reason: str | None) -> None:
+        self.record.status = "complete" if success else "incomplete"
+        self.record.failed_at = failed_at
+        self.record.reason = reason
+        self.record.ended = now()
+        self.save()
 
     def log_path(self, step: StepRecord, attempt: int) -> Path:
         """A new log file for attempt `attempt` of `step` (attempts count rate-limit retries too)."""

@@ -214,12 +214,15 @@ class SandboxBackend:
                     f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
                 )
 
+    @property
+    def _writer(self) -> ActiveRun:
+        assert self._run is not None, "session() first"
+        return self._run
+
     @contextmanager
     def session(self, run: ActiveRun, reporter: Reporter) -> Iterator[None]:
         self._run, self._reporter = run, reporter
-        run.record.base_branch = self._base
-        run.record.base_commit = rev(self._repo, self._base)
-        run.save()
+        run.set_base(self._base, rev(self._repo, self._base))
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
         # A resumed run's killed process may have left its containers running: stop them first.
@@ -336,12 +339,7 @@ class SandboxBackend:
         workspace = self._workspace(repo, image)
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
-        if not resumed:
-            record.start_commit = rev(repo, base)
-            create_branch(repo, branch, record.start_commit)
-        record.repo, record.base_branch, record.branch = str(repo.top), base, branch
-        record.workspace = workspace.name
-        self._run.save()
+        self._start_branch(record, repo, base, branch, workspace, resumed=resumed)
 
         agent = self._container_agent(host_view, repo, relative)
         env = self._env(agent, settings, repo)
@@ -387,6 +385,29 @@ class SandboxBackend:
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise
 
+    def _start_branch(
+        self,
+        record: StepRecord,
+        repo: Repo,
+        base: str,
+        branch: str,
+        workspace: VolumeWorkspace,
+        *,
+        resumed: bool,
+    ) -> None:
+        """Create the step branch at the base's tip (a resumed step keeps its own)."""
+        start_commit = None if resumed else rev(repo, base)
+        if start_commit is not None:
+            create_branch(repo, branch, start_commit)
+        self._writer.bind_branch(
+            record,
+            repo=str(repo.top),
+            base=base,
+            branch=branch,
+            workspace=workspace.name,
+            start_commit=start_commit,
+        )
+
     def _mounts(
         self, agent: AgentCommand, settings: SandboxSettings, workspace: VolumeWorkspace
     ) -> list[Mount]:
@@ -416,7 +437,7 @@ class SandboxBackend:
             self._reporter.warn(
                 f"could not save the interrupted iteration's commits: {synced.error}"
             )
-        record.head_commit = _safe_rev(repo, record.branch)
+        self._writer.set_head(record, _safe_rev(repo, record.branch))
         if record.head_commit != before and self._reporter is not None:
             self._reporter.info(
                 f"Kept the commits the killed run had not saved yet on {record.branch}"
@@ -475,15 +496,13 @@ class SandboxBackend:
         leftover = apply_leftover(repo, branch, sandbox.leftover, message, identity)
         if leftover and self._reporter is not None:
             self._reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
-        record.head_commit = rev(repo, branch)
+        self._writer.set_head(record, rev(repo, branch))
         if not outcome.complete:
             return outcome
         landing = merge_back(
             repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity
         )
-        record.merged = landing.merged
-        record.merge_commit = landing.commit if landing.merged else None
-        record.conflicts = list(landing.conflicts)
+        self._writer.record_landing(record, landing)
         return self._report_landing(landing, branch, base, outcome)
 
     def _report_denied(self, record: StepRecord) -> None:
