@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fks, git
-from test_sandbox import (
+from test_backend import (
     add_script,
     branches,
     configure,
@@ -21,7 +21,7 @@ from test_sandbox import (
 )
 
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_sandbox
+__all__ = ["repo"]  # the fixture, shared with test_backend
 
 
 def nothing_started(repo: Path) -> None:

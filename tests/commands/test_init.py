@@ -14,7 +14,7 @@ from sandbox_runner.commands.init import FILES, template
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.config import load_config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "sandbox_runner" / "templates" / "init"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import fks
-from test_sandbox import add_script, configure, record, repo, sandbox
+from test_backend import add_script, configure, record, repo, sandbox
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]

@@ -20,7 +20,7 @@ from sandbox_runner.engine.streamjson import (
     tool_summary,
 )
 
-FIXTURES = Path(__file__).parent / "data" / "streamjson"
+FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 
 
 def parse(name: str) -> tuple[StreamJsonParser, list[Event]]:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from helpers import Result, git
-from test_sandbox import add_script, record, sandbox
-from test_sandbox import repo as repo  # the fixture, shared
+from test_backend import add_script, record, sandbox
+from test_backend import repo as repo  # the fixture, shared
 
 pytestmark = pytest.mark.docker
 
@@ -484,7 +484,7 @@ def test_unreadable_git_dir(repo: Path, host: Host) -> None:
 
 
 def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host) -> None:
-    from test_sandbox import configure
+    from test_backend import configure
 
     configure(repo, {"sandbox": {"memory": "64m"}})
     body = f"{COMMIT_WORK}\nhead -c 200000000 /dev/zero > /tmp/fill\necho wrote $?\n{MARK}"

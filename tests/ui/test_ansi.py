@@ -60,7 +60,7 @@ def test_plain_output_has_no_control_sequences(project: Path) -> None:
 
 
 def test_one_escape_pattern_in_the_package() -> None:
-    package = Path(__file__).parent.parent / "sandbox_runner"
+    package = Path(__file__).parents[2] / "sandbox_runner"
     holders = {
         path.name
         for path in package.rglob("*.py")

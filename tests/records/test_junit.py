@@ -17,7 +17,7 @@ import pytest
 import yaml
 from helpers import FKS, commit_scripts, fks, init_repo, write_config
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "github-actions.yml"
 
 OK_AGENT = """#!/bin/sh

@@ -25,7 +25,7 @@ from sandbox_runner import __version__
 from sandbox_runner.backends.docker import base_image, client, images
 from sandbox_runner.errors import SandboxError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 # Only the PEM shape is checked before a build, so a truncated body will do.
 PEM = """\
 -----BEGIN CERTIFICATE-----
