@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,16 @@ def test_run_records_are_saved_only_by_their_writer() -> None:
             ):
                 callers.append(f"{name}:{node.lineno}")
     assert not callers, callers
+
+
+def test_cli_imports_neither_docker_nor_git() -> None:
+    """`fks --help` starts fast: the CLI module loads no heavy or backend package."""
+    probe = (
+        "import sys, sandbox_runner.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'git', 'tenacity')"
+        " or m.startswith(('sandbox_runner.backends', 'sandbox_runner.git'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
