@@ -52,7 +52,7 @@ def inside_project(path: Path, what: str) -> Path:
     file is never followed to somewhere outside the repository it lies in.
     """
     from sandbox_runner.errors import ConfigError
-    from sandbox_runner.progress import git_toplevel
+    from sandbox_runner.git.runner import git_toplevel
 
     lexical = Path(os.path.normpath(Path.cwd() / path))
     resolved = lexical.resolve()

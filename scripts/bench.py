@@ -217,7 +217,7 @@ def instrumented_script() -> str:
     export: all that runs after the agent (fingerprint, leftover commit, bundle); bundle: `git
     bundle create` alone. Stops if the script changed and a timer no longer fits.
     """
-    from sandbox_runner.sandbox import export
+    from sandbox_runner.backends.docker import export
 
     text = export.script()
     for old, new in (
@@ -265,8 +265,8 @@ class Iterations:
     def __init__(self, repo_path: Path) -> None:
         import docker
 
-        from sandbox_runner.sandbox import export
-        from sandbox_runner.workspace import identity_env, open_repo
+        from sandbox_runner.backends.docker import export
+        from sandbox_runner.git.repo import identity_env, open_repo
 
         self.client = docker.from_env(timeout=120)
         self.repo = open_repo(repo_path)
@@ -277,7 +277,7 @@ class Iterations:
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
     def workspace(self, name: str):  # type: ignore[no-untyped-def]
-        from sandbox_runner.sandbox.workspace import VolumeWorkspace
+        from sandbox_runner.backends.docker.workspace import VolumeWorkspace
 
         ws = VolumeWorkspace(self.client, self.repo, f"fks-bench-{os.getpid()}-{name}", {})
         ws.ensure()
@@ -285,8 +285,8 @@ class Iterations:
         return ws
 
     def sandbox(self, ws, branch: str, scratch: Path):  # type: ignore[no-untyped-def]
-        from sandbox_runner.sandbox.workspace import WorkspaceSandbox
-        from sandbox_runner.sandboxed import container_settings
+        from sandbox_runner.backends.docker.backend import container_settings
+        from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
 
         settings = container_settings(IMAGE, ws.mounts(), {"fks.bench": str(os.getpid())})
         return WorkspaceSandbox(
@@ -306,8 +306,8 @@ class Iterations:
     ) -> tuple[float, dict[str, float]]:
         """One iteration, up to the read of its export (not imported): wall seconds and the
         parts timed inside, in seconds. `stopped(container_id)` runs before its removal."""
-        from sandbox_runner.sandbox.base import ExecSpec
-        from sandbox_runner.sandbox.export import WORKSPACE
+        from sandbox_runner.backends.base import ExecSpec
+        from sandbox_runner.backends.docker.export import WORKSPACE
 
         spec = ExecSpec(argv=argv, cwd=Path(WORKSPACE), env=self.identity, timeout=600)
         start = time.perf_counter()
@@ -327,8 +327,8 @@ class Iterations:
         return wall, {m[0].decode(): int(m[1]) / 1e9 for m in _MARK.findall(err)}
 
     def close(self) -> None:
-        from sandbox_runner.sandbox import export
-        from sandbox_runner.sandbox.workspace import remove_volume
+        from sandbox_runner.backends.docker import export
+        from sandbox_runner.backends.docker.workspace import remove_volume
 
         export.script = self._script  # type: ignore[method-assign]
 
@@ -337,7 +337,7 @@ class Iterations:
 
 
 def bench_workspace(work: Path, repeat: int) -> list[str]:
-    from sandbox_runner.workspace import create_branch, rev
+    from sandbox_runner.git.repo import create_branch, rev
 
     repo_path = big_repo(work)
     its = Iterations(repo_path)
@@ -387,8 +387,9 @@ def bench_import(work: Path, repeat: int) -> list[str]:
     """Host side of bringing one iteration's commits home: `read_export` (get_archive) +
     `import_bundle` (index-pack --strict, checks, update-ref), for an agent that committed 10
     changed files, against one that did nothing (no bundle: only the read)."""
-    from sandbox_runner.sandbox.export import read_export
-    from sandbox_runner.workspace import create_branch, import_bundle, rev
+    from sandbox_runner.backends.docker.export import read_export
+    from sandbox_runner.git.bundles import import_bundle
+    from sandbox_runner.git.repo import create_branch, rev
 
     repo_path = big_repo(work)
     its = Iterations(repo_path)

@@ -16,9 +16,9 @@ import pytest
 from fakeapi import FakeAnthropic, isolated_environ
 from helpers import fks, git, init_repo, write_config
 
-from sandbox_runner.agents import DEFAULT_MAX_TURNS, resolve_agent
-from sandbox_runner.config import AgentConfig
-from sandbox_runner.prompts import MARKER, MODE_AWARENESS
+from sandbox_runner.plan.agents import DEFAULT_MAX_TURNS, resolve_agent
+from sandbox_runner.plan.config import AgentConfig
+from sandbox_runner.plan.prompts import MARKER, MODE_AWARENESS
 
 # Flags the claude CLI parses as variadic: a value after them that is not a flag is theirs.
 VARIADIC = ("--allowedTools", "--disallowedTools", "--mcp-config", "--add-dir")

@@ -22,7 +22,7 @@ import pytest
 from fakeapi import FakeAnthropic, Request, isolated_environ
 from helpers import FKS, git, init_repo, write_config
 
-from sandbox_runner.prompts import MARKER
+from sandbox_runner.plan.prompts import MARKER
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 

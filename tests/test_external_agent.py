@@ -23,7 +23,7 @@ from test_claude_e2e import (
     subjects,
 )
 
-from sandbox_runner.prompts import MARKER
+from sandbox_runner.plan.prompts import MARKER
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox_runner.config import config_path, load_config
 from sandbox_runner.errors import EXIT_COMPLETE
+from sandbox_runner.plan.config import config_path, load_config
 
 
 def _describe_steps(steps: list[tuple[str, int | None]]) -> str:

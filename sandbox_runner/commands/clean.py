@@ -15,8 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.resume import pid_alive
-from sandbox_runner.store import RunRecord, RunStore, forge_dir, project_root
+from sandbox_runner.records.store import (
+    ForgeLayout,
+    RunRecord,
+    RunStore,
+    pid_alive,
+    project_root,
+    run_alive,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -24,12 +30,12 @@ if TYPE_CHECKING:
 
 
 def _running(record: RunRecord | None) -> bool:
-    return record is not None and record.status == "running" and pid_alive(record.pid)
+    return record is not None and run_alive(record)
 
 
 def _dead(labels: dict[str, str]) -> bool:
     """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
-    from sandbox_runner.sandbox.docker import LABEL_PID
+    from sandbox_runner.backends.docker.container import LABEL_PID
 
     pid = labels.get(LABEL_PID, "")
     return pid.isdigit() and not pid_alive(int(pid))
@@ -71,9 +77,9 @@ def _client() -> docker.DockerClient | None:
 
 
 def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.egress import LABEL_ROLE
-    from sandbox_runner.sandbox.workspace import remove_volume
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.egress import LABEL_ROLE
+    from sandbox_runner.backends.docker.workspace import remove_volume
 
     client = _client()
     if client is None:
@@ -134,8 +140,8 @@ def _salvage_and_remove(
     records: dict[str, RunRecord],
 ) -> bool:
     """Export a dead run's workspace onto its step branch, then remove the volume."""
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.workspace import remove_volume
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.workspace import remove_volume
 
     run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
     record = _record_for(run_id, repo, records)
@@ -155,23 +161,21 @@ def _salvage_and_remove(
 def _salvage_step(
     client: docker.DockerClient, name: str, labels: dict[str, str], record: RunRecord, index: int
 ) -> None:
-    from sandbox_runner.sandbox.docker import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.sandbox.workspace import LABEL_IMAGE, VolumeWorkspace, WorkspaceSandbox
-    from sandbox_runner.sandboxed import container_settings
-    from sandbox_runner.workspace import (
-        apply_leftover,
-        branch_exists,
-        identity_env,
-        leftover_ref,
-        open_repo,
-        rev,
+    from sandbox_runner.backends.docker.backend import container_settings
+    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.backends.docker.workspace import (
+        LABEL_IMAGE,
+        VolumeWorkspace,
+        WorkspaceSandbox,
     )
+    from sandbox_runner.git.bundles import apply_leftover
+    from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
 
     step = record.steps[index - 1]
     assert step.branch is not None
     try:
         repo = open_repo(Path(labels[LABEL_REPO]), what="fks clean")
-        if not branch_exists(repo, step.branch):
+        if not branch_exists(repo.top, step.branch):
             return
         before = rev(repo, step.branch)
         workspace = VolumeWorkspace(client, repo, name, labels)
@@ -204,15 +208,13 @@ def _salvage_step(
 
 def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     """`.forge/worktrees` and `.forge/sandbox` of runs made by older versions of fks."""
-    from sandbox_runner.progress import git_common_dir
-    from sandbox_runner.workspace import git
+    from sandbox_runner.git.runner import git, git_common_dir
 
     count = 0
     for repo in (Path(r) for r in repos):
         if not repo.is_dir() or git_common_dir(repo) is None:
             continue
-        for kind in ("sandbox", "worktrees"):
-            folder = forge_dir(repo) / kind
+        for folder in ForgeLayout(repo).legacy_dirs:
             if not folder.is_dir() or folder.is_symlink():
                 continue
             for entry in sorted(folder.iterdir()):
@@ -229,7 +231,9 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
 
 
 def _clean_branches(records: dict[str, RunRecord]) -> int:
-    from sandbox_runner.workspace import drop_run_refs, git, git_ok, open_repo
+    from sandbox_runner.git.bundles import drop_run_refs
+    from sandbox_runner.git.repo import branch_exists, open_repo
+    from sandbox_runner.git.runner import git, git_ok
 
     count = 0
     for record in records.values():
@@ -239,7 +243,7 @@ def _clean_branches(records: dict[str, RunRecord]) -> int:
             if not (step.branch and step.merged and step.repo and step.base_branch):
                 continue
             repo = Path(step.repo)
-            if not git_ok(repo, "show-ref", "--verify", "-q", f"refs/heads/{step.branch}"):
+            if not branch_exists(repo, step.branch):
                 continue
             if not git_ok(repo, "merge-base", "--is-ancestor", step.branch, step.base_branch):
                 continue  # the branch moved on after merging: keep it

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def build(*, base_image: str | None, ca_certs: list[Path], tag: str | None) -> int:
-    from sandbox_runner import images
+    from sandbox_runner.backends.docker import images
 
     images.build_agent_image(
         base_image=base_image, ca_certs=ca_certs, tag=tag or images.DEFAULT_AGENT_IMAGE

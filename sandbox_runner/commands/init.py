@@ -11,7 +11,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.progress import git_common_dir
+from sandbox_runner.git.runner import git_common_dir
 
 # In the order they are reported; each is also its path under templates/init/.
 FILES = (

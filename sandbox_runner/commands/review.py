@@ -8,8 +8,9 @@ from pathlib import Path
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE
-from sandbox_runner.store import RunRecord, StepRecord
-from sandbox_runner.workspace import GitError, checkout_of, git, git_ok, open_repo
+from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
+from sandbox_runner.git.runner import GitError, git, git_ok
+from sandbox_runner.records.store import RunRecord, StepRecord
 
 
 def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
@@ -59,7 +60,7 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     if not repo.is_dir():
         _say(f"  the repository {repo} no longer exists")
         return
-    if not git_ok(repo, "show-ref", "--verify", "-q", f"refs/heads/{step.branch}"):
+    if not branch_exists(repo, step.branch):
         _say("  the branch no longer exists (deleted, e.g. by `fks clean --branches`)")
         return
     since = _start(repo, step, base)

@@ -7,24 +7,13 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.agents import AgentCommand
-from sandbox_runner.backend import Backend, LocalBackend, step_prompt
-from sandbox_runner.config import (
-    ChainPlan,
-    ForgeConfig,
-    SandboxSettings,
-    chain_plan,
-    config_path,
-    load_config,
-    parse_vars,
-)
-from sandbox_runner.dsl import Step, parse_dsl
+from sandbox_runner.backends.base import Backend
+from sandbox_runner.backends.local import LocalBackend
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -33,12 +22,17 @@ from sandbox_runner.errors import (
     Interrupted,
     UsageError,
 )
-from sandbox_runner.masking import secrets_from_env
-from sandbox_runner.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
 from sandbox_runner.paths import project_dir
-from sandbox_runner.prompts import PromptSource
-from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.store import (
+from sandbox_runner.plan.agents import AgentCommand, step_prompt
+from sandbox_runner.plan.config import (
+    SandboxSettings,
+    parse_vars,
+)
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.planned import Planned, plan_run
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.masking import secrets_from_env
+from sandbox_runner.records.store import (
     RunOptions,
     RunRecord,
     RunStore,
@@ -47,27 +41,12 @@ from sandbox_runner.store import (
     now,
     project_root,
 )
+from sandbox_runner.signals import signals_as_interrupts
+from sandbox_runner.ui.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
 
 if TYPE_CHECKING:
-    from sandbox_runner.chain import ChainOptions, ChainResult
-    from sandbox_runner.lock import RunLock
-
-
-@dataclass
-class Planned:
-    """A chain ready to run: the plan, the config, and the options it was asked with."""
-
-    plan: ChainPlan
-    config: ForgeConfig | None
-    options: RunOptions
-    cwd: Path
-    config_file: Path
-    no_progress_limit: int | None = None
-    """--no-progress-limit: over the chain's and the config's `noProgressLimit`."""
-
-    @property
-    def agents(self) -> dict[str, Any]:
-        return dict(self.config.agents) if self.config else {}
+    from sandbox_runner.engine.chain import ChainOptions, ChainResult
+    from sandbox_runner.records.lock import RunLock
 
 
 def run(
@@ -97,9 +76,7 @@ def run(
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
     if resume is not None:
-        from sandbox_runner.resume import plan_resume
-
-        fixed = {
+        changed = {
             "--prompt": prompt,
             "--prompt-file": prompt_file,
             "--config": config,
@@ -109,15 +86,15 @@ def run(
             "--allow": list(allow),
             "arguments after --": list(global_args),
         }
-        given = [name for name, value in fixed.items() if value]
-        if given:
-            raise UsageError(
-                f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"
-            )
-        resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
-        planned, record = resumed.planned, resumed.record
-        if max_cost is not None:  # a new budget for the rest of the run
-            planned.options.max_cost = max_cost
+        planned, record = _plan_resumed(
+            resume,
+            workdir,
+            targets=targets,
+            chain=chain,
+            more=more,
+            max_cost=max_cost,
+            fixed=changed,
+        )
     else:
         if more:
             raise UsageError("--more only makes sense with --resume RUN")
@@ -136,14 +113,7 @@ def run(
             max_cost=max_cost,
             global_args=list(global_args),
         )
-        if chain is None:
-            if not targets:
-                raise UsageError(
-                    'nothing to run: give a DSL (e.g. fks run "planner:3 -> builder:10") or --chain NAME'
-                )
-            options.dsl = targets[0]
-        planned = plan_run(options, workdir)
-        record = None
+        planned, record = _plan_new(options, workdir, targets=targets), None
     planned.no_progress_limit = no_progress_limit
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
@@ -156,11 +126,60 @@ def run(
     backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
     if dry_run:
         return _dry_run(planned, prompts, commands, backend, json_output)
-
-    from sandbox_runner.chain import run_chain
-
     details = _verbose_details(planned, prompts, commands, backend) if verbose else None
     reporter = _reporter(json_output=json_output, verbose=verbose, details=details)
+    return _execute(
+        planned, record, backend, reporter, json_output=json_output, junit=junit, more=more
+    )
+
+
+def _plan_resumed(
+    resume: str,
+    workdir: Path,
+    *,
+    targets: Sequence[str],
+    chain: str | None,
+    more: int,
+    max_cost: float | None,
+    fixed: Mapping[str, object],
+) -> tuple[Planned, RunRecord]:
+    from sandbox_runner.records.resume import plan_resume
+
+    given = [name for name, value in fixed.items() if value]
+    if given:
+        raise UsageError(
+            f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"
+        )
+    resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
+    planned, record = resumed.planned, resumed.record
+    if max_cost is not None:  # a new budget for the rest of the run
+        planned.options.max_cost = max_cost
+    return planned, record
+
+
+def _plan_new(options: RunOptions, workdir: Path, *, targets: Sequence[str]) -> Planned:
+    if options.chain is None:
+        if not targets:
+            raise UsageError(
+                'nothing to run: give a DSL (e.g. fks run "planner:3 -> builder:10") or --chain NAME'
+            )
+        options.dsl = targets[0]
+    return plan_run(options, workdir)
+
+
+def _execute(
+    planned: Planned,
+    record: RunRecord | None,
+    backend: Backend,
+    reporter: Reporter,
+    *,
+    json_output: bool,
+    junit: Path | None,
+    more: int,
+) -> int:
+    """Run the planned chain under the run lock; `record` is the run being resumed, if any."""
+    from sandbox_runner.engine.chain import run_chain
+
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
     with signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
@@ -168,10 +187,7 @@ def run(
             active = store.create(_new_record(planned))
         else:
             active = store.open(record)
-            active.record.status = "running"
-            active.record.pid = os.getpid()
-            active.record.ended = None
-            active.save()
+            active.reopen()
         lock.set_run(active.record.id)
         if lock.reclaimed_from and lock.reclaimed_from != active.record.id:
             reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")
@@ -186,16 +202,7 @@ def run(
                     options=_chain_options(planned, more=more),
                 )
         except (Interrupted, KeyboardInterrupt) as exc:
-            reporter.close()
-            signal_name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
-            run_id = active.record.id
-            print(
-                f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {run_id}",
-                file=sys.stderr,
-            )
-            _after_interrupt(backend, active.record)
-            _write_junit(junit, active.record)
-            return EXIT_INTERRUPTED
+            return _interrupted(exc, active.record, backend, reporter, junit)
         except Exception:
             if record is None and not any(s.iterations for s in active.record.steps):
                 # Failed before its first iteration: nothing started, so nothing is kept.
@@ -210,33 +217,30 @@ def run(
     return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
 
 
+def _interrupted(
+    exc: BaseException, record: RunRecord, backend: Backend, reporter: Reporter, junit: Path | None
+) -> int:
+    reporter.close()
+    signal_name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+    print(
+        f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {record.id}",
+        file=sys.stderr,
+    )
+    _after_interrupt(backend, record)
+    _write_junit(junit, record)
+    return EXIT_INTERRUPTED
+
+
 def _write_junit(path: Path | None, record: RunRecord) -> None:
     if path is not None:
-        from sandbox_runner.junit import write_junit
+        from sandbox_runner.records.junit import write_junit
 
         write_junit(path, record)
 
 
-def plan_run(options: RunOptions, workdir: Path) -> Planned:
-    """Load the config and build the chain plan from the options."""
-    config_file = config_path(workdir, Path(options.config) if options.config else None)
-    cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
-    if options.chain is not None:
-        assert cfg is not None
-        shown = (
-            os.path.relpath(config_file, workdir)
-            if config_file.is_relative_to(workdir)
-            else str(config_file)
-        )
-        plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
-    else:
-        plan = ChainPlan(parse_dsl(options.dsl or ""))
-    return Planned(plan=plan, config=cfg, options=options, cwd=workdir, config_file=config_file)
-
-
 def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
-    from sandbox_runner.chain import ChainOptions
-    from sandbox_runner.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
+    from sandbox_runner.engine.chain import ChainOptions
+    from sandbox_runner.engine.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
     limit = planned.no_progress_limit
@@ -278,7 +282,7 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
 
 def _backend(planned: Planned) -> Backend:
     if planned.options.sandbox:
-        from sandbox_runner.sandboxed import SandboxBackend
+        from sandbox_runner.backends.docker.backend import SandboxBackend
 
         return SandboxBackend(
             cwd=planned.cwd,
@@ -292,14 +296,14 @@ def _backend(planned: Planned) -> Backend:
 
 
 def _keep_forge_out_of_git(project: Path) -> None:
-    from sandbox_runner.workspace import exclude_forge_dir
+    from sandbox_runner.git.repo import exclude_forge_dir
 
     exclude_forge_dir(project)
 
 
 def _masked_options(planned: Planned) -> RunOptions:
     """The options as recorded: credential values that appear in them are masked."""
-    from sandbox_runner.masking import Masker
+    from sandbox_runner.records.masking import Masker
 
     masker = Masker(_chain_options(planned).secrets)
     if not masker:
@@ -326,7 +330,7 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.live import LiveReporter
+        from sandbox_runner.ui.live import LiveReporter
 
         return LiveReporter(out=out)
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose, details=details)
@@ -335,7 +339,7 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
 def _run_lock(
     planned: Planned, store: RunStore, backend: Backend
 ) -> AbstractContextManager[RunLock]:
-    from sandbox_runner.lock import run_lock
+    from sandbox_runner.records.lock import run_lock
 
     return run_lock(
         store.project,
@@ -418,7 +422,7 @@ def _verbose_details(
     planned: Planned, prompts: list[PromptSource], commands: list[AgentCommand], backend: Backend
 ) -> StepDetails:
     """For -v: a step's lines, computed when it starts (prompt files may have changed)."""
-    from sandbox_runner.masking import Masker
+    from sandbox_runner.records.masking import Masker
 
     masker = Masker(_chain_options(planned).secrets)
     steps = planned.plan.steps

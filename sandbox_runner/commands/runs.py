@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.store import (
+from sandbox_runner.records.store import (
     IterationRecord,
     RunRecord,
     RunStore,
     StepRecord,
     now,
     project_root,
+    run_alive,
 )
 
 FOLLOW_INTERVAL = 0.2
@@ -39,16 +40,9 @@ def load_run(store: RunStore, run_ref: str) -> RunRecord:
     return store.load(store.resolve(run_ref))
 
 
-def is_alive(record: RunRecord) -> bool:
-    """The run says it is running and its process still exists."""
-    from sandbox_runner.resume import pid_alive
-
-    return record.status == "running" and pid_alive(record.pid)
-
-
 def run_status(record: RunRecord) -> str:
     """The recorded status, except that a `running` run whose process is gone has `died`."""
-    if record.status == "running" and not is_alive(record):
+    if record.status == "running" and not run_alive(record):
         return "died"
     return record.status
 
@@ -392,7 +386,7 @@ def logs(
             f"run {record.id} has {_count(len(record.steps), 'step')}; STEP must be 1-{len(record.steps)}"
         )
     selection = _Selection(step, iteration)
-    following = follow and is_alive(record)
+    following = follow and run_alive(record)
     if iteration is not None and not selection.pick(record) and not following:
         chosen = record.steps[step - 1] if step is not None else record.steps[0]
         numbers = sorted({it.number for it in chosen.iterations})
@@ -413,7 +407,7 @@ def logs(
             _nothing_yet(record, step)
         return EXIT_COMPLETE
     while True:
-        running = is_alive(record)
+        running = run_alive(record)
         for step_record, it in selection.pick(record):
             printer.copy(step_record, it, run_dir / it.log)
         if not running:

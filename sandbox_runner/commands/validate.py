@@ -5,15 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.config import (
+from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
+from sandbox_runner.paths import project_dir
+from sandbox_runner.plan.config import (
     ForgeConfig,
     SandboxSettings,
     config_path,
     load_config,
     missing_vars,
 )
-from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
-from sandbox_runner.paths import project_dir
 
 if TYPE_CHECKING:
     import docker
@@ -53,7 +53,7 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
 
 def check_sandbox_settings(cfg: ForgeConfig, path: Path) -> bool:
     """Every sandbox setting in the file, as a run would check it. False: Docker not reachable."""
-    from sandbox_runner.sandbox.checks import check_engine, check_static
+    from sandbox_runner.backends.docker.checks import check_engine, check_static
 
     top = cfg.sandbox or SandboxSettings()
     places = [("sandbox", top)]

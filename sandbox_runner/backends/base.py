@@ -1,0 +1,140 @@
+"""What every backend implements: `Backend` (gives each step a place to run and says how its
+work lands), `PreparedStep` (what it hands the loop), and the `Sandbox`/`Execution` protocols
+with the value objects they exchange."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from sandbox_runner.plan.agents import AgentCommand
+    from sandbox_runner.plan.dsl import Step
+    from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.records.store import ActiveRun, StepRecord
+    from sandbox_runner.ui.output import Reporter
+
+Stream = Literal["stdout", "stderr"]
+INTERRUPT_GRACE = 1.0
+"""Seconds an interrupted agent has to stop on SIGINT before SIGTERM (then SIGKILL)."""
+
+
+@dataclass(frozen=True)
+class ExecSpec:
+    """One agent process to run: one iteration."""
+
+    argv: tuple[str, ...]
+    cwd: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment: added to the host's locally; the *only* environment in a container."""
+    timeout: float | None = None
+    """Seconds before the process is killed and the iteration counts as timed out."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Metadata (container labels in Docker)."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a process ended."""
+
+    exit_code: int
+    timed_out: bool = False
+    container_id: str | None = None
+    oom_limit: str | None = None
+    """The memory limit the process was killed for exceeding (None: it was not OOM-killed)."""
+
+
+class Execution(Protocol):
+    """A started process. Leaving its context stops it and releases everything it holds."""
+
+    @property
+    def id(self) -> str:
+        """Process id or container id."""
+        ...
+
+    @property
+    def container_id(self) -> str | None:
+        """The container's id when the process runs in one (recorded per iteration), else None."""
+        ...
+
+    def chunks(self) -> Iterator[tuple[Stream, bytes]]:
+        """Raw output as it arrives, until the process has exited and its output is drained.
+
+        Enforces the spec's timeout: on expiry the process is killed and iteration ends.
+        """
+        ...
+
+    def wait(self) -> ExecResult:
+        """Exit status (after `chunks()` is exhausted)."""
+        ...
+
+
+class Sandbox(Protocol):
+    """Runs `ExecSpec`s. The loop and chain code does not know which backend it has."""
+
+    name: str
+
+    def start(self, spec: ExecSpec) -> AbstractContextManager[Execution]:
+        """Start the process; the context manager stops and removes it on exit, always."""
+        ...
+
+
+@dataclass
+class PreparedStep:
+    """A step ready to run: its resolved agent, where it runs, and how its work lands."""
+
+    agent: AgentCommand
+    sandbox: Sandbox
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    progress: Callable[[], str | None] | None = None
+    after_iteration: Callable[[IterationResult], IterationResult] | None = None
+    land: Callable[[StepOutcome], StepOutcome] | None = None
+    """Called once the loop ends (complete or not); may turn a complete step incomplete."""
+
+
+class Backend(Protocol):
+    """Gives each step a place to run: in place on the host, or sandboxed on a worktree."""
+
+    @property
+    def base_branch(self) -> str | None:
+        """The branch steps land on (None when steps run in place)."""
+        ...
+
+    def resolve(self, step: Step) -> AgentCommand:
+        """Resolve the step's agent before anything starts (raises AgentNotFoundError)."""
+        ...
+
+    def describe(self) -> list[str]:
+        """Lines for --dry-run about where steps run."""
+        ...
+
+    def planned_cwd(self, command: AgentCommand) -> str:
+        """For --dry-run: the directory the agent will run in."""
+        ...
+
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        """For --dry-run and -v: what the agent may reach (None: the host's network)."""
+        ...
+
+    def preflight(self, steps: list[Step]) -> None:
+        """Check what can be checked before anything starts (raises FksError)."""
+        ...
+
+    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+        """The run's lifetime: set up before the first step, released after the last."""
+        ...
+
+    def step(
+        self, index: int, step: Step, record: StepRecord
+    ) -> AbstractContextManager[PreparedStep]:
+        """Prepare the step; leaving the context releases what it holds."""
+        ...
+
+    def review_hint(self, record: StepRecord) -> list[str]:
+        """Lines telling the user how to look at a step that did not land."""
+        ...

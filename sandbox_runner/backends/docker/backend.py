@@ -1,0 +1,611 @@
+"""`--sandbox`: every step in Docker containers on a workspace of its own (a Docker volume)
+and its own branch, merged back into the base branch when it completes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox_runner.backends.base import PreparedStep
+from sandbox_runner.backends.docker.container import (
+    LABEL_PID,
+    LABEL_REPO,
+    LABEL_RUN,
+    LABEL_STEP,
+    ContainerSettings,
+    Mount,
+)
+from sandbox_runner.backends.docker.egress import SOCKET_DIR, AllowEntry, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.export import WORKSPACE
+from sandbox_runner.backends.docker.workspace import (
+    LABEL_IMAGE,
+    Synced,
+    VolumeWorkspace,
+    WorkspaceSandbox,
+    remove_run_containers,
+    remove_run_proxy_volumes,
+    volume_name,
+)
+from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
+from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
+from sandbox_runner.git.landing import Landing, merge_back
+from sandbox_runner.git.repo import (
+    Repo,
+    create_branch,
+    current_branch,
+    delete_branch,
+    exclude_forge_dir,
+    identity_env,
+    leftover_ref,
+    open_repo,
+    require_base,
+    rev,
+    step_branch,
+)
+from sandbox_runner.paths import inside_project
+from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.config import AgentConfig, SandboxSettings
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.records.masking import CREDENTIAL_VARS
+from sandbox_runner.records.results import IterationResult, StepOutcome
+from sandbox_runner.records.store import ActiveRun, DeniedRecord, StepRecord, slug
+from sandbox_runner.signals import deferred_signals
+from sandbox_runner.ui.output import Reporter
+
+if TYPE_CHECKING:
+    import docker
+
+# Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.
+CLAUDE_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")
+DEFAULT_MEMORY = "4g"
+DEFAULT_PIDS_LIMIT = 4096
+DEFAULT_TIMEOUT = 3600.0
+ALLOWLIST = "allowlist"
+OPEN = "open"
+# The root filesystem is read-only: these (and the workspace) are where an agent may write.
+TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
+
+
+class SandboxBackend:
+    """Steps in containers, each on a workspace volume and a branch of its repository."""
+
+    def __init__(
+        self,
+        *,
+        cwd: Path,
+        agents: dict[str, AgentConfig],
+        settings: SandboxSettings,
+        base: str | None,
+    ) -> None:
+        from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+
+        self._cwd = cwd
+        self._agents = agents
+        self._settings = settings
+        self._image_default = DEFAULT_AGENT_IMAGE
+        self._repo = open_repo(cwd)
+        self._base = require_base(self._repo, base)
+        self._client: docker.DockerClient | None = None
+        self._run: ActiveRun | None = None
+        self._reporter: Reporter | None = None
+        self._workspaces: dict[Path, VolumeWorkspace] = {}
+        self._proxies: dict[tuple[tuple[str, ...], bool], EgressProxy] = {}
+        self._stack = ExitStack()
+        """The run's egress proxies: started with the first step that needs one."""
+        self._kept: set[str] = set()
+        """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
+
+    # --- Backend protocol ---------------------------------------------------------------------
+
+    @property
+    def base_branch(self) -> str | None:
+        return self._base
+
+    def settings_for(self, agent: str) -> SandboxSettings:
+        cfg = self._agents.get(agent)
+        return self._settings.merged(cfg.sandbox if cfg else None)
+
+    def resolve(self, step: Step) -> AgentCommand:
+        """Check the agent the way the container will see it (paths inside the repository)."""
+        target = (
+            self._agents[step.agent].path
+            if step.agent in self._agents and self._agents[step.agent].path
+            else step.agent
+        )
+        external = parse_claude_agent_path(target or step.agent, self._cwd)
+        if external is not None and external.project.is_dir():
+            open_repo(external.project, what=f"--sandbox (agent '{step.agent}')")
+        visible = [Path(m) for m in self.settings_for(step.agent).mounts]
+        return resolve_agent(
+            step.agent,
+            agents=self._agents,
+            cwd=self._cwd,
+            on_host=False,
+            visible=[self._repo.top, *visible],
+        )
+
+    def describe(self) -> list[str]:
+        s = self._settings
+        limits = ", ".join(
+            part
+            for part in (
+                f"memory {s.memory or DEFAULT_MEMORY}",
+                f"cpus {s.cpus:g}" if s.cpus else "",
+                f"pids {s.pids_limit or DEFAULT_PIDS_LIMIT}",
+                f"timeout {s.timeout or DEFAULT_TIMEOUT:g}s per iteration",
+            )
+            if part
+        )
+        return [
+            f"Sandbox: image {s.image or self._image_default}, network {network_mode(s)}, "
+            f"user {os.getuid()}:{os.getgid()}, read-only root filesystem, {limits}",
+            f"Each step runs on a new branch fks/<run-id>/<n>-<agent> from '{self._base}' "
+            f"in a workspace of its own (a Docker volume at {WORKSPACE}), "
+            f"merged into '{self._base}' when it completes",
+        ]
+
+    def planned_cwd(self, command: AgentCommand) -> str:
+        _repo, _base, relative = self._step_repo(command)
+        return f"{Path(WORKSPACE) / relative} (in the container)"
+
+    def planned_network(self, step: Step, command: AgentCommand) -> str | None:
+        settings = self.settings_for(step.agent)
+        mode = network_mode(settings)
+        api = " and the model API (key added by the proxy)" if command.stream_json else ""
+        if mode == ALLOWLIST:
+            allowed = ", ".join(settings.allow) or "nothing"
+            return f"allowlist: {allowed}{api}; everything else refused"
+        if mode == "none":
+            return f"none: no network{api.replace(' and', ' but')}"
+        return f"{mode}: any address the host reaches" if mode == OPEN else f"Docker network {mode}"
+
+    def preflight(self, steps: list[Step]) -> None:
+        """Before anything starts: Docker answers, every setting holds, images and agents exist."""
+        from sandbox_runner.backends.docker.checks import (
+            check_agents_in_image,
+            check_engine,
+            check_static,
+        )
+        from sandbox_runner.backends.docker.client import docker_client, ping
+        from sandbox_runner.backends.docker.images import require_image
+
+        for step in steps:
+            check_static(self.settings_for(step.agent), self._where(step.agent))
+        self._client = docker_client()
+        ping(self._client)
+        programs: dict[str, set[str]] = {}
+        for step in steps:
+            settings = self.settings_for(step.agent)
+            check_engine(self._client, settings, self._where(step.agent))
+            image = settings.image or self._image_default
+            if image not in programs:
+                require_image(self._client, image)
+            programs.setdefault(image, set()).add(self.resolve(step).program)
+        for image, names in programs.items():
+            check_agents_in_image(self._client, image, names)
+        self._check_networks(steps)
+        for step in steps:
+            if self.resolve(step).stream_json and not any(os.environ.get(v) for v in CLAUDE_ENV):
+                raise SandboxError(
+                    f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
+                    "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
+                )
+
+    def _where(self, agent: str) -> str:
+        cfg = self._agents.get(agent)
+        return f"agents.{agent}.sandbox" if cfg is not None and cfg.sandbox else "sandbox"
+
+    def _check_networks(self, steps: list[Step]) -> None:
+        assert self._client is not None
+        wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
+        if wanted & {ALLOWLIST, "none"}:
+            from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE, require_image
+
+            require_image(self._client, DEFAULT_PROXY_IMAGE)
+        for network in wanted - {ALLOWLIST, OPEN, "none", "host"}:
+            if not self._client.networks.list(names=[network]):
+                raise SandboxError(
+                    f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
+                )
+
+    @property
+    def _writer(self) -> ActiveRun:
+        assert self._run is not None, "session() first"
+        return self._run
+
+    @contextmanager
+    def session(self, run: ActiveRun, reporter: Reporter) -> Iterator[None]:
+        self._run, self._reporter = run, reporter
+        run.set_base(self._base, rev(self._repo, self._base))
+        exclude_forge_dir(self._repo.top)
+        assert self._client is not None, "preflight() first"
+        # A resumed run's killed process may have left its containers running: stop them first.
+        remove_run_containers(self._client, run.record.id)
+        remove_run_proxy_volumes(self._client, run.record.id)
+        try:
+            with self._stack:
+                yield
+        finally:
+            with deferred_signals():
+                for workspace in self._workspaces.values():
+                    if workspace.name not in self._kept:
+                        workspace.remove()
+                        drop_run_refs(workspace.repo, run.record.id)
+
+    def review_hint(self, record: StepRecord) -> list[str]:
+        if not record.branch or record.merged:
+            return []
+        repo = Path(record.repo or self._repo.top)
+        base = record.base_branch or self._base
+        lines = [f"Branch kept for review: {record.branch}"]
+        if record.conflicts:
+            lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
+        lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
+        if self._run is not None:
+            lines.append(f"  fks review {self._run.record.id}")
+        if record.workspace and record.workspace in self._kept:
+            lines.append(
+                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean removes it)"
+            )
+        return lines
+
+    # --- one step -----------------------------------------------------------------------------
+
+    def _step_repo(self, agent: AgentCommand) -> tuple[Repo, str, Path]:
+        """The repository a step works in, its base branch, and the agent's directory in it."""
+        if agent.kind == "claude-agent" and agent.project is not None:
+            repo = open_repo(agent.project, what=f"--sandbox (agent '{agent.name}')")
+            if repo.common_dir != self._repo.common_dir:
+                base = current_branch(repo.top)
+                if base is None:
+                    raise WorkspaceError(
+                        f"HEAD is detached in {repo.top} (agent '{agent.name}'); check out a branch there"
+                    )
+                require_base(repo, base)
+                exclude_forge_dir(repo.top)
+                return repo, base, agent.project.relative_to(repo.top)
+            return self._repo, self._base, agent.project.relative_to(self._repo.top)
+        return self._repo, self._base, self._cwd.relative_to(self._repo.top)
+
+    def _workspace(self, repo: Repo, image: str) -> VolumeWorkspace:
+        assert self._run is not None and self._client is not None
+        run_id = self._run.record.id
+        if repo.top not in self._workspaces:
+            labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+            self._workspaces[repo.top] = VolumeWorkspace(
+                self._client, repo, volume_name(run_id, repo.top), {**labels, LABEL_IMAGE: image}
+            )
+        return self._workspaces[repo.top]
+
+    def _container_agent(self, host_view: AgentCommand, repo: Repo, relative: Path) -> AgentCommand:
+        """The agent as the container sees it: in the workspace, config files from the project."""
+        workdir = Path(WORKSPACE) / relative
+        agent = replace(host_view, cwd=workdir)
+        if host_view.kind == "claude-agent":
+            agent = replace(agent, project=workdir)
+        elif host_view.kind == "binary" and Path(host_view.program).is_absolute():
+            program = Path(host_view.program)
+            if program.is_relative_to(repo.top):
+                agent = replace(agent, program=str(Path(WORKSPACE) / program.relative_to(repo.top)))
+        # Claude config files are read from the user's project, mounted read-only where they are.
+        return replace(agent, config_root=self._cwd)
+
+    def _egress(
+        self, agent: AgentCommand, settings: SandboxSettings, repo: Repo
+    ) -> EgressProxy | None:
+        """The run's egress proxy this step goes out through (None: the network is as set)."""
+        assert self._run is not None and self._client is not None
+        mode, claude = network_mode(settings), agent.stream_json
+        if mode != ALLOWLIST and not (mode == "none" and claude):
+            return None
+        allow = tuple(settings.allow) if mode == ALLOWLIST else ()
+        api = ApiUpstream.from_env(os.environ) if claude else None
+        # Steps without the model API get a proxy without it: its socket would be a way to the key.
+        key = (allow, api is not None)
+        if key not in self._proxies:
+            proxy = EgressProxy(
+                self._client,
+                run_id=self._run.record.id,
+                allow=[AllowEntry.parse(entry) for entry in allow],
+                api=api,
+                labels={LABEL_REPO: str(repo.top)},
+                # Only the proxy resolves names: a local gateway's, and allowed host services.
+                extra_hosts={"host.docker.internal": "host-gateway"},
+            )
+            self._proxies[key] = self._stack.enter_context(proxy)
+        return self._proxies[key]
+
+    def _env(self, agent: AgentCommand, settings: SandboxSettings, repo: Repo) -> dict[str, str]:
+        """Credentials only for Claude steps (and agents that list them in `sandbox.env`)."""
+        names = [*settings.env, *(CLAUDE_ENV if agent.stream_json else ())]
+        env = {name: os.environ[name] for name in names if name in os.environ}
+        env.update(identity_env(repo))
+        return env
+
+    @contextmanager
+    def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
+        assert self._run is not None and self._client is not None, "preflight() and session() first"
+        run_id = self._run.record.id
+        host_view = self.resolve(step)
+        repo, base, relative = self._step_repo(host_view)
+        settings = self.settings_for(step.agent)
+        image = settings.image or self._image_default
+        workspace = self._workspace(repo, image)
+        resumed = record.branch is not None
+        branch = record.branch or step_branch(run_id, index, slug(step.agent))
+        self._start_branch(record, repo, base, branch, workspace, resumed=resumed)
+
+        agent = self._container_agent(host_view, repo, relative)
+        env = self._env(agent, settings, repo)
+        container = container_settings(
+            image, self._mounts(agent, settings, workspace), _labels(run_id, index, repo), settings
+        )
+        proxy = self._egress(agent, settings, repo)
+        if proxy is not None:
+            container, env = _through_proxy(proxy, container, env)
+        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
+            sandbox = WorkspaceSandbox(
+                self._client,
+                container,
+                workspace,
+                branch=branch,
+                leftover=leftover_ref(run_id, index),
+                scratch=Path(scratch),
+            )
+            if resumed and workspace.exists():
+                self._salvage(sandbox, env, record, "the killed run had not saved yet")
+            workspace.ensure()
+            self._kept.discard(workspace.name)
+            try:
+                yield PreparedStep(
+                    agent=agent,
+                    sandbox=sandbox,
+                    env=env,
+                    timeout=settings.timeout or DEFAULT_TIMEOUT,
+                    after_iteration=lambda result: self._after_iteration(
+                        sandbox, env, result, proxy
+                    ),
+                    land=lambda outcome: self._land(index, step, record, sandbox, outcome),
+                )
+            except BaseException as exc:
+                if isinstance(exc, Exception) and not resumed and not record.iterations:
+                    # Failed before its first iteration: nothing started, nothing is kept.
+                    delete_branch(repo, branch)
+                    raise
+                # Interrupted or failed mid-step: keep what the agent committed so far, and its
+                # workspace as it is (for --resume).
+                self._kept.add(workspace.name)
+                with deferred_signals():
+                    self._salvage(sandbox, env, record, "of the interrupted iteration")
+                raise
+
+    def _start_branch(
+        self,
+        record: StepRecord,
+        repo: Repo,
+        base: str,
+        branch: str,
+        workspace: VolumeWorkspace,
+        *,
+        resumed: bool,
+    ) -> None:
+        """Create the step branch at the base's tip (a resumed step keeps its own)."""
+        start_commit = None if resumed else rev(repo, base)
+        if start_commit is not None:
+            create_branch(repo, branch, start_commit)
+        self._writer.bind_branch(
+            record,
+            repo=str(repo.top),
+            base=base,
+            branch=branch,
+            workspace=workspace.name,
+            start_commit=start_commit,
+        )
+
+    def _mounts(
+        self, agent: AgentCommand, settings: SandboxSettings, workspace: VolumeWorkspace
+    ) -> list[Mount]:
+        """The step's workspace volume, `sandbox.mounts` and the Claude config files, read-only."""
+        mounts = workspace.mounts() + [Mount(source=m, read_only=True) for m in settings.mounts]
+        mounts += [
+            Mount(
+                source=str(inside_project(f, "Claude config file")), target=str(f), read_only=True
+            )
+            for f in _config_files(agent)
+        ]
+        return mounts
+
+    def _salvage(
+        self, sandbox: WorkspaceSandbox, env: dict[str, str], record: StepRecord, why: str
+    ) -> None:
+        """Import what a workspace holds that its branch has not got yet."""
+        assert record.branch is not None
+        repo = sandbox.workspace.repo
+        before = _safe_rev(repo, record.branch)
+        try:
+            sandbox.export_now(env)
+            synced = sandbox.sync(env)
+        except FksError as exc:
+            synced = Synced(error=str(exc))
+        if synced.error and self._reporter is not None:
+            self._reporter.warn(
+                f"could not save the interrupted iteration's commits: {synced.error}"
+            )
+        self._writer.set_head(record, _safe_rev(repo, record.branch))
+        if record.head_commit != before and self._reporter is not None:
+            self._reporter.info(
+                f"Kept the commits the killed run had not saved yet on {record.branch}"
+            )
+
+    def _after_iteration(
+        self,
+        sandbox: WorkspaceSandbox,
+        env: dict[str, str],
+        result: IterationResult,
+        proxy: EgressProxy | None,
+    ) -> IterationResult:
+        if proxy is not None:
+            denied = proxy.denied_requests(since=result.started.timestamp() - 1)
+            result = replace(
+                result,
+                denied=tuple(DeniedRecord(host=d.host, port=d.port, count=d.count) for d in denied),
+            )
+        synced = sandbox.sync(env)
+        for warning in synced.warnings:
+            if self._reporter is not None:
+                self._reporter.warn(warning)
+        if synced.error is not None:
+            note = f"Iteration {result.number}: {synced.error}; '{self._base}' was not touched"
+            return replace(
+                result,
+                complete=False,
+                marker=False,
+                reason="export_failed",
+                note=note,
+                changed=None,
+            )
+        return replace(result, changed=synced.changed)
+
+    def _land(
+        self,
+        index: int,
+        step: Step,
+        record: StepRecord,
+        sandbox: WorkspaceSandbox,
+        outcome: StepOutcome,
+    ) -> StepOutcome:
+        """Once the loop ended: commit what was left uncommitted, then merge a complete step."""
+        assert (
+            self._run is not None and record.branch is not None and record.base_branch is not None
+        )
+        repo, branch, base, run_id = (
+            sandbox.workspace.repo,
+            record.branch,
+            record.base_branch,
+            self._run.record.id,
+        )
+        identity = identity_env(repo)
+        message = f"fks: commit what {step.agent} left uncommitted (run {run_id}, step {index})"
+        self._report_denied(record)
+        leftover = apply_leftover(repo, branch, sandbox.leftover, message, identity)
+        if leftover and self._reporter is not None:
+            self._reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
+        self._writer.set_head(record, rev(repo, branch))
+        if not outcome.complete:
+            return outcome
+        landing = merge_back(
+            repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity
+        )
+        self._writer.record_landing(record, landing)
+        return self._report_landing(landing, branch, base, outcome)
+
+    def _report_denied(self, record: StepRecord) -> None:
+        """One line per refused destination, with the option that would allow it."""
+        counts: dict[tuple[str, int | None], int] = {}
+        for it in record.iterations:
+            for d in it.denied:
+                counts[(d.host, d.port)] = counts.get((d.host, d.port), 0) + d.count
+        for (host, port), count in sorted(counts.items(), key=lambda item: -item[1]):
+            entry = host if port in (None, 80, 443) else f"{host}:{port}"
+            line = DeniedRecord(host=host, port=port, count=count).describe()
+            if self._reporter is not None:
+                verb = "was" if count == 1 else "were"
+                self._reporter.warn(f"{line} {verb} denied; allow with --allow {entry}")
+
+    def _report_landing(
+        self, landing: Landing, branch: str, base: str, outcome: StepOutcome
+    ) -> StepOutcome:
+        reporter = self._reporter
+        if landing.conflicts:
+            if reporter is not None:
+                reporter.warn(
+                    f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched"
+                )
+            return replace(outcome, complete=False, reason="merge_conflict")
+        if landing.blocked:
+            if reporter is not None:
+                reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
+            return replace(outcome, complete=False, reason="merge_blocked")
+        if reporter is not None and landing.nothing_new:
+            reporter.info(f"Nothing new on {branch} to merge into '{base}'")
+        elif reporter is not None and landing.commit:
+            how = "fast-forward" if landing.fast_forward else "merge commit"
+            reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
+        return outcome
+
+
+def _through_proxy(
+    proxy: EgressProxy, container: ContainerSettings, env: dict[str, str]
+) -> tuple[ContainerSettings, dict[str, str]]:
+    """No network of its own: the proxy's sockets, its forwarders, a placeholder credential."""
+    socket = Mount(source=proxy.volume_name, target=SOCKET_DIR, read_only=True, volume=True)
+    container = replace(
+        container,
+        network="none",
+        mounts=[*container.mounts, socket],
+        entry=tuple(proxy.wrap_argv([])),
+    )
+    env = {k: v for k, v in env.items() if k not in CLAUDE_ENV} | proxy.env()
+    return container, env
+
+
+def network_mode(settings: SandboxSettings) -> str:
+    """`allowlist` (the default), `open` (`bridge` is the same), `none`, or a network's name."""
+    mode = settings.network or ALLOWLIST
+    return OPEN if mode == "bridge" else mode
+
+
+def _docker_network(settings: SandboxSettings) -> str:
+    mode = network_mode(settings)
+    return "bridge" if mode == OPEN else "none" if mode == ALLOWLIST else mode
+
+
+def container_settings(
+    image: str, mounts: list[Mount], labels: dict[str, str], settings: SandboxSettings | None = None
+) -> ContainerSettings:
+    """The hardened container of every sandbox iteration (and of `fks clean`'s exports)."""
+    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+
+    settings = settings or SandboxSettings()
+    return ContainerSettings(
+        image=image or DEFAULT_AGENT_IMAGE,
+        user=f"{os.getuid()}:{os.getgid()}",
+        mounts=mounts,
+        network=_docker_network(settings),
+        memory=settings.memory or DEFAULT_MEMORY,
+        cpus=settings.cpus,
+        pids_limit=settings.pids_limit or DEFAULT_PIDS_LIMIT,
+        labels=labels,
+        tmpfs=TMPFS,
+    )
+
+
+def _config_files(agent: AgentCommand) -> list[Path]:
+    cfg = agent.config
+    if cfg is None or agent.kind != "claude":
+        return []
+    root = agent.config_root or agent.cwd
+    return [root / ref for ref in (cfg.mcp_config, cfg.settings) if ref]
+
+
+def _safe_rev(repo: Repo, ref: str) -> str | None:
+    try:
+        return rev(repo, ref)
+    except WorkspaceError:
+        return None
+
+
+def _labels(run_id: str, index: int, repo: Repo) -> dict[str, str]:
+    """What `fks clean` and resume find a step's containers by."""
+    return {
+        LABEL_RUN: run_id,
+        LABEL_STEP: str(index),
+        LABEL_PID: str(os.getpid()),
+        LABEL_REPO: str(repo.top),
+    }

@@ -1,0 +1,568 @@
+"""Egress control for Docker sandboxes: the agent container has no network at all and reaches
+allow-listed hosts only through Squid in a separate proxy container, over Unix sockets in a
+shared volume. The model API is reached through the same proxy, which adds the credential.
+
+Only sockets cross the volume; the Squid config (with the real credential) is copied into the
+proxy container, which the agent can neither see nor reach except through Squid.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import ipaddress
+import os
+import re
+import tarfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self
+from urllib.parse import urlsplit
+
+from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN
+from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
+from sandbox_runner.errors import FksError, SandboxError
+from sandbox_runner.signals import deferred_signals
+
+if TYPE_CHECKING:
+    import docker
+
+SOCKET_DIR = "/fks-proxy"
+FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
+API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
+FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
+API_SOCKET = f"{SOCKET_DIR}/api.sock"
+SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
+ACCESS_LOG = "/var/log/squid/access.log"
+CACHE_LOG = "/var/log/squid/cache.log"
+PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
+LABEL_ROLE = "fks.role"
+READY_LINE = "fks-proxy ready"
+_LOG_LIMIT = 16 * 1024 * 1024  # bytes of access log read at most (the newest are kept)
+_DEFAULT_PORTS = (80, 443)
+_LABEL_RE = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+_IPV4_RE = re.compile(r"[0-9.]+")
+# Characters a credential may have: those of API keys and OAuth tokens, and none that
+# squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
+_CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
+
+
+_CREDENTIAL_VARIABLES: tuple[tuple[str, Literal["x-api-key", "authorization"]], ...] = (
+    ("ANTHROPIC_API_KEY", "x-api-key"),
+    ("ANTHROPIC_AUTH_TOKEN", "authorization"),
+    ("CLAUDE_CODE_OAUTH_TOKEN", "authorization"),
+)
+
+
+class AllowEntryError(FksError, ValueError):
+    """An allow-list entry that is not `host` or `host:port` (a ValueError for pydantic)."""
+
+
+# --- What may be reached ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllowEntry:
+    """A host the agent may reach through the proxy: a DNS name or an IPv4 address, on one
+    port or (`port` None) on 80 and 443. Names match exactly: no subdomains, no wildcards."""
+
+    host: str
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> AllowEntry:
+        """`host` or `host:port`; AllowEntryError naming the entry and the fix otherwise."""
+        entry = text.strip()
+        if "://" in entry or "/" in entry:
+            raise AllowEntryError(f"allow-list entry {text!r}: give host or host:port, not a URL")
+        if entry.startswith("[") or entry.count(":") > 1:
+            raise AllowEntryError(f"allow-list entry {text!r}: IPv6 addresses are not supported")
+        host, sep, port_text = entry.partition(":")
+        port = _parse_port(port_text, text) if sep else None
+        return cls(_parse_host(host, text), port)
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return _DEFAULT_PORTS if self.port is None else (self.port,)
+
+    def __str__(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+
+def _parse_port(text: str, entry: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise AllowEntryError(f"allow-list entry {entry!r}: the port must be 1-65535")
+    return int(text)
+
+
+def _parse_host(text: str, entry: str) -> str:
+    host = text.lower().removesuffix(".")
+    if _IPV4_RE.fullmatch(host):
+        try:
+            return str(ipaddress.IPv4Address(host))
+        except ValueError:
+            raise AllowEntryError(f"allow-list entry {entry!r}: not an IPv4 address") from None
+    labels = host.split(".")
+    if not host or len(host) > 253 or not all(_LABEL_RE.fullmatch(label) for label in labels):
+        raise AllowEntryError(
+            f"allow-list entry {entry!r}: not a host name (letters, digits, '-' and '.'), "
+            "an IPv4 address, or either with ':port'"
+        )
+    return host
+
+
+@dataclass(frozen=True)
+class ApiUpstream:
+    """The model API, reached through the proxy, which puts the real credential on every
+    request; the agent holds only PLACEHOLDER in `env_name`."""
+
+    url: str
+    """`http(s)://host[:port]`, no path: the proxy forwards request paths as they come."""
+    credential: str = field(repr=False)
+    """The real key or token; it goes into the proxy's config and nowhere else."""
+    header: Literal["x-api-key", "authorization"] = "x-api-key"
+    """How the API expects it: `x-api-key: <key>` or `Authorization: Bearer <token>`."""
+    env_name: str = "ANTHROPIC_API_KEY"
+    """The agent's variable that carries the placeholder (Claude Code sends it as `header`)."""
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SandboxError(f"API URL {self.url!r}: must be http(s)://host[:port]")
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise SandboxError(
+                f"API URL {self.url!r}: the egress proxy forwards to a host only; "
+                "remove the path, query and user part"
+            )
+        _ = self.host, self.port  # validated here, not first in squid_config
+        if not _CREDENTIAL_RE.fullmatch(self.credential):
+            raise SandboxError(
+                f"The credential in {self.env_name} has characters the egress proxy cannot "
+                "pass on (allowed: letters, digits and ._~+/=:-)"
+            )
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str], *, default_url: str = "https://api.anthropic.com"
+    ) -> ApiUpstream | None:
+        """From Claude Code's variables (ANTHROPIC_BASE_URL and the first credential set of
+        ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN); None without one."""
+        url = env.get("ANTHROPIC_BASE_URL") or default_url
+        for name, header in _CREDENTIAL_VARIABLES:
+            if env.get(name):
+                return cls(url=url, credential=env[name], header=header, env_name=name)
+        return None
+
+    @property
+    def tls(self) -> bool:
+        return urlsplit(self.url).scheme == "https"
+
+    @property
+    def host(self) -> str:
+        return _parse_host(urlsplit(self.url).hostname or "", self.url)
+
+    @property
+    def port(self) -> int:
+        try:
+            port = urlsplit(self.url).port
+        except ValueError:
+            raise SandboxError(f"API URL {self.url!r}: the port must be 1-65535") from None
+        return port or (443 if self.tls else 80)
+
+
+# --- Squid's configuration --------------------------------------------------------------------
+
+
+def squid_config(
+    allow: Sequence[AllowEntry],
+    api: ApiUpstream | None,
+    *,
+    forward_port: int = FORWARD_PORT,
+    api_port: int = API_PORT,
+) -> str:
+    """squid.conf for one run: a forward proxy on 127.0.0.1:`forward_port` that lets through
+    requests and CONNECTs to the allowed host:port pairs only (403 for the rest), and with
+    `api` an accelerator on 127.0.0.1:`api_port` that sends everything to the API with the
+    real credential in place of whatever the client sent."""
+    lines = [
+        "# fks egress proxy (generated for one run)",
+        f"http_port 127.0.0.1:{forward_port} name=forward",
+        *_settings(),
+        "acl CONNECT method CONNECT",
+        "acl fks_api myportname api",
+    ]
+    unique = list(dict.fromkeys(allow))
+    for n, entry in enumerate(unique, start=1):
+        lines.append(f"acl allow{n}_host dstdomain -n {entry.host}")
+        lines.append(f"acl allow{n}_port port {' '.join(map(str, entry.ports))}")
+    # The cache manager would show this config, credential included, to anyone who asks.
+    lines += ["http_access deny manager", "http_access deny fks_api CONNECT"]
+    if api is not None:
+        lines.append("http_access allow fks_api")
+    lines += [f"http_access allow allow{n}_host allow{n}_port" for n in range(1, len(unique) + 1)]
+    lines.append("http_access deny all")
+    if api is not None:
+        lines += _accelerator(api, api_port)
+    return "\n".join(lines) + "\n"
+
+
+def _settings() -> list[str]:
+    return [
+        "pid_filename none",
+        "cache deny all",
+        "cache_mem 0 MB",
+        "cache_store_log none",
+        "digest_generation off",
+        "pinger_enable off",
+        # Docker's default open-files limit is ~1M: Squid would size its tables to it.
+        "max_filedescriptors 1024",
+        "shutdown_lifetime 0 seconds",
+        "visible_hostname fks-proxy",
+        "via off",
+        "forwarded_for delete",
+        "httpd_suppress_version_string on",
+        "cachemgr_passwd disable all",
+        "logformat fks %ts.%03tu %Ss/%03>Hs %rm %>rd %>rP %lp",
+        f"access_log stdio:{ACCESS_LOG} logformat=fks",
+        "buffered_logs off",
+        f"cache_log {CACHE_LOG}",
+    ]
+
+
+def _accelerator(api: ApiUpstream, api_port: int) -> list[str]:
+    default_port = 443 if api.tls else 80
+    site = api.host if api.port == default_port else f"{api.host}:{api.port}"
+    if api.header == "x-api-key":
+        name, value = "X-Api-Key", api.credential
+    else:
+        name, value = "Authorization", f"Bearer {api.credential}"
+    peer = f"cache_peer {api.host} parent {api.port} 0 no-query no-digest originserver name=fks_upstream"
+    return [
+        f"http_port 127.0.0.1:{api_port} accel defaultsite={site} no-vhost name=api",
+        peer + (" tls" if api.tls else ""),
+        "cache_peer_access fks_upstream allow fks_api",
+        "cache_peer_access fks_upstream deny all",
+        "never_direct allow fks_api",
+        "always_direct allow !fks_api",
+        # Only on the API port: a request to an allowed host must never carry the credential.
+        f"request_header_access {name} deny fks_api",
+        f'request_header_add {name} "{value}" fks_api',
+    ]
+
+
+# --- The shell glue in both containers --------------------------------------------------------
+
+
+def _listening(port: int) -> str:
+    """A test that 127.0.0.1:`port` is listening (no nc/ss in the images: /proc/net/tcp)."""
+    return f"grep -q ' 0100007F:{port:04X} 00000000:0000 0A ' /proc/net/tcp"
+
+
+def _proxy_script(*, with_api: bool) -> str:
+    """Squid, then (once it listens) socat from the Unix sockets to it, then READY_LINE."""
+    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
+    listening = " && ".join(_listening(port) for _, port in pairs)
+    sockets = " && ".join(f"[ -S {path} ]" for path, _ in pairs)
+    forwarders = "".join(
+        f"socat UNIX-LISTEN:{path},fork,mode=666,unlink-early TCP:127.0.0.1:{port} & "
+        for path, port in pairs
+    )
+    return (
+        f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
+        f"squid -N -f {SQUID_CONF} & squid=$!; "
+        f"until {listening}; do "
+        f'kill -0 "$squid" 2>/dev/null || {{ tail -n 20 {CACHE_LOG} >&2; exit 1; }}; '
+        "sleep 0.02; done; "
+        f"{forwarders}"
+        f"until {sockets}; do sleep 0.01; done; "
+        # The access log on the container's output, where fks follows it (no call per iteration).
+        f"tail -s 0.05 -n +1 -F {ACCESS_LOG} 2>/dev/null & "
+        f"echo '{READY_LINE}'; wait"
+    )
+
+
+def _agent_script(*, with_api: bool) -> str:
+    """socat from 127.0.0.1 ports to the proxy's sockets, in the background; once they listen,
+    exec the agent's argv ("$@")."""
+    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
+    listening = " && ".join(_listening(port) for _, port in pairs)
+    forwarders = "".join(
+        f"socat TCP-LISTEN:{port},fork,bind=127.0.0.1,reuseaddr UNIX-CONNECT:{path} & "
+        for path, port in pairs
+    )
+    return (
+        "command -v socat >/dev/null || "
+        "{ echo 'fks: socat is not in the image; the egress proxy needs it' >&2; exit 127; }; "
+        f"{forwarders}"
+        f"i=0; until {listening}; do i=$((i + 1)); "
+        "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
+        'sleep 0.01; done; exec "$@"'
+    )
+
+
+# --- The proxy container ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Denied:
+    """Requests the allow-list refused, per destination (`port` None when Squid logged none)."""
+
+    host: str
+    port: int | None
+    count: int
+
+
+class EgressProxy:
+    """The proxy container and its socket volume for one run, as a `with` block.
+
+    Inside it, an agent container is started with `network_mode="none"`, `mount()` among its
+    mounts, `env()` in its environment and `wrap_argv(argv)` as its command. Leaving the block
+    removes the container and the volume (on success, error and Ctrl-C alike); agent
+    containers must be gone by then.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        *,
+        run_id: str,
+        allow: Sequence[AllowEntry],
+        api: ApiUpstream | None = None,
+        labels: Mapping[str, str] | None = None,
+        image: str = DEFAULT_PROXY_IMAGE,
+        network: str = "bridge",
+        extra_hosts: Mapping[str, str] | None = None,
+        ready_timeout: float = 15.0,
+    ) -> None:
+        self._client = client
+        self._allow = tuple(allow)
+        self._api = api
+        self._image = image
+        self._network = network
+        self._extra_hosts = dict(extra_hosts or {})
+        self._ready_timeout = ready_timeout
+        self._labels = {
+            **(labels or {}),
+            LABEL_RUN: run_id,
+            LABEL_PID: str(os.getpid()),
+            LABEL_ROLE: "egress-proxy",
+        }
+        safe_run = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:40]
+        self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
+        self._volume: Any = None
+        self._container: Any = None
+        self._log_lock = threading.Lock()
+        self._denied_lines: collections.deque[str] = collections.deque()
+        self._log_stream: Any = None
+        self.startup_seconds: float | None = None
+        """How long `__enter__` took, volume to ready."""
+        self.removal_seconds: float | None = None
+        """How long `__exit__` took."""
+
+    def __enter__(self) -> Self:
+        started = time.monotonic()
+        try:
+            self._volume = with_retries(
+                "volume create",
+                lambda: self._client.volumes.create(self.volume_name, labels=self._labels),
+            )
+            self._container = self._create_container()
+            self._container.put_archive(
+                "/etc",
+                _one_file_tar(
+                    SQUID_CONF.removeprefix("/etc/"), squid_config(self._allow, self._api)
+                ),
+            )
+            with_retries("start", self._container.start)
+            self._wait_ready()
+            threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
+        except BaseException:
+            self._remove(quiet=True)
+            raise
+        self.startup_seconds = time.monotonic() - started
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        started = time.monotonic()
+        self._remove(quiet=exc_type is not None)
+        self.removal_seconds = time.monotonic() - started
+
+    def mount(self) -> Any:
+        """The socket volume, read-only, for the agent container (a docker-py Mount)."""
+        from docker.types import Mount
+
+        return Mount(
+            target=SOCKET_DIR, source=self.volume_name, type="volume", read_only=True, no_copy=True
+        )
+
+    def env(self) -> dict[str, str]:
+        """The agent's proxy variables, and with an API its base URL and placeholder credential."""
+        proxy = f"http://127.0.0.1:{FORWARD_PORT}"
+        env = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
+        env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+        if self._api is not None:
+            env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{API_PORT}"
+            env[self._api.env_name] = PLACEHOLDER
+        return env
+
+    def wrap_argv(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run after the in-container forwarders listen (`sh -c '…; exec "$@"' sh argv…`)."""
+        return ["sh", "-c", _agent_script(with_api=self._api is not None), "sh", *argv]
+
+    def denied_requests(self, since: float | None = None) -> list[Denied]:
+        """Requests the allow-list refused (at or after `since`, a time.time()), per host:port,
+        most frequent first. Read from Squid's access log in the proxy container."""
+        return parse_denied(self._read_access_log(), since=since)
+
+    def _create_container(self) -> Any:
+        import docker.errors
+        from docker.types import Mount
+
+        kwargs: dict[str, Any] = {
+            "image": self._image,
+            "command": ["sh", "-c", _proxy_script(with_api=self._api is not None)],
+            "user": "proxy",
+            "labels": self._labels,
+            "mounts": [Mount(target=SOCKET_DIR, source=self.volume_name, type="volume")],
+            "extra_hosts": self._extra_hosts,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "init": True,
+            "mem_limit": "256m",
+            "pids_limit": 256,
+            "detach": True,
+        }
+        if self._network in ("bridge", "host"):
+            kwargs["network_mode"] = self._network
+        else:
+            kwargs["network"] = self._network
+        try:
+            return with_retries("create", lambda: self._client.containers.create(**kwargs))
+        except docker.errors.ImageNotFound:
+            raise SandboxError(
+                f"Image '{self._image}' not found; build it with 'fks image build'"
+            ) from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(
+                f"Docker could not create the egress proxy container: {exc.explanation or exc}"
+            ) from None
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self._ready_timeout
+        while True:
+            output = self._container.logs(stdout=True, stderr=True).decode(errors="replace")
+            if READY_LINE in output:
+                return
+            self._container.reload()
+            exited = self._container.status in ("exited", "dead")
+            if exited or time.monotonic() > deadline:
+                what = (
+                    "exited before it was ready"
+                    if exited
+                    else f"was not ready after {self._ready_timeout:.0f} s"
+                )
+                tail = " | ".join(output.strip().splitlines()[-5:]) or "no output"
+                raise SandboxError(
+                    f"The egress proxy container ({self._image}) {what}: {tail}; "
+                    "is the image built by 'fks image build'?"
+                )
+            time.sleep(0.02)
+
+    def _read_access_log(self) -> str:
+        """The refused requests seen so far on the container's output (newest _LOG_LIMIT bytes)."""
+        if self._container is None:
+            raise SandboxError("The egress proxy is not running (outside its `with` block)")
+        time.sleep(0.05)  # the last request's line may still be on its way
+        with self._log_lock:
+            return "".join(self._denied_lines)
+
+    def _follow_log(self) -> None:
+        """In a thread: keep the access log's TCP_DENIED lines, bounded in bytes."""
+        stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
+        self._log_stream = stream
+        pending, kept = b"", 0
+        with contextlib.suppress(Exception):
+            for chunk in stream:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                pending = pending[-_LOG_LIMIT:]
+                for raw in lines:
+                    if b" TCP_DENIED/" not in raw:
+                        continue
+                    line = raw.decode(errors="replace") + "\n"
+                    with self._log_lock:
+                        self._denied_lines.append(line)
+                        kept += len(line)
+                        while kept > _LOG_LIMIT and self._denied_lines:
+                            kept -= len(self._denied_lines.popleft())
+
+    def _remove(self, *, quiet: bool) -> None:
+        """Container, then volume; a volume still in use (an agent container left running)
+        is an error unless `quiet` (another error is on its way up)."""
+        import docker.errors
+
+        with deferred_signals():
+            if self._log_stream is not None:
+                with contextlib.suppress(Exception):
+                    self._log_stream.close()
+            if self._container is not None:
+                with contextlib.suppress(docker.errors.NotFound):
+                    with_retries("remove", lambda: self._container.remove(force=True))
+                self._container = None
+            if self._volume is not None:
+                volume, self._volume = self._volume, None
+                try:
+                    with_retries("volume remove", lambda: volume.remove(force=True))
+                except docker.errors.NotFound:
+                    pass
+                except docker.errors.APIError as exc:
+                    if not quiet:
+                        raise SandboxError(
+                            f"Could not remove the egress proxy's volume {self.volume_name}: "
+                            f"{exc.explanation or exc}; remove its agent containers first"
+                        ) from None
+
+
+def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
+    """TCP_DENIED lines of the forward port in an access log written with logformat `fks`."""
+    counts: Counter[tuple[str, int | None]] = Counter()
+    for line in log.splitlines():
+        fields = line.split()
+        if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
+            continue
+        stamp, _status, _method, host, port, local_port = fields
+        if local_port != str(FORWARD_PORT):
+            continue
+        try:
+            when = float(stamp)
+        except ValueError:
+            continue
+        if since is not None and when < since:
+            continue
+        counts[(host, int(port) if port.isdigit() else None)] += 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or 0))
+    return [Denied(host, port, count) for (host, port), count in ordered]
+
+
+def _one_file_tar(name: str, text: str) -> bytes:
+    data = text.encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mode = 0o644
+        info.mtime = int(time.time())
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()

@@ -1,0 +1,328 @@
+"""The images fks builds, the agent's (Dockerfile.agent) and the egress proxy's
+(Dockerfile.proxy): build contexts, base-image choice, the locally made Debian base for
+machines without a registry.
+
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from sandbox_runner.backends.docker.base_image import (
+    make_base_image,
+    resolve_base_image,
+)
+from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.ui.ansi import strip_escapes
+
+if TYPE_CHECKING:
+    import docker
+
+DEFAULT_AGENT_IMAGE = "fks-agent:latest"
+DEFAULT_PROXY_IMAGE = "fks-proxy:latest"
+DOCKERFILE_NAME = "Dockerfile.agent"
+PROXY_DOCKERFILE_NAME = "Dockerfile.proxy"
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]
+
+# A pull that gets no answer for this long is given up (the daemon fails at once when DNS
+# cannot resolve the registry; this bounds a hanging one).
+PULL_TIMEOUT_S = 60
+# One silent build step (npm fetching the ~200 MB CLI binary) may take this long.
+BUILD_READ_TIMEOUT_S = 1800
+
+
+def image_exists(client: docker.DockerClient, name: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def require_image(client: docker.DockerClient, name: str) -> None:
+    """SandboxError with the command that builds `name` when it is not present locally."""
+    if image_exists(client, name):
+        return
+    built_by_default = name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE)
+    how = "fks image build" if built_by_default else f"fks image build --tag {name}"
+    raise SandboxError(f"Image {name!r} not found; build it with {how!r}")
+
+
+def pull_image(client: docker.DockerClient, name: str) -> None:
+    """Pull `name`, bounded by PULL_TIMEOUT_S of silence; SandboxError with the reason on failure."""
+    import docker
+
+    repository, tag = _split_tag(name)
+    saved_timeout = client.api.timeout  # docker-py's pull() takes no timeout of its own
+    client.api.timeout = PULL_TIMEOUT_S
+    try:
+        for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
+            if "error" in event:
+                raise SandboxError(f"cannot pull {name}: {one_line(event['error'])}")
+    except docker.errors.APIError as exc:
+        detail = exc.explanation or str(exc)
+        raise SandboxError(f"cannot pull {name}: {one_line(detail)}") from None
+    except (docker.errors.DockerException, OSError) as exc:  # timeouts, dropped connections
+        raise SandboxError(f"cannot pull {name}: {one_line(root_cause(exc))}") from None
+    finally:
+        client.api.timeout = saved_timeout
+
+
+def _split_tag(name: str) -> tuple[str, str]:
+    repository, sep, tag = name.rpartition(":")
+    if not sep or "/" in tag:  # no tag, or the colon belongs to a registry port
+        return name, "latest"
+    return repository, tag
+
+
+# --- Build context -------------------------------------------------------------------------
+
+
+def assemble_context(
+    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+) -> Path:
+    """Write the agent's build context into `dest`: Dockerfile.agent, ca-certs/, fks/ (see the Dockerfile)."""
+    _dockerfile_and_certs(dest, DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
+    requirements, project = _project_files()
+    source = dest / "fks"
+    shutil.copytree(
+        package_dir,
+        source / "sandbox_runner",
+        ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"),
+    )
+    (source / "requirements.txt").write_text(requirements)
+    (source / "pyproject.toml").write_text(project)
+    return dest
+
+
+def assemble_proxy_context(
+    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+) -> Path:
+    """Write the proxy's build context into `dest`: Dockerfile.proxy and ca-certs/."""
+    _dockerfile_and_certs(dest, PROXY_DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
+    return dest
+
+
+def _dockerfile_and_certs(
+    dest: Path, name: str, *, ca_certs: Sequence[Path], package_dir: Path
+) -> None:
+    certs = [_checked_cert(path) for path in ca_certs]
+    dockerfile = package_dir / name
+    if not dockerfile.is_file():
+        raise SandboxError(f"{dockerfile} is missing; reinstall fks (it ships the Dockerfile)")
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(dockerfile, dest / name)
+
+    cert_dir = dest / "ca-certs"
+    cert_dir.mkdir()
+    used: set[str] = set()
+    for cert in certs:
+        shutil.copyfile(cert, cert_dir / _unique_crt_name(cert, used))
+
+
+def _checked_cert(path: Path) -> Path:
+    if not path.is_file():
+        raise SandboxError(
+            f"CA certificate {path} not found; pass an existing PEM file to --ca-cert"
+        )
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise SandboxError(f"CA certificate {path} cannot be read ({exc.strerror})") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise SandboxError(
+            f"CA certificate {path} is not a PEM certificate (no '-----BEGIN CERTIFICATE-----'); "
+            "convert it with 'openssl x509 -in FILE -out FILE.crt'"
+        )
+    return path
+
+
+def _unique_crt_name(cert: Path, used: set[str]) -> str:
+    """update-ca-certificates only reads *.crt; keep names readable and distinct."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", cert.stem) or "ca"
+    name, n = f"{stem}.crt", 1
+    while name in used:
+        n += 1
+        name = f"{stem}-{n}.crt"
+    used.add(name)
+    return name
+
+
+def _project_files() -> tuple[str, str]:
+    """requirements.txt and a minimal pyproject.toml for the fks that is running.
+
+    Taken from the installed distribution's metadata, so a checkout (editable install) and a
+    wheel install give the same context.
+    """
+    try:
+        dist = importlib.metadata.distribution("fks")
+    except importlib.metadata.PackageNotFoundError:
+        raise SandboxError(
+            "fks is not installed as a package (no 'fks' metadata); install it with "
+            "'pip install -e .' in the checkout"
+        ) from None
+    dependencies = [req for req in dist.requires or [] if not re.search(r"\bextra\s*==", req)]
+    scripts = {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
+    # setuptools/wheel: the image installs fks with --no-build-isolation (no PyPI at that step).
+    requirements = "\n".join([*dependencies, "setuptools>=68", "wheel"]) + "\n"
+    lines = [
+        "[build-system]",
+        'requires = ["setuptools>=68"]',
+        'build-backend = "setuptools.build_meta"',
+        "",
+        "[project]",
+        'name = "fks"',
+        f"version = {json.dumps(dist.version)}",
+        f"requires-python = {json.dumps(str(dist.metadata.json.get('requires_python', '>=3.11')))}",
+        f"dependencies = {json.dumps(dependencies)}",
+        "",
+        "[project.scripts]",
+        *(f"{json.dumps(name)} = {json.dumps(value)}" for name, value in sorted(scripts.items())),
+        "",
+        "[tool.setuptools.packages.find]",
+        'include = ["sandbox_runner*"]',
+        "",
+        "[tool.setuptools.package-data]",
+        'sandbox_runner = ["**/*"]',
+        "",
+    ]
+    return requirements, "\n".join(lines)
+
+
+# --- Build -----------------------------------------------------------------------------------
+
+
+def build_agent_image(
+    *,
+    base_image: str | None,
+    ca_certs: Sequence[Path],
+    tag: str = DEFAULT_AGENT_IMAGE,
+    proxy_tag: str = DEFAULT_PROXY_IMAGE,
+    out: TextIO | None = None,
+) -> str:
+    """Build the egress proxy image, then the agent image, from one base; return the agent
+    image's id. Build output is streamed to `out` line by line."""
+    stream = out if out is not None else sys.stdout
+    with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
+        agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs)
+        proxy_context = assemble_proxy_context(Path(tmp) / "proxy", ca_certs=ca_certs)
+        client = docker_client()
+        base = resolve_base_image(
+            base_image,
+            is_present=lambda name: image_exists(client, name),
+            pull=lambda name: pull_image(client, name),
+            make_local_base=make_base_image,
+            say=lambda line: print(line, file=stream, flush=True),
+        )
+        build_context(
+            client,
+            proxy_context,
+            base_image=base,
+            tag=proxy_tag,
+            out=stream,
+            dockerfile=PROXY_DOCKERFILE_NAME,
+        )
+        return build_context(client, agent_context, base_image=base, tag=tag, out=stream)
+
+
+def build_context(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    base_image: str,
+    tag: str,
+    out: TextIO,
+    buildargs: dict[str, str] | None = None,
+    dockerfile: str = DOCKERFILE_NAME,
+) -> str:
+    """`docker build` an assembled context; SandboxError when a step fails."""
+    import docker
+
+    started = time.monotonic()
+    print(f"building {tag} from {base_image}", file=out, flush=True)
+    try:
+        events = client.api.build(
+            path=str(context),
+            dockerfile=dockerfile,
+            tag=tag,
+            buildargs={"BASE_IMAGE": base_image, **(buildargs or {})},
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+            timeout=BUILD_READ_TIMEOUT_S,
+        )
+        for line in _build_lines(events, plain=not _isatty(out)):
+            print(line, file=out, flush=True)
+        image_id = _image_id(client, tag)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}") from None
+    except (docker.errors.DockerException, OSError) as exc:  # a stalled step, a dying daemon
+        raise SandboxError(f"docker build failed: {one_line(root_cause(exc))}") from None
+    size_mb = client.images.get(tag).attrs.get("Size", 0) / 1e6
+    print(
+        f"built {tag} ({image_id[7:19]}, {size_mb:.0f} MB) in {time.monotonic() - started:.0f} s",
+        file=out,
+        flush=True,
+    )
+    return image_id
+
+
+def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[str]:
+    """Whole lines from docker's build events; the first error event ends it with SandboxError."""
+    pending = ""
+    for event in events:
+        if "error" in event:
+            if pending:
+                yield _plain(pending) if plain else pending
+            message = one_line(event["error"])
+            raise SandboxError(
+                f"docker build failed: {message} (the build output above shows why; behind a "
+                "TLS-intercepting proxy pass its CA with --ca-cert)"
+            )
+        text = event.get("stream")
+        if text is None and "status" in event:  # FROM pulling a missing base, cache import
+            text = f"{event['status']} {event.get('progress', '')}".rstrip() + "\n"
+        if not text:
+            continue
+        pending += text
+        *complete, pending = pending.split("\n")
+        for line in complete:
+            yield _plain(line) if plain else line
+    if pending:
+        yield _plain(pending) if plain else pending
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _plain(line: str) -> str:
+    """What a terminal would finally show of `line`, minus escape sequences and controls."""
+    line = strip_escapes(line)
+    redrawn = [part for part in line.split("\r") if part]
+    return _CONTROL.sub("", redrawn[-1] if redrawn else "")
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _image_id(client: docker.DockerClient, tag: str) -> str:
+    image_id: str = client.images.get(tag).id
+    return image_id

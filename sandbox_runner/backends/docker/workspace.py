@@ -1,0 +1,283 @@
+"""A step's workspace: a Docker volume holding a git repository, and the `Sandbox` that runs
+iterations in it and brings their commits home as data.
+
+The volume is mounted at /workspace; its repository borrows the user's objects (mounted
+read-only at /fks/objects) as an alternate, so preparing it costs only the files a step
+checks out, and a run's later steps recycle it (a checkout rewrites only the files that
+differ). The user's `.git` itself is never mounted. After each iteration the host reads the
+container's export (see `export.py`) and takes its bundle, every object fsck'ed, into the step
+branch and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.container import (
+    ContainerSettings,
+    DockerExecution,
+    DockerSandbox,
+    Mount,
+)
+from sandbox_runner.backends.docker.export import (
+    OBJECTS,
+    WORKSPACE,
+    Export,
+    ExportError,
+    ReportFilter,
+    read_export,
+    wrapped,
+)
+from sandbox_runner.errors import AgentNotFoundError
+from sandbox_runner.git.bundles import import_bundle
+from sandbox_runner.git.repo import Repo, rev
+from sandbox_runner.git.runner import GitError
+
+if TYPE_CHECKING:
+    import docker
+
+LABEL_IMAGE = "fks.image"
+LABEL_VOLUME = "fks.workspace"
+
+
+def volume_name(run_id: str, repo_top: Path) -> str:
+    digest = hashlib.sha256(str(repo_top).encode()).hexdigest()[:10]
+    return f"fks-ws-{run_id}-{digest}"
+
+
+class VolumeWorkspace:
+    """The Docker volume a run's steps in one repository work in."""
+
+    def __init__(
+        self, client: docker.DockerClient, repo: Repo, name: str, labels: Mapping[str, str]
+    ) -> None:
+        self._client = client
+        self.repo = repo
+        self.name = name
+        self._labels = dict(labels)
+
+    def exists(self) -> bool:
+        import docker.errors
+
+        try:
+            with_retries("volume", lambda: self._client.volumes.get(self.name))
+        except docker.errors.NotFound:
+            return False
+        return True
+
+    def ensure(self) -> None:
+        if not self.exists():
+            with_retries(
+                "volume", lambda: self._client.volumes.create(name=self.name, labels=self._labels)
+            )
+
+    def mounts(self) -> list[Mount]:
+        return [
+            Mount(source=self.name, target=WORKSPACE, volume=True),
+            Mount(source=str(self.repo.objects), target=OBJECTS, read_only=True),
+        ]
+
+    def remove(self) -> None:
+        remove_volume(self._client, self.name)
+
+
+def remove_volume(client: docker.DockerClient, name: str) -> None:
+    """Remove a workspace volume; gone already, or being removed, is fine."""
+    import docker.errors
+
+    def remove() -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.volumes.get(name).remove(force=True)
+
+    try:
+        with_retries("volume remove", remove)
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise
+
+
+def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
+    """Stop and remove every container of run `run_id` (a killed process may have left some)."""
+    import docker.errors
+
+    from sandbox_runner.backends.docker.container import LABEL_RUN
+
+    count = 0
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: its removal is already in progress
+                raise
+        count += 1
+    return count
+
+
+def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
+    """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
+    from sandbox_runner.backends.docker.container import LABEL_RUN
+    from sandbox_runner.backends.docker.egress import LABEL_ROLE
+
+    wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}=egress-proxy"]
+    for volume in client.volumes.list(filters={"label": wanted}):
+        remove_volume(client, volume.name)
+
+
+@dataclass
+class Synced:
+    """What the host took from an iteration."""
+
+    changed: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None
+    """Why the iteration's work could not be taken (the step branch did not move)."""
+
+
+class WorkspaceSandbox:
+    """Runs a step's iterations in containers on its workspace; `sync` imports their commits."""
+
+    name = "docker"
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        settings: ContainerSettings,
+        workspace: VolumeWorkspace,
+        *,
+        branch: str,
+        leftover: str,
+        scratch: Path,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._docker = DockerSandbox(client, settings)
+        self.workspace = workspace
+        self.branch = branch
+        self.leftover = leftover
+        self._scratch = scratch
+        self._last: Export | None = None
+        self._error: str | None = None
+
+    def _env(self, mode: str) -> dict[str, str]:
+        tip = rev(self.workspace.repo, self.branch)
+        env = {
+            "FKS_MODE": mode,
+            "FKS_BRANCH": self.branch,
+            "FKS_START": tip,
+            "FKS_SINCE": tip,
+            "TINI_KILL_PROCESS_GROUP": "1",
+        }
+        after = self._last.first("after") if self._last is not None else None
+        if after:
+            env["FKS_BEFORE"] = after  # the workspace has not changed since
+        return env
+
+    @contextmanager
+    def start(self, spec: ExecSpec) -> Iterator[_Exporting]:
+        nonce = secrets.token_hex(8)
+        env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
+        inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
+        self._last, self._error = None, None
+        with self._docker.start(inner) as execution:
+            yield _Exporting(execution, self, spec.argv[0], ReportFilter(nonce))
+
+    def accept(self, export: Export) -> None:
+        self._last, self._error = export, None
+
+    def collect(self, container_id: str) -> Export:
+        """Read a stopped container's export (before it is removed)."""
+        try:
+            self._last = read_export(self._client, container_id, self._scratch)
+        except ExportError as exc:
+            self._last, self._error = Export(), str(exc)
+        return self._last
+
+    def export_now(self, env: Mapping[str, str]) -> None:
+        """Export the workspace from a container of its own (after a kill, for a salvage)."""
+        settings = replace(self._settings, network="none", entry=())
+        spec = ExecSpec(
+            argv=tuple(wrapped([])),
+            cwd=Path(WORKSPACE),
+            env={**env, **self._env("export")},
+            timeout=120,
+        )
+        with DockerSandbox(self._client, settings).start(spec) as execution:
+            for _chunk in execution.chunks():
+                pass
+            execution.wait()
+            self.collect(execution.id)
+
+    def sync(self, env: Mapping[str, str]) -> Synced:
+        """After an iteration: take its commits into the step branch (and leftover ref)."""
+        if self._error is None and (self._last is None or not self._last.complete):
+            self.export_now(env)
+        last = self._last or Export()
+        if self._error is not None:
+            return Synced(error=self._error)
+        if not last.complete:
+            return Synced(error="the workspace could not be exported (see the iteration's log)")
+        if last.bundle is not None:
+            try:
+                import_bundle(self.workspace.repo, last.bundle, self.branch, self.leftover)
+            except GitError as exc:
+                return Synced(
+                    error=f"the agent's commits were refused: {exc}", warnings=last.warnings
+                )
+            finally:
+                last.bundle.unlink(missing_ok=True)
+        return Synced(changed=last.changed, warnings=last.warnings)
+
+
+class _Exporting:
+    """A running iteration; reading its exit status also reads what it exported."""
+
+    def __init__(
+        self, execution: DockerExecution, owner: WorkspaceSandbox, agent: str, report: ReportFilter
+    ) -> None:
+        self._execution = execution
+        self._owner = owner
+        self._agent = agent
+        self._report = report
+
+    @property
+    def id(self) -> str:
+        return self._execution.id
+
+    @property
+    def container_id(self) -> str | None:
+        return self._execution.container_id
+
+    def chunks(self) -> Iterator[tuple[Stream, bytes]]:
+        for stream, data in self._execution.chunks():
+            if stream == "stderr":
+                data = self._report.feed(data)
+            if data:
+                yield stream, data
+        rest = self._report.finish()
+        if rest:
+            yield "stderr", rest
+
+    def wait(self) -> ExecResult:
+        result = self._execution.wait()
+        export = self._report.export()
+        if export is not None:  # nothing to fetch: what the script reported is all there is
+            self._owner.accept(export)
+        else:
+            export = self._owner.collect(self._execution.id)
+        if export.agent_missing and result.exit_code == 127:
+            raise AgentNotFoundError(
+                f"Agent '{self._agent}' not found in the image (not on its PATH, or "
+                "not in the workspace); install it in the image or give a path in the repository"
+            )
+        return result

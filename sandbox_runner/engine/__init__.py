@@ -1,0 +1,5 @@
+"""How a step runs: `chain` runs steps in order with landing between them, `loop` runs one
+step's iterations (retries, rate limits, no-progress), `marker` and `streamjson` read the agent's
+output for the completion marker. Knows backends only through `backends.base`; imports `plan`,
+`records` and `ui`, never Docker or git.
+"""

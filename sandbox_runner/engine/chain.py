@@ -1,0 +1,253 @@
+"""Steps in order: prepare each step's workspace, run its loop, land its work, stop at the
+first step that does not complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sandbox_runner.backends.base import Backend
+from sandbox_runner.engine.loop import (
+    DEFAULT_NO_PROGRESS_LIMIT,
+    DEFAULT_RATE_LIMIT_MAX_WAIT,
+    StepContext,
+    StepLoop,
+)
+from sandbox_runner.errors import Interrupted
+from sandbox_runner.plan.agents import step_prompt
+from sandbox_runner.plan.config import AgentConfig, ChainPlan
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.records.results import StepOutcome
+from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
+from sandbox_runner.ui.output import Reporter
+
+
+@dataclass
+class ChainOptions:
+    """Run-wide settings for `run_chain`."""
+
+    cwd: Path
+    agents: dict[str, AgentConfig]
+    cli_prompt: str | None = None
+    cli_prompt_file: Path | None = None
+    global_args: Sequence[str] = ()
+    secrets: Sequence[str] = ()
+    no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
+    rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    max_cost: float | None = None
+    more: int = 0
+    """Extra iterations allowed for the step a resumed run continues."""
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    index: int
+    agent: str
+    loop: bool
+    outcome: StepOutcome
+    record: StepRecord
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """What `fks run` reports: per-step results and where the chain stopped."""
+
+    success: bool
+    steps: tuple[StepSummary, ...]
+    failed_at: int | None
+    total: int
+    cost_usd: float
+    run_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "success": self.success,
+            "runId": self.run_id,
+            "failedAt": self.failed_at,
+            "totalSteps": self.total,
+            "costUsd": round(self.cost_usd, 6),
+            "steps": [_step_json(s) for s in self.steps],
+        }
+
+
+def _step_json(summary: StepSummary) -> dict[str, Any]:
+    outcome, record = summary.outcome, summary.record
+    last = outcome.last
+    return {
+        "index": summary.index,
+        "agent": summary.agent,
+        "loop": summary.loop,
+        "complete": outcome.complete,
+        "reason": outcome.reason,
+        "iterations": outcome.iterations_used,
+        "maxIterations": outcome.maximum,
+        "exitCode": last.exit_code if last else None,
+        "costUsd": round(record.cost_usd, 6),
+        "branch": record.branch,
+        "merged": record.merged,
+        "mergeCommit": record.merge_commit,
+        "conflicts": record.conflicts,
+        "iterationDetails": [
+            {
+                "number": it.number,
+                "counted": it.counted,
+                "exitCode": it.exit_code,
+                "marker": it.marker,
+                "reason": it.reason,
+                "containerId": it.container_id,
+                "changed": it.changed,
+                "log": it.log,
+                "claude": it.claude.model_dump() if it.claude else None,
+            }
+            for it in record.iterations
+        ],
+    }
+
+
+def run_chain(
+    plan: ChainPlan,
+    *,
+    backend: Backend,
+    reporter: Reporter,
+    run: ActiveRun,
+    options: ChainOptions,
+) -> ChainResult:
+    """Run the steps in order; stop at the first that does not complete."""
+    record = run.record
+    total = len(plan.steps)
+    summaries: list[StepSummary] = []
+    failed_at: int | None = None
+    for index, step in enumerate(plan.steps, start=1):
+        step_record = record.steps[index - 1]
+        if step_record.status == "complete":  # done in an earlier (resumed) session
+            continue
+        if _over_budget(record, options):
+            outcome = StepOutcome(complete=False, reason="max_cost", maximum=step.iterations)
+            _finish_step(run, step_record, outcome)
+            reporter.warn(
+                f"--max-cost ${options.max_cost:g} reached (spent ${record.cost_usd:.4f}); not starting step {index}"
+            )
+            summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
+            failed_at = index
+            break
+        outcome = _run_step(index, total, step, plan, backend, reporter, run, options, step_record)
+        summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
+        if not outcome.complete:
+            failed_at = index
+            break
+    success = failed_at is None
+    run.finish(
+        success=success,
+        failed_at=failed_at,
+        reason=None if success else summaries[-1].outcome.reason,
+    )
+    reporter.chain_ended(
+        success,
+        record.steps_done,
+        total,
+        pipeline=not any(s.loop for s in plan.steps),
+        cost=record.cost_usd or None,
+    )
+    return ChainResult(
+        success=success,
+        steps=tuple(summaries),
+        failed_at=failed_at,
+        total=total,
+        cost_usd=record.cost_usd,
+        run_id=record.id,
+    )
+
+
+def _over_budget(record: RunRecord, options: ChainOptions) -> bool:
+    return options.max_cost is not None and record.cost_usd >= options.max_cost
+
+
+def _run_step(
+    index: int,
+    total: int,
+    step: Step,
+    plan: ChainPlan,
+    backend: Backend,
+    reporter: Reporter,
+    run: ActiveRun,
+    options: ChainOptions,
+    step_record: StepRecord,
+) -> StepOutcome:
+    resumed = bool(step_record.iterations)
+    spent = step_record.iterations_used
+    prompt = step_prompt(
+        step, plan, options.agents, options.cwd, options.cli_prompt, options.cli_prompt_file
+    )
+    reporter.step_started(
+        index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop
+    )
+    run.begin_step(step_record)
+    try:
+        with backend.step(index, step, step_record) as prepared:
+            ctx = StepContext(
+                step=step,
+                agent=prepared.agent,
+                prompt=prompt,
+                sandbox=prepared.sandbox,
+                reporter=reporter,
+                record=step_record,
+                run=run,
+                args=[*options.global_args, *step.args],
+                env=prepared.env,
+                labels=prepared.labels,
+                timeout=prepared.timeout,
+                secrets=options.secrets,
+                progress=prepared.progress,
+                no_progress_limit=options.no_progress_limit,
+                rate_limit_max_wait=options.rate_limit_max_wait,
+                spent_before=spent,
+                extra_iterations=options.more if resumed else 0,
+                over_budget=(lambda: _over_budget(run.record, options))
+                if options.max_cost is not None
+                else None,
+                after_iteration=prepared.after_iteration,
+            )
+            if _loop_finished(step_record):
+                # Resumed after the agent had finished but its work could not land (conflict,
+                # blocked merge): only try landing again.
+                outcome = StepOutcome(
+                    complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum
+                )
+            else:
+                outcome = StepLoop(ctx).run()
+            if prepared.land is not None:
+                outcome = prepared.land(outcome)
+    except (Interrupted, KeyboardInterrupt):
+        _abort(run, step_record, index, "interrupted", "interrupted")
+        raise
+    except Exception as exc:
+        _abort(run, step_record, index, "failed", str(exc)[:500])
+        raise
+    _finish_step(run, step_record, outcome)
+    reporter.step_ended(step.agent, outcome, step.loop)
+    return outcome
+
+
+def _abort(
+    run: ActiveRun,
+    step_record: StepRecord,
+    index: int,
+    status: Literal["interrupted", "failed"],
+    reason: str,
+) -> None:
+    run.abort(step_record, index, status, reason)
+
+
+def _loop_finished(record: StepRecord) -> bool:
+    counted = [it for it in record.iterations if it.counted]
+    if not counted or record.reason not in ("merge_conflict", "merge_blocked"):
+        return False
+    last = counted[-1]
+    return last.marker or (not record.loop and last.reason == "once")
+
+
+def _finish_step(run: ActiveRun, step_record: StepRecord, outcome: StepOutcome) -> None:
+    run.finish_step(step_record, complete=outcome.complete, reason=outcome.reason)

@@ -1,0 +1,349 @@
+"""The iteration loop of one step: run the agent until it prints the marker or a limit is hit.
+
+tenacity drives it: one attempt = one iteration, retried while incomplete, stopped after N
+iterations, by the no-progress/repeated-error breakers, or by the cost budget. A second,
+inner tenacity loop backs off from rate-limit answers without using up iterations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
+
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox, Stream
+from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.plan.agents import AgentCommand
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.masking import Masker
+from sandbox_runner.records.results import IterationResult, StepOutcome
+from sandbox_runner.records.store import (
+    ActiveRun,
+    ClaudeStats,
+    IterationRecord,
+    RecordWriter,
+    StepRecord,
+    now,
+)
+from sandbox_runner.ui.output import Reporter
+
+if TYPE_CHECKING:
+    from sandbox_runner.engine.streamjson import Event, Result
+
+DEFAULT_NO_PROGRESS_LIMIT = 3
+DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
+_ERROR_TAIL_BYTES = 2048
+
+
+@dataclass
+class StepContext:
+    """Everything one step's loop needs."""
+
+    step: Step
+    agent: AgentCommand
+    prompt: PromptSource
+    sandbox: Sandbox
+    reporter: Reporter
+    record: StepRecord
+    run: ActiveRun | None = None
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    secrets: Sequence[str] = ()
+    progress: Callable[[], str | None] | None = None
+    """Returns a fingerprint of the workspace (HEAD + files); None when it cannot tell."""
+    no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
+    rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    rate_limit_min_wait: float = 5.0
+    """First back-off wait after a rate-limit answer (it doubles, up to 300 s)."""
+    spent_before: int = 0
+    extra_iterations: int = 0
+    over_budget: Callable[[], bool] | None = None
+    after_iteration: Callable[[IterationResult], IterationResult] | None = None
+    """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
+
+    @property
+    def maximum(self) -> int:
+        return self.step.iterations + self.extra_iterations
+
+
+class StepLoop:
+    """Runs one step's iterations."""
+
+    def __init__(self, ctx: StepContext) -> None:
+        self.ctx = ctx
+        self.results: list[IterationResult] = []
+        self._attempts = len(ctx.record.iterations)
+        self._stop_reason = "max_iterations"
+
+    def run(self) -> StepOutcome:
+        ctx = self.ctx
+        remaining = ctx.maximum - ctx.spent_before
+        if remaining <= 0:
+            return self._outcome(False, "max_iterations")
+        if not ctx.step.loop:
+            remaining = 1
+        retrying = Retrying(
+            stop=lambda state: self._should_stop(state, remaining),
+            retry=retry_if_result(lambda result: not result.complete),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+            reraise=True,
+        )
+        last: IterationResult = retrying(self._iteration)
+        if last.complete:
+            return self._outcome(True, last.reason)
+        if last.reason == "timeout" and not ctx.step.loop:
+            return self._outcome(False, "timeout")
+        return self._outcome(False, self._stop_reason)
+
+    def _outcome(self, complete: bool, reason: str) -> StepOutcome:
+        return StepOutcome(
+            complete=complete,
+            reason=reason,
+            iterations=tuple(self.results),
+            spent_before=self.ctx.spent_before,
+            maximum=self.ctx.maximum,
+        )
+
+    def _should_stop(self, state: RetryCallState, remaining: int) -> bool:
+        ctx = self.ctx
+        counted = [r for r in self.results if r.counted]
+        if len(counted) >= remaining:
+            self._stop_reason = "max_iterations"
+            return True
+        if ctx.over_budget is not None and ctx.over_budget():
+            self._stop_reason = "max_cost"
+            return True
+        limit = ctx.no_progress_limit
+        if limit > 0 and len(counted) >= limit:
+            recent = counted[-limit:]
+            if all(r.changed is False for r in recent):
+                self._stop_reason = "no_progress"
+                return True
+            tails = {r.error_tail for r in recent}
+            if len(tails) == 1 and None not in tails:
+                self._stop_reason = "repeated_error"
+                return True
+        return False
+
+    def _iteration(self) -> IterationResult:
+        """One counted iteration, retried with back-off while the API answers rate limits."""
+        number = self.ctx.spent_before + sum(1 for r in self.results if r.counted) + 1
+        backoff = Retrying(
+            retry=retry_if_result(lambda result: result.rate_limited),
+            wait=wait_exponential(
+                multiplier=self.ctx.rate_limit_min_wait, min=self.ctx.rate_limit_min_wait, max=300
+            ),
+            stop=stop_after_delay(self.ctx.rate_limit_max_wait),
+            before_sleep=self._report_backoff,
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+            reraise=True,
+        )
+        result: IterationResult = backoff(self._attempt, number)
+        if result.rate_limited:  # gave up waiting: this one counts
+            result = self._mark_counted(result)
+        return result
+
+    def _report_backoff(self, state: RetryCallState) -> None:
+        wait = state.next_action.sleep if state.next_action else 0
+        self.ctx.reporter.warn(
+            f"rate limited by the API; waiting {wait:.0f}s (this does not use up an iteration)"
+        )
+
+    def _mark_counted(self, result: IterationResult) -> IterationResult:
+        counted = replace(result, counted=True)
+        self.results[-1] = counted
+        self._writer.count_iteration(self.ctx.record.iterations[-1])
+        return counted
+
+    @property
+    def _writer(self) -> RecordWriter:
+        return self.ctx.run if self.ctx.run is not None else RecordWriter()
+
+    def _attempt(self, number: int) -> IterationResult:
+        ctx = self.ctx
+        self._attempts += 1
+        log_path = ctx.run.log_path(ctx.record, self._attempts) if ctx.run else None
+        started = now()
+        record = IterationRecord(
+            number=number,
+            started=started,
+            log=ctx.run.relative(log_path) if ctx.run and log_path else "",
+            counted=False,
+        )
+        self._writer.begin_iteration(ctx.record, record)
+        ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
+
+        argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
+        spec = ExecSpec(
+            tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
+        )
+        monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
+        probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
+        before = probe() if probe else None
+        tap = _OutputTap(ctx, monitor, log_path)
+        try:
+            with tap, ctx.sandbox.start(spec) as execution:
+                self._writer.set_container(record, execution.container_id)
+                for stream, chunk in execution.chunks():
+                    tap.feed(stream, chunk)
+                tap.finish()
+                exit_status = execution.wait()
+        except BaseException as exc:
+            self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
+            raise
+        changed = None
+        if before is not None and probe is not None:
+            after = probe()
+            changed = None if after is None else after != before
+        result = self._classify(number, started, exit_status, monitor, tap, changed)
+        if ctx.after_iteration is not None:
+            result = ctx.after_iteration(result)
+        self._writer.end_iteration(record, result)
+        self.results.append(result)
+        ctx.reporter.iteration_ended(result)
+        return result
+
+    def _classify(
+        self,
+        number: int,
+        started: datetime,
+        status: ExecResult,
+        monitor: Monitor,
+        tap: _OutputTap,
+        changed: bool | None,
+    ) -> IterationResult:
+        ctx = self.ctx
+        result_event = monitor.result if isinstance(monitor, StreamJsonMonitor) else None
+        claude = _claude_stats(result_event) if result_event is not None else None
+        marker = monitor.marker_seen
+        note = None
+        counted = True
+        failed = status.exit_code != 0
+        if marker:
+            reason = "marker"
+        elif status.oom_limit is not None:
+            reason = "oom"
+            note = (
+                f"Iteration {number} was killed: out of memory (limit {status.oom_limit}); "
+                "raise sandbox.memory in forge/chains.json"
+            )
+        elif status.timed_out:
+            reason = "timeout"
+            note = f"Iteration {number} timed out after {ctx.timeout:g}s and was killed"
+        elif result_event is not None and result_event.rate_limited:
+            reason, counted = "rate_limited", False
+            note = "The API answered with a rate-limit/overload error"
+        elif not ctx.step.loop:
+            reason = "once"
+        elif result_event is not None and result_event.subtype == "error_max_turns":
+            reason = "error_max_turns"
+            note = f"Iteration {number} hit the turn limit (error_max_turns)"
+            failed = True
+        elif result_event is not None and result_event.is_error:
+            reason = "is_error"
+            note = f"Iteration {number} ended with an error: {(result_event.text or result_event.subtype)[:200]}"
+            failed = True
+        elif ctx.agent.stream_json and result_event is None and status.exit_code != 0:
+            reason = f"exit_{status.exit_code}"
+            note = f"Iteration {number}: claude exited {status.exit_code} without a result"
+        elif status.exit_code != 0:
+            reason = f"exit_{status.exit_code}"
+        else:
+            reason = "no_marker"
+        complete = marker or (
+            not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
+        )
+        error_tail = _error_tail(tap, result_event) if failed and not complete else None
+        return IterationResult(
+            number=number,
+            complete=complete,
+            marker=marker,
+            reason=reason,
+            exit_code=status.exit_code,
+            started=started,
+            ended=now(),
+            counted=counted,
+            container_id=status.container_id,
+            claude=claude,
+            changed=changed,
+            error_tail=error_tail or None,
+            note=note,
+        )
+
+
+def _claude_stats(result: Result) -> ClaudeStats:
+    return ClaudeStats(
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        turns=result.num_turns,
+        subtype=result.subtype,
+        session_id=result.session_id,
+        duration_ms=result.duration_ms,
+    )
+
+
+def _error_tail(tap: _OutputTap, result: Result | None) -> str | None:
+    return tap.stderr_tail() or (result.text if result and result.is_error else None)
+
+
+class _OutputTap:
+    """Masks an iteration's output, writes it to the log as it arrives, feeds monitor and screen."""
+
+    def __init__(self, ctx: StepContext, monitor: Monitor, log_path: Path | None) -> None:
+        self._ctx = ctx
+        self._monitor = monitor
+        self._log_path = log_path
+        self._log: IO[bytes] | None = None
+        self._maskers: dict[Stream, Masker] = {
+            "stdout": Masker(ctx.secrets),
+            "stderr": Masker(ctx.secrets),
+        }
+        self._stderr_tail = b""
+        self._exit = contextlib.ExitStack()
+
+    def __enter__(self) -> _OutputTap:
+        if self._log_path is not None:
+            # Unbuffered: a crash or kill -9 leaves everything written so far on disk.
+            self._log = self._exit.enter_context(self._log_path.open("ab", buffering=0))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._exit.close()
+
+    def feed(self, stream: Stream, chunk: bytes) -> None:
+        self._emit(stream, self._maskers[stream].feed(chunk))
+
+    def finish(self) -> None:
+        for stream, masker in self._maskers.items():
+            self._emit(stream, masker.finish())
+        self._show(self._monitor.finish())
+
+    def _emit(self, stream: Stream, data: bytes) -> None:
+        if not data:
+            return
+        if self._log is not None:
+            self._log.write(data)
+        events = self._monitor.feed(stream, data)
+        if self._ctx.agent.stream_json and stream == "stdout":
+            self._show(events)
+        else:
+            self._ctx.reporter.output(stream, data)
+        if stream == "stderr":
+            self._stderr_tail = (self._stderr_tail + data)[-_ERROR_TAIL_BYTES:]
+
+    def _show(self, events: Sequence[Event]) -> None:
+        if events:
+            self._ctx.reporter.events(events)
+
+    def stderr_tail(self) -> str | None:
+        text = self._stderr_tail.decode("utf-8", "replace").strip()
+        return "\n".join(text.splitlines()[-20:]) or None

@@ -1,0 +1,130 @@
+"""Completion detection: a stdout line that is exactly FORKHESTRA_COMPLETE.
+
+`PlainMonitor` scans raw chunks (lines reassembled across chunk boundaries) without splitting
+every line, so agents that print hundreds of megabytes cost little. `StreamJsonMonitor` reads
+Claude's stream-json and counts the marker only in what the model says, never in tool output.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from sandbox_runner.backends.base import Stream
+from sandbox_runner.plan.prompts import MARKER
+
+if TYPE_CHECKING:
+    from sandbox_runner.engine.streamjson import Event, Result
+
+_MARKER = MARKER.encode()
+# A line whose stripped text is the marker cannot be longer than this (marker + whitespace).
+_MAX_MARKER_LINE = len(_MARKER) + 256
+
+
+class Monitor(Protocol):
+    """Watches one iteration's output."""
+
+    @property
+    def marker_seen(self) -> bool:
+        """The completion marker has been seen."""
+        ...
+
+    def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
+        """Look at a chunk; returns what a display should show instead of raw output."""
+        ...
+
+    def finish(self) -> list[Event]:
+        """The process ended: handle a last line without a newline."""
+        ...
+
+
+class LineBuffer:
+    """Reassembles lines from chunks."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._pending + chunk
+        lines = data.split(b"\n")
+        self._pending = lines.pop()
+        return lines
+
+    def finish(self) -> list[bytes]:
+        rest, self._pending = self._pending, b""
+        return [rest] if rest else []
+
+
+class PlainMonitor:
+    """Marker detection for plain agents: stdout only, whole line only."""
+
+    def __init__(self) -> None:
+        self.marker_seen = False
+        self._tail = b""  # the current (unfinished) stdout line, while it could still be a marker
+        self._tail_too_long = False
+
+    def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
+        if stream != "stdout" or self.marker_seen:
+            return []
+        newline = chunk.rfind(b"\n")
+        if newline < 0:
+            self._extend_tail(chunk)
+            return []
+        head = chunk[: newline + 1]
+        if _MARKER in head or (self._tail and _MARKER in self._tail + head[:_MAX_MARKER_LINE]):
+            lines = (self._tail + head).split(b"\n")
+            if self._tail_too_long:
+                lines = lines[1:]  # the rest of a line already too long to be the marker
+            self.marker_seen = any(line.strip() == _MARKER for line in lines)
+        self._tail, self._tail_too_long = b"", False
+        self._extend_tail(chunk[newline + 1 :])
+        return []
+
+    def _extend_tail(self, data: bytes) -> None:
+        if self._tail_too_long:
+            return
+        self._tail += data
+        if len(self._tail) > _MAX_MARKER_LINE:
+            self._tail, self._tail_too_long = b"", True
+
+    def finish(self) -> list[Event]:
+        if not self._tail_too_long and self._tail.strip() == _MARKER:
+            self.marker_seen = True
+        self._tail = b""
+        return []
+
+
+class StreamJsonMonitor:
+    """Marker detection and progress events for Claude's `--output-format stream-json`."""
+
+    def __init__(self) -> None:
+        from sandbox_runner.engine.streamjson import StreamJsonParser
+
+        self._parser = StreamJsonParser()
+        self._lines = LineBuffer()
+
+    @property
+    def marker_seen(self) -> bool:
+        return self._parser.marker_seen
+
+    @property
+    def result(self) -> Result | None:
+        """The final `result` event, once seen."""
+        return self._parser.result
+
+    @property
+    def session_id(self) -> str | None:
+        return self._parser.session_id
+
+    def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
+        if stream != "stdout":
+            return []
+        events: list[Event] = []
+        for line in self._lines.feed(chunk):
+            events += self._parser.feed_line(line.decode("utf-8", "replace"))
+        return events
+
+    def finish(self) -> list[Event]:
+        events: list[Event] = []
+        for line in self._lines.finish():
+            events += self._parser.feed_line(line.decode("utf-8", "replace"))
+        return events

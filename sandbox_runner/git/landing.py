@@ -1,0 +1,99 @@
+"""Landing a finished step: merging its branch into the base branch (merge-tree, then a
+fast-forward) without ever leaving the base half-merged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sandbox_runner.git.repo import FORGE_EXCLUDE, Repo, checkout_of, rev
+from sandbox_runner.git.runner import GitError, git, git_ok, run_git
+
+
+@dataclass(frozen=True)
+class Landing:
+    """The result of merging a step branch into its base."""
+
+    merged: bool
+    commit: str | None = None
+    """The base branch's new tip (or its unchanged tip when there was nothing to merge)."""
+    fast_forward: bool = False
+    conflicts: Sequence[str] = ()
+    blocked: str | None = None
+    """Why the base could not be updated (e.g. untracked files would be overwritten)."""
+    nothing_new: bool = False
+    """The base already had every commit of the step."""
+
+
+def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[str, str]) -> Landing:
+    """Merge `branch` into `base` without ever leaving the base half-merged.
+
+    The merge is computed with `git merge-tree` (no work tree involved); the base then moves by
+    a fast-forward, which in a checked-out base updates the user's files the way
+    `git merge --ff-only` does: refusing rather than touching anything uncommitted.
+    """
+    base_tip = rev(repo, base)
+    step_tip = rev(repo, branch)
+    if git_ok(repo.top, "merge-base", "--is-ancestor", step_tip, base_tip):
+        return Landing(merged=True, commit=base_tip, nothing_new=True)
+    if not git_ok(repo.top, "merge-base", base_tip, step_tip):
+        return Landing(
+            merged=False,
+            blocked=f"{branch} shares no history with '{base}' (it was replaced); review it and merge by hand",
+        )
+    fast_forward = git_ok(repo.top, "merge-base", "--is-ancestor", base_tip, step_tip)
+    if fast_forward:
+        new = step_tip
+    else:
+        done = run_git(
+            repo.top,
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            base_tip,
+            step_tip,
+        )
+        lines = done.stdout.decode().strip().splitlines()
+        if done.returncode == 1:
+            return Landing(merged=False, conflicts=sorted(set(lines[1:])))
+        if done.returncode != 0 or not lines:
+            raise GitError(
+                f"git merge-tree failed (exit {done.returncode}): {done.stderr.decode().strip()}"
+            )
+        tree = lines[0]
+        new = git(
+            repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
+        )
+    owned = _fks_paths(repo, base_tip, new)
+    if owned:
+        return Landing(
+            merged=False,
+            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {FORGE_EXCLUDE} "
+            "holds fks's run records (a merge would replace them); review the branch and merge by hand",
+        )
+    checkout = checkout_of(repo, base)
+    if checkout is None:
+        git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
+        return Landing(merged=True, commit=new, fast_forward=fast_forward)
+    try:
+        git(checkout, "merge", "-q", "--ff-only", "--no-edit", new, env=env)
+    except GitError as exc:
+        return Landing(merged=False, blocked=str(exc))
+    return Landing(merged=True, commit=new, fast_forward=fast_forward)
+
+
+def _fks_paths(repo: Repo, base_tip: str, new: str) -> list[str]:
+    """Paths under a `.forge` directory (fks's ignored run records) that a merge would change.
+
+    Git treats ignored files as expendable: a fast-forward would replace the records, or the
+    whole directory by a symlink that fks then writes through.
+    """
+    out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
+    name = FORGE_EXCLUDE.strip("/")
+    return [
+        path
+        for path in out.split("\0")
+        if path and any(part.lower().rstrip(". ") == name for part in path.split("/"))
+    ]

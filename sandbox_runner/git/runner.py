@@ -1,0 +1,111 @@
+"""The one way fks runs git (`run_git`, a plain subprocess: no GitPython import, so start-up
+stays fast), `git`/`git_ok` on top of it, and the quick queries: where a work tree and its git
+directory are, and whether an iteration made progress — a fingerprint of HEAD plus the state of
+every changed or untracked file, from one `git status` call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+from sandbox_runner.errors import WorkspaceError
+
+_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+
+
+def run_git(
+    cwd: Path | None,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    stdin: IO[bytes] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run `git *args` in `cwd` with the C locale; output captured as bytes, never checked."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL if stdin is None else stdin,
+        capture_output=True,
+        env={**os.environ, "LC_ALL": "C", **(env or {})},
+        check=False,
+    )
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return run_git(cwd, *args, env=_GIT_ENV)
+
+
+class GitError(WorkspaceError):
+    """A git command failed (message carries argv, exit code and stderr)."""
+
+
+def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True) -> str:
+    """Run git; returns stdout stripped. Raises GitError naming the command on failure."""
+    # As GitPython's `Git.execute` did before this: a directory that cannot be entered means
+    # the current one, LANGUAGE=C too, and one trailing newline dropped.
+    where = cwd if os.access(cwd, os.X_OK) else None
+    done = run_git(where, *args, env={"LANGUAGE": "C", "LC_ALL": "C", **(env or {})})
+    status, out, err = done.returncode, _decoded(done.stdout), _decoded(done.stderr)
+    if check and status != 0:
+        detail = (err or out or "").strip().splitlines()
+        tail = " / ".join(detail[-3:]) if detail else "no output"
+        raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail}")
+    return out
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape").removesuffix("\n")
+
+
+def git_ok(cwd: Path, *args: str) -> bool:
+    try:
+        git(cwd, *args)
+    except GitError:
+        return False
+    return True
+
+
+def _rev_parse_path(path: Path, *args: str) -> Path | None:
+    try:
+        done = _git(path, "rev-parse", *args)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if done.returncode != 0:
+        return None
+    return Path(os.fsdecode(done.stdout.strip()))
+
+
+def git_toplevel(path: Path) -> Path | None:
+    """The work tree `path` is in, or None outside git (or without git installed)."""
+    return _rev_parse_path(path, "--show-toplevel")
+
+
+def git_common_dir(path: Path) -> Path | None:
+    """The repository's shared git directory (`.git` of the main work tree), or None."""
+    return _rev_parse_path(path, "--path-format=absolute", "--git-common-dir")
+
+
+def workspace_fingerprint(top: Path) -> str | None:
+    """A digest that changes when a commit is made or any file is changed, added or removed.
+
+    `top` is the work tree's top directory (git prints paths relative to it).
+    """
+    done = _git(top, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=all")
+    if done.returncode != 0:
+        return None
+    digest = hashlib.sha1(done.stdout)
+    for entry in done.stdout.split(b"\0"):
+        if not entry or entry.startswith(b"#"):
+            continue
+        # The path is the last space-separated field (renames put the origin in the next entry).
+        name = entry.rsplit(b" ", 1)[-1] if entry[:1] in (b"1", b"2", b"u") else entry[2:]
+        try:
+            st = os.lstat(top / os.fsdecode(name))
+        except OSError:
+            continue
+        digest.update(f"{st.st_mtime_ns}:{st.st_size}".encode())
+    return digest.hexdigest()

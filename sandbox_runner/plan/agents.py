@@ -1,0 +1,258 @@
+"""Turn a step's agent (a name, a path, `…/.claude/agents/<name>`, or a config entry) into the
+command that runs it.
+
+Three kinds:
+- `binary`: an executable on PATH or at a path; step args and the prompt are appended.
+- `claude-agent`: `…/.claude/agents/<name>` → `claude --agent <name> -p …` in that project.
+- `claude`: a config agent with a system prompt → `claude -p <prompt> … --append-system-prompt`.
+Both claude kinds run in print mode with stream-json output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from sandbox_runner.errors import AgentNotFoundError, ConfigError
+from sandbox_runner.paths import path_kind, read_in_project, shorten
+from sandbox_runner.plan.config import AgentConfig, ChainPlan
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
+
+AgentKind = Literal["binary", "claude-agent", "claude"]
+CLAUDE = "claude"
+DEFAULT_MAX_TURNS = 100
+_CLAUDE_AGENTS = "/.claude/agents/"
+
+
+@dataclass(frozen=True)
+class ClaudeAgentPath:
+    """`/proj/.claude/agents/reviewer[.md]` split into its project root and agent name."""
+
+    project: Path
+    name: str
+    file: Path | None
+
+
+def parse_claude_agent_path(ref: str, base: Path) -> ClaudeAgentPath | None:
+    """The project and agent of a `*/.claude/agents/<name>` path (the last such segment wins).
+
+    Raises AgentNotFoundError when the OS refuses to look at the path (e.g. name too long).
+    """
+    normalised = "/" + ref if ref.startswith(".claude/agents/") else ref
+    cut = normalised.rfind(_CLAUDE_AGENTS)
+    if cut < 0:
+        return None
+    tail = normalised[cut + len(_CLAUDE_AGENTS) :]
+    if not tail or "/" in tail:
+        return None
+    project = Path(os.path.normpath(base / (normalised[:cut] or ".")))
+    stem = tail.removesuffix(".md")
+    file = project / ".claude" / "agents" / f"{stem}.md"
+    found = path_kind(file, f"Agent '{shorten(ref)}'", AgentNotFoundError) == "file"
+    return ClaudeAgentPath(project=project, name=stem, file=file if found else None)
+
+
+def frontmatter_name(file: Path) -> str | None:
+    """The `name:` of a Claude Code agent file's front matter: what `claude --agent` selects by."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if not text.startswith("---"):
+        return None
+    end = text.find("\n---", 3)
+    header = text[3 : end if end >= 0 else len(text)]
+    match = re.search(r"^name:\s*(.+?)\s*$", header, re.MULTILINE)
+    if match is None:
+        return None
+    return match.group(1).strip().strip("'\"") or None
+
+
+@dataclass(frozen=True)
+class AgentCommand:
+    """A resolved agent: build its argv for one iteration with `argv(args, prompt)`."""
+
+    name: str
+    """The step's agent as written (for messages)."""
+    kind: AgentKind
+    program: str
+    """Executable (absolute path for host binaries, else as given)."""
+    cwd: Path
+    """Where the agent runs."""
+    config: AgentConfig | None = None
+    claude_agent: str | None = None
+    """For `claude-agent`: the name passed to `--agent`."""
+    project: Path | None = None
+    """For `claude-agent`: the external project's root."""
+    config_root: Path | None = None
+    """Where config-relative files (systemPrompt, mcpConfig, settings) live."""
+
+    @property
+    def stream_json(self) -> bool:
+        """Output is Claude stream-json (completion read from model text only)."""
+        return self.kind != "binary"
+
+    def argv(self, args: Sequence[str], prompt: str | None) -> list[str]:
+        """The full command for one iteration; claude system prompt files are re-read each time."""
+        if self.kind == "binary":
+            return [self.program, *args, *([prompt] if prompt else [])]
+        # The prompt goes right after -p: the tool flags are variadic and would swallow it.
+        argv = [self.program]
+        if self.kind == "claude-agent":
+            argv += ["--agent", self.claude_agent or ""]
+        argv += ["-p", prompt or NO_PROMPT_TEXT, "--output-format", "stream-json", "--verbose"]
+        argv += ["--dangerously-skip-permissions", "--append-system-prompt", self._system_prompt()]
+        if self.kind == "claude":
+            argv += self._config_flags()
+        return [*argv, *args]
+
+    def _system_prompt(self) -> str:
+        cfg = self.config
+        if cfg is None or self.kind != "claude":
+            return MODE_AWARENESS.rstrip() + "\n"
+        if cfg.system_prompt_text:
+            own = cfg.system_prompt_text
+        else:
+            path = self._config_path(cfg.system_prompt or "")
+            try:
+                own = read_in_project(Path(path), f"Agent '{self.name}' systemPrompt")
+            except OSError as exc:
+                raise ConfigError(
+                    f"Agent '{self.name}' references systemPrompt '{cfg.system_prompt}' which cannot be read ({exc.strerror})"
+                ) from None
+        return MODE_AWARENESS + "---\n\n" + own
+
+    def _config_flags(self) -> list[str]:
+        cfg = self.config
+        assert cfg is not None
+        flags = ["--max-turns", str(cfg.max_turns or DEFAULT_MAX_TURNS)]
+        if cfg.model:
+            flags += ["--model", cfg.model]
+        if cfg.mcp_config:
+            flags += ["--mcp-config", self._config_path(cfg.mcp_config)]
+        if cfg.settings:
+            flags += ["--settings", self._config_path(cfg.settings)]
+        if cfg.allowed_tools:
+            flags += ["--allowedTools", ",".join(cfg.allowed_tools)]
+        if cfg.disallowed_tools:
+            flags += ["--disallowedTools", ",".join(cfg.disallowed_tools)]
+        return flags
+
+    def _config_path(self, ref: str) -> str:
+        return str((self.config_root or self.cwd) / ref)
+
+
+def resolve_agent(
+    agent: str,
+    *,
+    agents: dict[str, AgentConfig],
+    cwd: Path,
+    on_host: bool = True,
+    visible: Sequence[Path] = (),
+) -> AgentCommand:
+    """Resolve a step's agent.
+
+    `on_host=False` resolves for a container: bare names are looked up in the image at start,
+    and a path must lie under `cwd`'s workspace or one of the `visible` (mounted) paths.
+    """
+    cfg = agents.get(agent)
+    target = cfg.path if cfg is not None and cfg.path else agent
+    if cfg is not None and cfg.is_claude and not (cfg.path and _CLAUDE_AGENTS in "/" + cfg.path):
+        program = _claude_program(on_host)
+        return AgentCommand(
+            name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
+        )
+
+    external = parse_claude_agent_path(target, cwd)
+    if external is not None:
+        if path_kind(external.project, f"Agent '{shorten(agent)}'", AgentNotFoundError) != "dir":
+            raise AgentNotFoundError(
+                f"Agent '{agent}': project directory {external.project} does not exist "
+                f"(from '{target}'); check the path"
+            )
+        name = (frontmatter_name(external.file) if external.file else None) or external.name
+        return AgentCommand(
+            name=agent,
+            kind="claude-agent",
+            program=_claude_program(on_host),
+            cwd=external.project,
+            config=cfg,
+            claude_agent=name,
+            project=external.project,
+        )
+
+    if "/" in target:
+        path = Path(os.path.normpath(cwd / target))
+        if not on_host and not _is_under(path, [cwd, *visible]):
+            raise AgentNotFoundError(
+                f"Agent '{agent}': {path} is outside the workspace, so the container cannot see it; "
+                "put it in the repository or add its directory to the sandbox 'mounts' option"
+            )
+        kind = path_kind(path, f"Agent '{shorten(agent)}'", AgentNotFoundError)
+        if kind == "missing":
+            raise AgentNotFoundError(f"Agent '{agent}' not found: {path} does not exist")
+        if kind == "dir" or not os.access(path, os.X_OK):
+            raise AgentNotFoundError(
+                f"Agent '{agent}': {path} is not an executable file (chmod +x {target}?)"
+            )
+        return AgentCommand(name=agent, kind="binary", program=str(path), cwd=cwd, config=cfg)
+
+    if not on_host:
+        return AgentCommand(name=agent, kind="binary", program=target, cwd=cwd, config=cfg)
+    found = shutil.which(target)
+    if found is None:
+        hint = (
+            "not found on PATH; is it installed? (or define it under 'agents' in forge/chains.json)"
+            if target == agent
+            else f"(path '{target}' from the config) not found on PATH; is it installed?"
+        )
+        raise AgentNotFoundError(f"Agent '{agent}' {hint}")
+    return AgentCommand(name=agent, kind="binary", program=found, cwd=cwd, config=cfg)
+
+
+def _claude_program(on_host: bool) -> str:
+    if not on_host:
+        return CLAUDE
+    found = shutil.which(CLAUDE)
+    if found is None:
+        raise AgentNotFoundError(
+            "the 'claude' CLI is not on PATH; install it with "
+            "'npm install -g @anthropic-ai/claude-code' (or run with --sandbox)"
+        )
+    return found
+
+
+def _is_under(path: Path, roots: Sequence[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def step_prompt(
+    step: Step,
+    plan: ChainPlan,
+    agents: dict[str, AgentConfig],
+    cwd: Path,
+    cli_prompt: str | None,
+    cli_prompt_file: Path | None,
+) -> PromptSource:
+    """The prompt source of one step: CLI > step > chain > agent default > none."""
+    agent_cfg = agents.get(step.agent)
+    return resolve_prompt(
+        cwd=cwd,
+        cli_prompt=cli_prompt,
+        cli_prompt_file=cli_prompt_file,
+        levels=[
+            ("step", step.prompt, step.prompt_file),
+            ("chain", plan.prompt, plan.prompt_file),
+            (
+                "agent default",
+                agent_cfg.default_prompt if agent_cfg else None,
+                agent_cfg.default_prompt_file if agent_cfg else None,
+            ),
+        ],
+    )

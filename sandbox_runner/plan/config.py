@@ -1,0 +1,438 @@
+"""`forge/chains.json`: pydantic models, loading, `${VAR}` substitution and early checks.
+
+Every validation problem becomes one `ConfigError` naming the file and the dotted path,
+e.g. `forge/chains.json: chains.ralph.steps[1].iterations: must be a positive integer`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+
+from sandbox_runner.errors import ConfigError, UsageError
+from sandbox_runner.paths import path_kind
+from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
+
+DEFAULT_CONFIG = Path("forge") / "chains.json"
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
+_Int = Annotated[int, Strict()]
+_Float = Annotated[float, Strict()]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, defer_build=True)
+
+
+class SandboxSettings(_Model):
+    """Docker sandbox settings; chain level, overridable per agent."""
+
+    image: str | None = None
+    """Agent image (default: fks-agent:latest)."""
+    network: str | None = None
+    """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
+    egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
+    API for Claude steps), or the name of an existing Docker network."""
+    allow: tuple[str, ...] = ()
+    """`host` or `host:port` entries the agent may reach with `network: allowlist` (ports
+    default to 443 and 80); joined with the chain's, the agent's and `--allow`."""
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
+    """Memory limit, Docker syntax (`2g`, `512m`)."""
+    cpus: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """CPU limit (e.g. 2 or 0.5)."""
+    pids_limit: _Int | None = Field(default=None, alias="pidsLimit", gt=0)
+    """Maximum number of processes in the container."""
+    timeout: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds one iteration may run before it is killed (counts as incomplete)."""
+    env: tuple[str, ...] = ()
+    """Names of host environment variables passed into the container (values never logged)."""
+    mounts: tuple[str, ...] = ()
+    """Extra host paths mounted read-only at the same path."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_not_zero(cls, value: str | None) -> str | None:
+        if value is not None and not any(c in "123456789" for c in value):
+            raise ValueError(_FRIENDLY["string_pattern_mismatch"])
+        return value
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from sandbox_runner.backends.docker.egress import AllowEntry
+
+        for entry in value:
+            AllowEntry.parse(entry)  # a ValueError names the entry
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not an environment variable name "
+                    "(letters, digits and _, not starting with a digit)"
+                )
+        return value
+
+    def merged(self, override: SandboxSettings | None) -> SandboxSettings:
+        """These settings with every field `override` sets replacing ours; lists are joined."""
+        if override is None:
+            return self
+        data = self.model_dump(exclude_unset=True)
+        for name, value in override.model_dump(exclude_unset=True).items():
+            if name in ("env", "mounts", "allow"):
+                data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
+            else:
+                data[name] = value
+        return SandboxSettings.model_validate(data)
+
+
+class AgentConfig(_Model):
+    """One entry of `agents`: how to run an agent and what to tell it by default."""
+
+    path: str | None = None
+    """Binary name, executable path, or `…/.claude/agents/<name>`; overrides the agent's name."""
+    default_prompt: str | None = Field(default=None, alias="defaultPrompt")
+    """Prompt used when neither the CLI, the step nor the chain gives one."""
+    default_prompt_file: str | None = Field(default=None, alias="defaultPromptFile")
+    """File holding the default prompt (relative to --cwd)."""
+    system_prompt: str | None = Field(default=None, alias="systemPrompt")
+    """System prompt file: makes this a Claude agent spawned directly (`claude -p`)."""
+    system_prompt_text: str | None = Field(default=None, alias="systemPromptText")
+    """Inline system prompt (instead of a file)."""
+    mcp_config: str | None = Field(default=None, alias="mcpConfig")
+    """MCP config JSON passed as `--mcp-config`."""
+    settings: str | None = None
+    """Claude settings JSON passed as `--settings`."""
+    model: str | None = None
+    """Model alias or id (`sonnet`, `opus`, `haiku`, …)."""
+    max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
+    """Maximum turns per iteration (default 100)."""
+    allowed_tools: tuple[str, ...] | None = Field(default=None, alias="allowedTools")
+    """Tool whitelist."""
+    disallowed_tools: tuple[str, ...] | None = Field(default=None, alias="disallowedTools")
+    """Tool blacklist."""
+    sandbox: SandboxSettings | None = None
+    """Sandbox settings for this agent, over the chain's."""
+
+    @property
+    def is_claude(self) -> bool:
+        """Spawned directly as `claude -p …` (it has a system prompt)."""
+        return bool(self.system_prompt or self.system_prompt_text)
+
+
+class StepConfig(_Model):
+    """One step of a chain."""
+
+    agent: str = Field(min_length=1)
+    """Agent name (a key of `agents`, a binary on PATH, or a path)."""
+    iterations: _Int | None = Field(default=None, gt=0, le=MAX_ITERATIONS)
+    """Loop up to this many times until the marker; omitted = run once, no marker needed."""
+    args: tuple[str, ...] = ()
+    """Extra arguments; `${VAR}` is substituted."""
+    prompt: str | None = None
+    """Prompt for this step."""
+    prompt_file: str | None = Field(default=None, alias="promptFile")
+    """File holding the prompt for this step."""
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_name(cls, value: str) -> str:
+        problem = agent_name_problem(value)
+        if problem:
+            raise ValueError(f"{problem}; use a plain name or path")
+        return value
+
+
+class ChainConfig(_Model):
+    """A named chain."""
+
+    description: str | None = None
+    """Shown by `fks chains`."""
+    prompt: str | None = None
+    """Prompt for every step without its own."""
+    prompt_file: str | None = Field(default=None, alias="promptFile")
+    """File holding the chain prompt."""
+    steps: tuple[StepConfig, ...] = Field(min_length=1, max_length=MAX_STEPS)
+    """The steps, in order."""
+    sandbox: SandboxSettings | None = None
+    """Sandbox settings for this chain."""
+    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    """Stop a looping step after this many iterations without a commit or file change (0: never)."""
+
+
+class ForgeConfig(_Model):
+    """The whole of forge/chains.json."""
+
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    """Agent definitions by name."""
+    chains: dict[str, ChainConfig] = Field(default_factory=dict)
+    """Named chains."""
+    sandbox: SandboxSettings | None = None
+    """Sandbox settings for every chain and DSL run."""
+    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    """Default no-progress limit (3 when unset)."""
+    rate_limit_max_wait: _Float | None = Field(
+        default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
+    )
+    """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
+
+    @field_validator("agents", "chains")
+    @classmethod
+    def _names_not_blank(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for name in value:
+            if not name.strip():
+                raise ValueError("names must not be empty")
+            problem = agent_name_problem(name)
+            if problem:
+                raise ValueError(f"name {name!r} {problem}")
+        return value
+
+
+# --- loading -------------------------------------------------------------------------------
+
+_FRIENDLY = {
+    "greater_than": "must be a positive number",
+    "greater_than_equal": "must not be negative",
+    "extra_forbidden": "unknown key",
+    "missing": "is required",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "too_short": "must not be empty",
+    "bool_type": "must be true or false",
+    "string_pattern_mismatch": "must be a positive size like 512m or 2g",
+    "finite_number": "must be a finite number",
+}
+
+
+_INT_FIELDS = {"iterations", "maxTurns", "pidsLimit"}
+
+
+def _dotted(loc: Iterable[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _describe(exc: ValidationError, shown: str) -> ConfigError:
+    errors = exc.errors()
+    first = errors[0]
+    kind, ctx = first["type"], first.get("ctx") or {}
+    message = _FRIENDLY.get(kind, first["msg"][:1].lower() + first["msg"][1:])
+    if kind in ("greater_than", "int_type") and first["loc"] and first["loc"][-1] in _INT_FIELDS:
+        message = "must be a positive integer"
+    elif kind == "less_than_equal":
+        message = f"must be at most {ctx['le']:,}"
+    elif kind == "too_long":
+        message = f"must have at most {ctx['max_length']:,} entries"
+    elif kind == "value_error":
+        message = str(ctx.get("error", message))
+    where = _dotted(first["loc"]) or "(top level)"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return ConfigError(f"{shown}: {where}: {message}{more}")
+
+
+def config_path(cwd: Path, config: Path | None) -> Path:
+    """The config file in use: --config (relative to the current directory) or <cwd>/forge/chains.json."""
+    return config.resolve() if config is not None else cwd / DEFAULT_CONFIG
+
+
+def load_config(
+    path: Path, *, cwd: Path, required: bool, shown: str | None = None, needed_by: str = "--chain"
+) -> ForgeConfig | None:
+    """Load and check the config; None when the file does not exist and nothing needs it."""
+    shown = shown or _shown(path, cwd)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required:
+            raise ConfigError(
+                f"{shown} not found; {needed_by} needs a config (create it, or run 'fks init')"
+            ) from None
+        return None
+    except OSError as exc:
+        raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
+        ) from None
+    try:
+        raw = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except _StrictJsonError as exc:
+        raise ConfigError(f"{shown}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:  # the decoder recurses once per nested [ or {
+        raise ConfigError(
+            f"{shown}: JSON is nested too deeply to be a config; check the file"
+        ) from None
+    try:
+        loaded = ForgeConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _describe(exc, shown) from None
+    check_files(loaded, cwd=cwd, shown=shown)
+    return loaded
+
+
+class _StrictJsonError(ValueError):
+    """JSON that Python's parser accepts but a config must not contain."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json.loads keeps the last of two equal keys: one of the user's settings would vanish.
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _StrictJsonError(f"key {key!r} appears twice in one object; remove one")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _StrictJsonError(f"{name} is not a JSON number; use a finite number")
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
+
+
+def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
+    """Fail early: every referenced file (without unresolved ${VAR}) must exist."""
+    for name, agent in config.agents.items():
+        for label, ref in (
+            ("systemPrompt", agent.system_prompt),
+            ("defaultPromptFile", agent.default_prompt_file),
+            ("mcpConfig", agent.mcp_config),
+            ("settings", agent.settings),
+        ):
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
+                raise ConfigError(
+                    f"{shown}: Agent '{name}' references {label} '{ref}' which does not exist"
+                )
+    for chain_name, chain in config.chains.items():
+        refs = [("promptFile", chain.prompt_file)]
+        refs += [(f"steps[{i}].promptFile", s.prompt_file) for i, s in enumerate(chain.steps)]
+        for label, ref in refs:
+            if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
+                raise ConfigError(
+                    f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
+                )
+
+
+def _is_file(path: Path, shown: str) -> bool:
+    return path_kind(path, shown, ConfigError) == "file"
+
+
+# --- chains and variables --------------------------------------------------------------------
+
+
+def parse_vars(pairs: Iterable[str]) -> dict[str, str]:
+    """`["A=1", "B=x y"]` → `{"A": "1", "B": "x y"}`."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(f"'{pair}' is not a VAR=value pair (names: letters, digits, _)")
+        out[name] = value
+    return out
+
+
+def missing_vars(texts: Iterable[str | None], variables: Mapping[str, str]) -> list[str]:
+    """Variables referenced in `texts` and not given, in first-seen order."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        for name in _VAR.findall(text or ""):
+            if name not in variables:
+                seen[name] = None
+    return list(seen)
+
+
+def substitute(text: str | None, variables: Mapping[str, str]) -> str | None:
+    """Replace `${VAR}`; callers check `missing_vars` first."""
+    if text is None:
+        return None
+    return _VAR.sub(lambda m: variables[m.group(1)], text)
+
+
+class ChainPlan:
+    """A chain (from the config or the DSL) with variables substituted: what `run` executes."""
+
+    def __init__(
+        self,
+        steps: list[Step],
+        *,
+        name: str | None = None,
+        prompt: str | None = None,
+        prompt_file: str | None = None,
+        sandbox: SandboxSettings | None = None,
+        no_progress_limit: int | None = None,
+    ) -> None:
+        self.steps = steps
+        self.name = name
+        self.prompt = prompt
+        self.prompt_file = prompt_file
+        self.sandbox = sandbox
+        self.no_progress_limit = no_progress_limit
+
+
+def chain_plan(
+    config: ForgeConfig, name: str, variables: Mapping[str, str], *, shown: str
+) -> ChainPlan:
+    """Look up chain `name`, substitute variables (all missing ones reported at once)."""
+    chain = config.chains.get(name)
+    if chain is None:
+        available = ", ".join(sorted(config.chains)) or "none defined"
+        raise ConfigError(f"Chain '{name}' not found in {shown}; available chains: {available}")
+    texts: list[str | None] = [chain.prompt, chain.prompt_file]
+    for step in chain.steps:
+        texts += [*step.args, step.prompt, step.prompt_file]
+    missing = missing_vars(texts, variables)
+    if missing:
+        pairs = " ".join(f"{m}=…" for m in missing)
+        raise UsageError(
+            f"Chain '{name}' needs variable(s) not provided: {', '.join(missing)} (pass {pairs})"
+        )
+    steps = [
+        Step(
+            agent=s.agent,
+            iterations=s.iterations or 1,
+            loop=s.iterations is not None,
+            args=tuple(substitute(a, variables) or "" for a in s.args),
+            prompt=substitute(s.prompt, variables),
+            prompt_file=substitute(s.prompt_file, variables),
+        )
+        for s in chain.steps
+    ]
+    return ChainPlan(
+        steps,
+        name=name,
+        prompt=substitute(chain.prompt, variables),
+        prompt_file=substitute(chain.prompt_file, variables),
+        sandbox=chain.sandbox,
+        no_progress_limit=chain.no_progress_limit,
+    )

@@ -1,0 +1,50 @@
+"""A chain ready to run: the options a run was asked with, turned into its plan and config
+(`fks run` and `fks run --resume` plan the same way).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sandbox_runner.plan.config import ChainPlan, ForgeConfig, chain_plan, config_path, load_config
+from sandbox_runner.plan.dsl import parse_dsl
+
+if TYPE_CHECKING:
+    from sandbox_runner.records.store import RunOptions
+
+
+@dataclass
+class Planned:
+    """A chain ready to run: the plan, the config, and the options it was asked with."""
+
+    plan: ChainPlan
+    config: ForgeConfig | None
+    options: RunOptions
+    cwd: Path
+    config_file: Path
+    no_progress_limit: int | None = None
+    """--no-progress-limit: over the chain's and the config's `noProgressLimit`."""
+
+    @property
+    def agents(self) -> dict[str, Any]:
+        return dict(self.config.agents) if self.config else {}
+
+
+def plan_run(options: RunOptions, workdir: Path) -> Planned:
+    """Load the config and build the chain plan from the options."""
+    config_file = config_path(workdir, Path(options.config) if options.config else None)
+    cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
+    if options.chain is not None:
+        assert cfg is not None
+        shown = (
+            os.path.relpath(config_file, workdir)
+            if config_file.is_relative_to(workdir)
+            else str(config_file)
+        )
+        plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
+    else:
+        plan = ChainPlan(parse_dsl(options.dsl or ""))
+    return Planned(plan=plan, config=cfg, options=options, cwd=workdir, config_file=config_file)

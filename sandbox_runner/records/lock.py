@@ -1,0 +1,85 @@
+"""One run at a time per repository and base branch.
+
+An advisory `flock` on `.forge/locks/<base>.lock`: the kernel drops it when its process dies
+(even by `kill -9`), so a stale lock is reclaimed by simply taking it. The file's content
+names the holder for the error message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox_runner.errors import LockedError
+from sandbox_runner.records.store import ForgeLayout
+
+
+@dataclass
+class RunLock:
+    """A held lock; `set_run` records the run id for whoever is refused next."""
+
+    fd: int
+    path: Path
+    label: str
+    reclaimed_from: str | None = None
+
+    def set_run(self, run_id: str) -> None:
+        self._write({"run": run_id, "pid": os.getpid(), "label": self.label})
+
+    def _write(self, holder: dict[str, object]) -> None:
+        data = json.dumps(holder).encode()
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, data, 0)
+
+
+def lock_path(project: Path, base_branch: str | None) -> Path:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", base_branch) if base_branch else "_in-place"
+    return ForgeLayout(project).lock(name)
+
+
+def _holder(fd: int) -> dict[str, object]:
+    try:
+        raw = os.pread(fd, 4096, 0)
+        holder = json.loads(raw or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+@contextmanager
+def run_lock(project: Path, base_branch: str | None, *, run_label: str) -> Iterator[RunLock]:
+    """Hold the lock for `base_branch` (None: the in-place lock of the project) or fail fast."""
+    path = lock_path(project, base_branch)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            what = f"base branch '{base_branch}'" if base_branch else f"{project}"
+            run = holder.get("run") or "a starting run"
+            pid = holder.get("pid", "?")
+            raise LockedError(
+                f"run {run} (pid {pid}) is already running on {what}; wait for it to finish, "
+                f"or stop it (kill {pid}) - a dead run's lock is reclaimed automatically"
+            ) from None
+        previous = _holder(fd)
+        lock = RunLock(fd=fd, path=path, label=run_label)
+        if previous.get("run"):
+            lock.reclaimed_from = str(previous["run"])
+        lock._write({"run": None, "pid": os.getpid(), "label": run_label})
+        try:
+            yield lock
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)

@@ -1,0 +1,53 @@
+"""`fks run --resume RUN`: continue an interrupted or incomplete run from its first unfinished
+step, on that step's branch, counting the iterations it already used.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox_runner.errors import LockedError, UsageError
+from sandbox_runner.records.store import RunRecord, RunStore, project_root, run_alive
+
+if TYPE_CHECKING:
+    from sandbox_runner.plan.planned import Planned
+
+
+@dataclass
+class Resumed:
+    planned: Planned
+    record: RunRecord
+
+
+def plan_resume(
+    ref: str, *, cwd: Path, targets: Sequence[str], chain: str | None, more: int
+) -> Resumed:
+    """Load run `ref` and re-plan it exactly as it was started."""
+    from sandbox_runner.plan.planned import plan_run
+
+    if targets or chain:
+        raise UsageError(
+            "--resume continues a run as it was started: give no DSL, --chain or VAR=value"
+        )
+    store = RunStore(project_root(cwd))
+    record = store.load(store.resolve(ref))
+    if record.status == "complete":
+        raise UsageError(f"run {record.id} is complete; there is nothing to resume")
+    if run_alive(record) and record.pid != os.getpid():
+        raise LockedError(
+            f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first"
+        )
+    planned = plan_run(record.options, Path(record.cwd))
+    agents = [s.agent for s in planned.plan.steps]
+    if agents != [s.agent for s in record.steps]:
+        raise UsageError(
+            f"the chain changed since run {record.id} started ({' -> '.join(s.agent for s in record.steps)} "
+            f"then, {' -> '.join(agents)} now); start a new run instead"
+        )
+    # By position: the same agent may appear twice with different counts (a:3 -> b -> a:5).
+    record.prepare_resume(lambda step: planned.plan.steps[step.index - 1].iterations + more)
+    return Resumed(planned=planned, record=record)

@@ -1,0 +1,463 @@
+"""Run records under `.forge/runs/<run-id>/`: `run.json` (rewritten atomically as the run goes)
+and one raw log file per iteration, written as output arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sandbox_runner import __version__
+from sandbox_runner.errors import FksError, UsageError
+
+if TYPE_CHECKING:
+    from sandbox_runner.git.landing import Landing
+    from sandbox_runner.records.results import IterationResult
+
+FORGE_DIR = ".forge"
+RUNS_DIR = "runs"
+RunStatus = Literal["running", "complete", "incomplete", "interrupted", "failed"]
+StepStatus = Literal["pending", "running", "complete", "incomplete", "interrupted", "failed"]
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Record(BaseModel):
+    # Built on first use: `fks --help` and dry runs never pay for these schemas.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class ClaudeStats(_Record):
+    """What Claude Code reported for one iteration."""
+
+    cost_usd: float | None = None
+    """total_cost_usd of the iteration."""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    turns: int | None = None
+    subtype: str | None = None
+    """Result subtype: success, error_max_turns, error_during_execution, …"""
+    session_id: str | None = None
+    duration_ms: int | None = None
+
+
+class DeniedRecord(_Record):
+    """Refused requests to one destination."""
+
+    host: str
+    port: int | None = None
+    count: int
+
+    def describe(self) -> str:
+        where = f"{self.host}:{self.port}" if self.port else self.host
+        return f"{self.count} request{'s' if self.count != 1 else ''} to {where}"
+
+
+class IterationRecord(_Record):
+    """One agent process."""
+
+    number: int
+    """Iteration number within the step (1-based)."""
+    counted: bool = True
+    """False for attempts that did not use up an iteration (rate-limit back-off)."""
+    started: datetime
+    ended: datetime | None = None
+    exit_code: int | None = None
+    marker: bool = False
+    """The completion marker was seen."""
+    reason: str | None = None
+    """Why the iteration ended the way it did: marker, once, no_marker, exit_N, timeout, …"""
+    container_id: str | None = None
+    log: str
+    """Raw output, relative to the run directory."""
+    changed: bool | None = None
+    """Made a commit or changed a file (None: could not tell)."""
+    claude: ClaudeStats | None = None
+    error_tail: str | None = Field(default=None, exclude=False)
+    """Last stderr lines of a failed iteration (for the repeated-error breaker)."""
+    denied: list[DeniedRecord] = Field(default_factory=list)
+    """Requests the sandbox's egress allow-list refused during the iteration."""
+
+
+class StepRecord(_Record):
+    """One step of the chain."""
+
+    index: int
+    """Step number (1-based)."""
+    agent: str
+    iterations_max: int
+    loop: bool
+    status: StepStatus = "pending"
+    reason: str | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    repo: str | None = None
+    """Repository the step worked in (sandbox runs)."""
+    base_branch: str | None = None
+    branch: str | None = None
+    """The step's branch (sandbox runs)."""
+    worktree: str | None = None
+    """(Runs of fks before workspaces were Docker volumes: the step's git worktree.)"""
+    workspace: str | None = None
+    """The Docker volume holding the step's workspace (sandbox runs)."""
+    start_commit: str | None = None
+    head_commit: str | None = None
+    merge_commit: str | None = None
+    """Commit of the base branch after the step was merged (None: not merged)."""
+    merged: bool = False
+    conflicts: list[str] = Field(default_factory=list)
+    iterations: list[IterationRecord] = Field(default_factory=list)
+
+    @property
+    def iterations_used(self) -> int:
+        return sum(1 for it in self.iterations if it.counted)
+
+    @property
+    def cost_usd(self) -> float:
+        return sum((it.claude.cost_usd or 0.0) for it in self.iterations if it.claude)
+
+
+class RunOptions(_Record):
+    """How the run was started: enough to resume it."""
+
+    chain: str | None = None
+    dsl: str | None = None
+    variables: dict[str, str] = Field(default_factory=dict)
+    prompt: str | None = None
+    prompt_file: str | None = None
+    config: str | None = None
+    sandbox: bool = False
+    base: str | None = None
+    image: str | None = None
+    allow: list[str] = Field(default_factory=list)
+    """`--allow` entries added to the sandbox's allow-list for this run."""
+    max_cost: float | None = None
+    global_args: list[str] = Field(default_factory=list)
+
+
+class RunRecord(_Record):
+    """`.forge/runs/<id>/run.json`."""
+
+    id: str
+    version: str = __version__
+    status: RunStatus = "running"
+    reason: str | None = None
+    started: datetime
+    ended: datetime | None = None
+    pid: int
+    cwd: str
+    options: RunOptions
+    base_branch: str | None = None
+    base_commit: str | None = None
+    failed_at: int | None = None
+    """Index (1-based) of the step that did not complete."""
+    steps: list[StepRecord] = Field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.options.chain or self.options.dsl or "?"
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(s.cost_usd for s in self.steps)
+
+    @property
+    def steps_done(self) -> int:
+        return sum(1 for s in self.steps if s.status == "complete")
+
+    def prepare_resume(self, maximum: Callable[[StepRecord], int]) -> None:
+        """Before `ActiveRun.reopen`: an iteration fks was killed during used itself up, and
+        the first unfinished step is pending again, with `maximum(step)` iterations."""
+        for step in self.steps:
+            for iteration in step.iterations:
+                if iteration.ended is None:
+                    iteration.counted = True
+                    iteration.reason = iteration.reason or "killed"
+            if step.status != "complete":
+                step.status = "pending"
+                step.iterations_max = maximum(step)
+                break
+
+
+@dataclass(frozen=True)
+class ForgeLayout:
+    """Where fks keeps its files in a project: `.forge/` and everything under it."""
+
+    project: Path
+
+    @property
+    def root(self) -> Path:
+        return self.project / FORGE_DIR
+
+    @property
+    def runs(self) -> Path:
+        """One directory per run: `run.json` and the iteration logs."""
+        return self.root / RUNS_DIR
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.runs / run_id
+
+    def lock(self, name: str) -> Path:
+        """The lock file of one base branch (`name` already made file-name safe)."""
+        return self.root / "locks" / f"{name}.lock"
+
+    @property
+    def legacy_dirs(self) -> tuple[Path, ...]:
+        """`.forge/sandbox` and `.forge/worktrees`, made by older versions of fks."""
+        return (self.root / "sandbox", self.root / "worktrees")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_alive(record: RunRecord) -> bool:
+    """The run says it is running and its process still exists."""
+    return record.status == "running" and pid_alive(record.pid)
+
+
+def project_root(cwd: Path) -> Path:
+    """Where `.forge/` lives: the git work tree's top, else `cwd` itself."""
+    from sandbox_runner.git.runner import git_toplevel
+
+    return git_toplevel(cwd) or cwd
+
+
+def new_run_id() -> str:
+    return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory and `os.replace`: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def slug(text: str) -> str:
+    """A file- and branch-name-safe form of an agent name (`./bin/x.sh` → `x.sh`, `fk:builder` → `fk-builder`)."""
+    name = text.rstrip("/").rsplit("/", 1)[-1].removesuffix(".md") if "/" in text else text
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:40] or "agent"
+
+
+class RunStore:
+    """All runs of one project."""
+
+    def __init__(self, project: Path) -> None:
+        self.project = project
+        self.layout = ForgeLayout(project)
+        self.root = self.layout.runs
+
+    def create(self, record: RunRecord) -> ActiveRun:
+        directory = self.root / record.id
+        directory.mkdir(parents=True, exist_ok=False)
+        run = ActiveRun(directory, record)
+        run.save()
+        return run
+
+    def open(self, record: RunRecord) -> ActiveRun:
+        """Continue writing an existing run (resume)."""
+        return ActiveRun(self.root / record.id, record)
+
+    def ids(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if (p / "run.json").is_file())
+
+    def load(self, run_id: str) -> RunRecord:
+        path = self.root / run_id / "run.json"
+        try:
+            return RunRecord.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FksError(f"run '{run_id}' has no record at {path}") from None
+        except ValidationError as exc:
+            raise FksError(f"{path} is not a valid run record ({exc.errors()[0]['msg']})") from None
+
+    def records(self) -> Iterator[RunRecord]:
+        for run_id in self.ids():
+            try:
+                yield self.load(run_id)
+            except FksError:
+                continue
+
+    def resolve(self, ref: str) -> str:
+        """A run id from `last`, a full id or a unique id prefix."""
+        ids = self.ids()
+        if not ids:
+            raise UsageError(f"no runs recorded in {self.root}")
+        if ref == "last":  # the newest by start time (ids only have one-second resolution)
+            newest = max(self.records(), key=lambda r: (r.started, r.id), default=None)
+            return newest.id if newest is not None else ids[-1]
+        if ref in ids:
+            return ref
+        matches = [i for i in ids if i.startswith(ref)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise UsageError(f"no run matches '{ref}'; see 'fks runs'")
+        raise UsageError(
+            f"'{ref}' matches {len(matches)} runs ({', '.join(matches[:5])}…); give more of the id"
+        )
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.layout.run_dir(run_id)
+
+    def discard(self, run_id: str) -> None:
+        """Forget a run that never started an iteration."""
+        import shutil
+
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+
+
+class RecordWriter:
+    """The one writer of step and iteration records: every change to them is a method here.
+
+    This base keeps them in memory (a step loop without a run); `ActiveRun` saves each change.
+    """
+
+    def save(self) -> None:
+        """Nothing to save without a run."""
+
+    def begin_step(self, step: StepRecord) -> None:
+        step.status = "running"
+        step.started = step.started or now()
+        self.save()
+
+    def finish_step(self, step: StepRecord, *, complete: bool, reason: str) -> None:
+        step.status = "complete" if complete else "incomplete"
+        step.reason = reason
+        step.ended = now()
+        self.save()
+
+    def bind_branch(
+        self,
+        step: StepRecord,
+        *,
+        repo: str,
+        base: str,
+        branch: str,
+        workspace: str,
+        start_commit: str | None,
+    ) -> None:
+        """Where a sandboxed step's work goes (`start_commit` None: kept from the killed run)."""
+        if start_commit is not None:
+            step.start_commit = start_commit
+        step.repo, step.base_branch, step.branch = repo, base, branch
+        step.workspace = workspace
+        self.save()
+
+    def set_head(self, step: StepRecord, commit: str | None) -> None:
+        """The step branch's tip (saved with the step's next change)."""
+        step.head_commit = commit
+
+    def record_landing(self, step: StepRecord, landing: Landing) -> None:
+        """How merging the step into its base went (saved when the step finishes)."""
+        step.merged = landing.merged
+        step.merge_commit = landing.commit if landing.merged else None
+        step.conflicts = list(landing.conflicts)
+
+    def begin_iteration(self, step: StepRecord, iteration: IterationRecord) -> None:
+        step.iterations.append(iteration)
+        self.save()
+
+    def set_container(self, iteration: IterationRecord, container_id: str | None) -> None:
+        """The iteration's container (saved when the iteration ends)."""
+        iteration.container_id = container_id
+
+    def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
+        iteration.ended = now()
+        iteration.reason = "interrupted" if interrupted else "error"
+        iteration.counted = True
+        self.save()
+
+    def end_iteration(self, iteration: IterationRecord, result: IterationResult) -> None:
+        """The one place an `IterationResult` becomes the record of its iteration."""
+        iteration.ended = result.ended
+        iteration.exit_code = result.exit_code
+        iteration.marker = result.marker
+        iteration.reason = result.reason
+        iteration.counted = result.counted
+        iteration.changed = result.changed
+        iteration.claude = result.claude
+        iteration.error_tail = result.error_tail
+        iteration.denied = list(result.denied)
+        self.save()
+
+    def count_iteration(self, iteration: IterationRecord) -> None:
+        iteration.counted = True
+        self.save()
+
+
+class ActiveRun(RecordWriter):
+    """The record of the run in progress; every change is saved at once."""
+
+    def __init__(self, directory: Path, record: RunRecord) -> None:
+        self.directory = directory
+        self.record = record
+
+    def save(self) -> None:
+        write_atomic(self.directory / "run.json", self.record.model_dump_json(indent=2))
+
+    def reopen(self) -> None:
+        """Resume: the run is running again, in this process."""
+        self.record.status = "running"
+        self.record.pid = os.getpid()
+        self.record.ended = None
+        self.save()
+
+    def set_base(self, branch: str | None, commit: str | None) -> None:
+        self.record.base_branch = branch
+        self.record.base_commit = commit
+        self.save()
+
+    def abort(
+        self, step: StepRecord, index: int, status: Literal["interrupted", "failed"], reason: str
+    ) -> None:
+        """Step `index` was interrupted or failed, and the run with it."""
+        step.status = status
+        step.reason = reason
+        step.ended = now()
+        self.record.status = status
+        self.record.reason = reason
+        self.record.failed_at = index
+        self.record.ended = now()
+        self.save()
+
+    def finish(self, *, success: bool, failed_at: int | None, reason: str | None) -> None:
+        self.record.status = "complete" if success else "incomplete"
+        self.record.failed_at = failed_at
+        self.record.reason = reason
+        self.record.ended = now()
+        self.save()
+
+    def log_path(self, step: StepRecord, attempt: int) -> Path:
+        """A new log file for attempt `attempt` of `step` (attempts count rate-limit retries too)."""
+        folder = self.directory / f"{step.index:02d}-{slug(step.agent)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / f"{attempt:03d}.log"
+
+    def relative(self, path: Path) -> str:
+        return str(path.relative_to(self.directory))

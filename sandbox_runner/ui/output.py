@@ -1,0 +1,172 @@
+"""Everything the user sees while a run goes: `[fks] …` lines, agent output, Claude progress.
+
+`PlainReporter` writes line by line with no escape sequences or control characters (pipes, CI,
+`--verbose`);
+`sandbox_runner.ui.live.LiveReporter` draws a live view on a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Protocol
+
+from sandbox_runner.backends.base import Stream
+from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
+
+if TYPE_CHECKING:
+    from sandbox_runner.engine.streamjson import Event
+    from sandbox_runner.records.results import IterationResult, StepOutcome
+
+PREFIX = "[fks]"
+_TEXT_KEEPS = "\t\n"
+# For --verbose: the lines describing step N (1-based) before it runs (command, cwd, prompt).
+StepDetails = Callable[[int], list[str]]
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class Reporter(Protocol):
+    """Receives the run's events as they happen."""
+
+    def info(self, message: str) -> None: ...
+
+    def warn(self, message: str) -> None: ...
+
+    def step_started(
+        self, index: int, total: int, agent: str, iterations: int, loop: bool
+    ) -> None: ...
+
+    def iteration_started(self, number: int, maximum: int, loop: bool) -> None: ...
+
+    def output(self, stream: Stream, chunk: bytes) -> None:
+        """Raw output of a plain agent (already masked)."""
+        ...
+
+    def events(self, events: Sequence[Event]) -> None:
+        """Parsed progress of a Claude agent."""
+        ...
+
+    def iteration_ended(self, result: IterationResult) -> None: ...
+
+    def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None: ...
+
+    def chain_ended(
+        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PlainReporter:
+    """Seed-style line output. `[fks]` lines go to `out` (stderr under --json)."""
+
+    def __init__(
+        self,
+        *,
+        out: IO[str] | None = None,
+        agent_out: IO[bytes] | None = None,
+        verbose: bool = False,
+        details: StepDetails | None = None,
+    ) -> None:
+        self._out = out or sys.stdout
+        self._details = details
+        self._agent_out = agent_out or sys.stdout.buffer
+        self._agent_err = sys.stderr.buffer
+        self._verbose = verbose
+        self._at_line_start: dict[Stream, bool] = {"stdout": True, "stderr": True}
+        # A colour code or window title from an agent would end up verbatim in a CI log.
+        self._filters: dict[Stream, EscapeFilter] = {
+            "stdout": EscapeFilter(),
+            "stderr": EscapeFilter(),
+        }
+
+    def _line(self, text: str) -> None:
+        self._end_partial_lines()
+        self._out.write(f"{PREFIX} {strip_escapes(text, keep=_TEXT_KEEPS)}\n")
+        self._out.flush()
+
+    def _end_partial_lines(self) -> None:
+        # Agent output that ended mid-line must not glue onto our next line.
+        for stream in self._filters:
+            self._write(stream, self._filters[stream].flush())
+            if not self._at_line_start[stream]:
+                self._write(stream, b"\n")
+
+    def _write(self, stream: Stream, data: bytes) -> None:
+        if not data:
+            return
+        target = self._agent_out if stream == "stdout" else self._agent_err
+        target.write(data)
+        target.flush()
+        self._at_line_start[stream] = data.endswith(b"\n")
+
+    def info(self, message: str) -> None:
+        self._line(message)
+
+    def warn(self, message: str) -> None:
+        self._line(f"Warning: {message}")
+
+    def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
+        if index > 1:
+            self._end_partial_lines()
+            self._out.write("\n")
+        if loop:
+            self._line(f"Starting: {agent} (max {plural(iterations, 'iteration')})")
+        else:
+            self._line(f"Running: {agent}")
+        for line in self._details(index) if self._details else ():
+            self._line(f"  {line}")
+
+    def iteration_started(self, number: int, maximum: int, loop: bool) -> None:
+        if loop:
+            self._line(f"Iteration {number}/{maximum}")
+
+    def output(self, stream: Stream, chunk: bytes) -> None:
+        self._write(stream, self._filters[stream].feed(chunk))
+
+    def events(self, events: Sequence[Event]) -> None:
+        from sandbox_runner.engine.streamjson import AssistantText, Result, ToolCall
+
+        for event in events:
+            if isinstance(event, ToolCall):
+                self._line(f"  {event.summary}")
+            elif isinstance(event, AssistantText):
+                text = strip_escapes(event.text, keep=_TEXT_KEEPS).rstrip("\n")
+                if text:
+                    self._end_partial_lines()
+                    self._out.write(text + "\n")
+                    self._out.flush()
+            elif isinstance(event, Result):
+                self._line(event.summary_line())
+
+    def iteration_ended(self, result: IterationResult) -> None:
+        if result.note:
+            self._line(result.note)
+
+    def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
+        used = outcome.iterations_used
+        if outcome.complete and not loop:
+            code = outcome.last.exit_code if outcome.last else None
+            self._line(f"Done: {agent} (exit {code})")
+        elif outcome.complete:
+            self._line(f"Complete after {plural(used, 'iteration')}")
+        else:
+            self._line(f"Incomplete: {agent} {outcome.describe()}")
+
+    def chain_ended(
+        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
+    ) -> None:
+        kind = "Pipeline" if pipeline else "Chain"
+        spent = f", ${cost:.4f}" if cost else ""
+        self._end_partial_lines()
+        self._out.write("\n")
+        if complete:
+            self._line(f"{kind} complete ({done}/{total} steps{spent})")
+        else:
+            self._line(f"{kind} incomplete ({done}/{total} steps{spent})")
+
+    def close(self) -> None:
+        self._end_partial_lines()

@@ -1,0 +1,553 @@
+"""An adversarial agent against `fks run --sandbox`: each test is one attack from inside the
+container, run with the real CLI and Docker, and checks what the trust boundary promises.
+
+Every attack's payload would `touch` a marker under the test's tmp_path, a host path the
+container cannot see: it can only appear if the *host* ran something the agent wrote. Each test
+then checks that nothing else on the host changed (paths outside the repository, the user's
+refs, `git fsck --full`) and that a failure reads as one clear line, with no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import Result, git
+from test_backend import add_script, record, sandbox
+from test_backend import repo as repo  # the fixture, shared
+
+pytestmark = pytest.mark.docker
+
+MARK = "echo FORKHESTRA_COMPLETE"
+EX = ".git/fks-export"
+# The agent's own export, left in place by killing the wrapper script (its parent) so it
+# cannot replace it: `end=1` makes it look complete.
+OWN_INFO = f'rm -rf {EX}; mkdir -p {EX}; printf "before=a\\nafter=b\\nend=1\\n" > {EX}/info'
+KILL_WRAPPER = "kill -9 $PPID; sleep 5"
+
+
+class Host:
+    """What an attack must leave alone on the host, recorded before the run."""
+
+    def __init__(self, repo: Path, tmp_path: Path) -> None:
+        self.repo = repo
+        self.tmp = tmp_path
+        self.markers = tmp_path / "markers"
+        self.markers.mkdir()
+        self.secret = tmp_path / "secret.txt"
+        self.secret.write_text("TOPSECRET-host-only\n")
+        self.outside = tmp_path / "outside"
+        self.outside.mkdir()
+        self.refs: dict[str, str] = {}
+        self.paths: list[str] = []
+
+    def agent(self, body: str, name: str = "attack.sh") -> str:
+        """Commit `body` as a shell-script agent, then record the host as it is; returns the
+        agent's DSL step."""
+        add_script(self.repo, name, "#!/bin/sh\nset -u\n" + body + "\n")
+        self.refs = refs(self.repo)
+        self.paths = outside_repo(self.tmp, self.repo)
+        return f"./scripts/{name}"
+
+    def payload(self, name: str) -> str:
+        """A command that leaves a marker only where the host can see it (never fails)."""
+        return f"touch {self.markers}/{name} 2>/dev/null; true"
+
+    def check(self, res: Result, *, merged: bool = False) -> None:
+        """Nothing ran on, or was written to, the host; only the step branch (and the base,
+        when the step legitimately merged) moved; the user's repository is sound."""
+        assert sorted(p.name for p in self.markers.iterdir()) == []
+        assert outside_repo(self.tmp, self.repo) == self.paths
+        assert "Traceback" not in res.output, res.output[-3000:]
+        assert "TOPSECRET" not in res.output
+        fsck = subprocess.run(
+            ["git", "fsck", "--full", "--no-dangling"],
+            cwd=self.repo,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
+        after = refs(self.repo)
+        step = record(self.repo)["steps"][0]["branch"]
+        moved = {
+            ref for ref in after.keys() | self.refs.keys() if after.get(ref) != self.refs.get(ref)
+        }
+        allowed = {f"refs/heads/{step}"} | ({"refs/heads/main"} if merged else set())
+        assert moved <= allowed, moved
+        if not merged:
+            assert after["refs/heads/main"] == self.refs["refs/heads/main"]
+        assert git(self.repo, "status", "--porcelain") == ""
+        assert (self.repo / ".forge").is_dir() and not (self.repo / ".forge").is_symlink()
+
+
+def refs(repo: Path) -> dict[str, str]:
+    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    return dict(line.split(" ", 1) for line in out.splitlines())
+
+
+def outside_repo(tmp_path: Path, repo: Path) -> list[str]:
+    """Every path under tmp_path that is not in the user's repository, with its kind."""
+    found = []
+    for root, dirs, files in os.walk(tmp_path):
+        here = Path(root)
+        if here == repo:
+            dirs.clear()
+            continue
+        found += [f"{here / name}:{_kind(here / name)}" for name in (*dirs, *files)]
+    return sorted(found)
+
+
+def _kind(path: Path) -> str:
+    mode = path.lstat().st_mode
+    return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "file"
+
+
+def one_line(res: Result, phrase: str) -> str:
+    """The single output line that says `phrase` (a clear message, not a wall of text)."""
+    lines = [line for line in res.output.splitlines() if phrase in line]
+    assert lines, res.output[-3000:]
+    assert len(lines[0]) < 600, lines[0]
+    return lines[0]
+
+
+def step_tip(repo: Path) -> str:
+    return git(repo, "rev-parse", record(repo)["steps"][0]["branch"])
+
+
+@pytest.fixture
+def host(repo: Path, tmp_path: Path) -> Host:
+    git(repo, "tag", "-a", "-m", "release", "v1")
+    return Host(repo, tmp_path)
+
+
+COMMIT_WORK = "echo work > work.txt && git add work.txt && git commit -qm 'agent work'"
+
+
+# --- 1. git metadata in the workspace ------------------------------------------------------------
+
+
+def test_workspace_hooks_fsmonitor_and_drivers_never_run_on_host(repo: Path, host: Host) -> None:
+    """Hooks, hooksPath, fsmonitor and filter/diff/merge drivers set in the workspace's .git,
+    and a committed .gitattributes naming them: they may run in the container, never on the host."""
+    hooks = "post-commit post-merge post-checkout reference-transaction post-rewrite pre-auto-gc"
+    body = f"""
+for dir in .git/hooks /tmp/hooks; do
+  mkdir -p $dir
+  for h in {hooks}; do printf '#!/bin/sh\\n{host.payload("hook-$h")}\\n' > $dir/$h; chmod +x $dir/$h; done
+done
+git config core.hooksPath /tmp/hooks
+git config core.fsmonitor '{host.payload("fsmonitor")}'
+git config filter.pwn.clean '{host.payload("clean")}; cat'
+git config filter.pwn.smudge '{host.payload("smudge")}; cat'
+git config diff.pwn.command '{host.payload("diff")}'
+git config diff.pwn.textconv '{host.payload("textconv")}; cat'
+git config merge.pwn.driver '{host.payload("merge")}'
+git config include.path /workspace/evil.cfg
+printf '* filter=pwn diff=pwn merge=pwn\\n' > .gitattributes
+printf 'line 1\\nline 2\\nline 3\\nagent line\\n' > README.md
+{COMMIT_WORK.replace("work.txt", "work.txt .gitattributes README.md")}
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    assert (repo / ".gitattributes").read_text() == "* filter=pwn diff=pwn merge=pwn\n"
+    git(repo, "diff", "HEAD~1", "HEAD")  # the user's own git with the agent's attributes: no driver
+    assert list(host.markers.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "redirect",
+    [
+        pytest.param("mv .git .git-real && printf 'gitdir: {git}\\n' > .git", id="gitfile"),
+        pytest.param("echo {git} > .git/commondir", id="commondir"),
+        pytest.param("rm -rf .git && ln -s {git} .git", id="git-symlink"),
+        pytest.param("mv .git .real && ln -s /proc/self/cwd/.real .git", id="git-symlink-proc"),
+    ],
+)
+def test_workspace_git_dir_redirected_to_host_path(repo: Path, host: Host, redirect: str) -> None:
+    """The agent points its workspace's git dir at the user's real .git path (and sets an
+    fsmonitor payload first): the host never looks, the iteration fails clearly."""
+    body = f"""
+git config core.fsmonitor '{host.payload("fsmonitor")}'
+{COMMIT_WORK}
+{redirect.format(git=repo / ".git")}
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    host.check(res, merged=res.code == 0)
+    if res.code != 0:
+        one_line(res, "'main' was not touched")
+
+
+@pytest.mark.parametrize("name", [".GIT", "git~1", ".git", ".gitmodules"])
+def test_committed_git_lookalike_path_is_refused(repo: Path, host: Host, name: str) -> None:
+    """A tree holding `.GIT/config` (or its NTFS/HFS aliases, or a symlinked .gitmodules) would
+    configure the user's git on checkout: git's fsck refuses it on the way in."""
+    if name == ".gitmodules":
+        entry = '$(printf "120000 blob %s\\t.gitmodules\\n" $(printf /etc/passwd | git hash-object -w --stdin))'
+    else:
+        entry = (
+            '$(printf "040000 tree %s\\t' + name + '\\n" '
+            '$(printf "100644 blob %s\\tconfig\\n" "$cfg" | git mktree))'
+        )
+    body = f"""
+cfg=$(printf '[core]\\n\\tfsmonitor = {host.payload("dotgit")}\\n' | git hash-object -w --stdin)
+tree=$({{ git ls-tree HEAD; echo "{entry}"; }} | git mktree) || exit 3
+commit=$(git commit-tree $tree -p HEAD -m 'agent adds {name}') || exit 4
+git reset -q --hard $commit 2>/dev/null || git update-ref HEAD $commit
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert step_tip(repo) == host.refs["refs/heads/main"]
+    one_line(res, "the agent's commits were refused")
+
+
+# --- 2. symlinks ---------------------------------------------------------------------------------
+
+
+def test_symlinks_in_workspace_git_dir_stay_in_the_container(repo: Path, host: Host) -> None:
+    """Symlinked object directories, alternates and refs pointing at host-looking paths: git in
+    the container resolves them there; the host only ever sees the bundle."""
+    body = f"""
+{COMMIT_WORK}
+ln -s /etc .git/objects/ee
+ln -s {repo}/.git/objects .git/objects/pack/host-objects
+echo {repo}/.git/objects >> .git/objects/info/alternates
+ln -s /etc/passwd .git/refs/heads/evil
+ln -s {repo}/.git/refs/heads/main .git/refs/tags/v1
+ln -s {host.secret} .git/refs/heads/secret
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    assert git(repo, "log", "-1", "--format=%s", "main") == "agent work"
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(f"rm -rf {EX} && ln -s /etc {EX}", id="export-dir-symlink"),
+        pytest.param(f"ln -s /etc/passwd {EX}/bundle", id="bundle-etc-passwd"),
+        pytest.param(f"ln -s /dev/zero {EX}/bundle", id="bundle-dev-zero"),
+        pytest.param(f"ln -s /proc/self/environ {EX}/bundle", id="bundle-proc-environ"),
+        pytest.param(f"mkfifo {EX}/bundle", id="bundle-fifo"),
+        pytest.param(f"mkdir {EX}/bundle", id="bundle-dir"),
+        pytest.param(f"rm {EX}/info && ln -s /etc/shadow {EX}/info", id="info-symlink"),
+        pytest.param(f"ln {EX}/info {EX}/bundle", id="bundle-hardlink"),
+        pytest.param(f"echo x > {EX}/extra", id="extra-file"),
+    ],
+)
+def test_export_that_is_not_a_regular_file_is_refused(repo: Path, host: Host, attack: str) -> None:
+    """The agent kills the wrapper after replacing the export with a link, FIFO or directory:
+    nothing on the host is opened or followed; the iteration fails clearly, base untouched."""
+    body = f"{COMMIT_WORK}\n{OWN_INFO}\n{attack}\n{MARK}\n{KILL_WRAPPER}"
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    line = one_line(res, "refused")
+    assert "'main' was not touched" in line
+    assert step_tip(repo) == host.refs["refs/heads/main"]
+
+
+def test_committed_symlink_outside_repo_is_just_a_symlink(repo: Path, host: Host) -> None:
+    """Committed symlinks to host paths land as symlinks; fks never follows them."""
+    body = f"""
+ln -s {host.secret} secret-link && ln -s /etc/passwd passwd-link && ln -s ../outside escape
+git add secret-link passwd-link escape && git commit -qm 'agent links'
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    assert (repo / "secret-link").readlink() == host.secret
+    assert (repo / "escape").readlink() == Path("../outside")
+    assert "TOPSECRET" not in git(repo, "log", "-p", "--all")
+
+
+# --- 3. a poisoned object -------------------------------------------------------------------------
+
+
+def test_poisoned_object_never_reaches_the_user(repo: Path, host: Host) -> None:
+    """Garbage stored under the id of content the user has not written yet (and a commit that
+    points at it): refused on the way in; the user's later commit of that content is sound."""
+    content = "the user's next file\n"
+    oid = subprocess.run(
+        ["git", "hash-object", "--stdin"], input=content, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    body = f"""
+mkdir -p .git/objects/{oid[:2]}
+python3 -c 'import sys, zlib; sys.stdout.buffer.write(zlib.compress(b"blob 6\\0junk!\\n"))' > .git/objects/{oid[:2]}/{oid[2:]}
+git update-index --add --cacheinfo 100644,{oid},poison.txt && git commit -qm 'agent poison'
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    one_line(res, "'main' was not touched")
+    assert subprocess.run(["git", "cat-file", "-e", oid], cwd=repo, check=False).returncode != 0
+    (repo / "next.txt").write_text(content)
+    git(repo, "add", "next.txt")
+    git(repo, "commit", "-qm", "user's next file")
+    assert git(repo, "show", "HEAD:next.txt") + "\n" == content
+    assert git(repo, "rev-parse", "HEAD:next.txt") == oid
+    host.refs = refs(repo)
+    host.check(res)
+
+
+# --- 4. a bundle that names other refs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_branch", [True, False], ids=["with-step-branch", "others-only"])
+def test_own_bundle_with_other_refs_moves_only_the_step_branch(
+    repo: Path, host: Host, with_branch: bool
+) -> None:
+    """The agent's own bundle carries main, a tag, remotes and other fks refs at its commit:
+    only the step branch may move; main, tags and everything else stay as they were."""
+    step = '"refs/heads/$FKS_BRANCH"' if with_branch else ""
+    body = f"""
+{COMMIT_WORK}
+git tag -f v1 HEAD && git update-ref refs/heads/main HEAD && git update-ref refs/remotes/origin/main HEAD
+git update-ref refs/fks/other/leftover/1 HEAD && git update-ref refs/heads/fks/evil HEAD
+{OWN_INFO}
+git bundle create -q {EX}/bundle refs/heads/main refs/tags/v1 refs/remotes/origin/main refs/fks/other/leftover/1 refs/heads/fks/evil {step} || exit 3
+{KILL_WRAPPER}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    moved_to = step_tip(repo)
+    if with_branch:
+        assert git(repo, "log", "-1", "--format=%s", moved_to) == "agent work"
+    else:
+        assert moved_to == host.refs["refs/heads/main"]
+
+
+@pytest.mark.parametrize("kind", ["blob", "tree", "tag"])
+def test_step_branch_at_a_non_commit_is_refused(repo: Path, host: Host, kind: str) -> None:
+    """A hand-made bundle whose step branch names a blob, tree or tag object."""
+    make = {
+        "blob": "echo data | git hash-object -w --stdin",
+        "tree": "git rev-parse HEAD^{tree}",
+        "tag": "git tag -a -m t sneaky HEAD >/dev/null && git rev-parse sneaky",
+    }[kind]
+    body = f"""
+{COMMIT_WORK}
+target=$({make})
+{OWN_INFO}
+{{ printf "# v2 git bundle\\n%s refs/heads/%s\\n\\n" $target "$FKS_BRANCH"
+  git rev-list --objects $target --not $FKS_SINCE | git pack-objects -q --stdout; }} > {EX}/bundle
+{MARK}
+{KILL_WRAPPER}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert "not a commit" in one_line(res, "refused")
+    assert step_tip(repo) == host.refs["refs/heads/main"]
+
+
+# --- 5. huge and malformed bundles -------------------------------------------------------------
+
+
+def test_bundle_over_the_size_limit_is_refused(repo: Path, host: Host) -> None:
+    body = f"""
+head -c 1000000 /dev/urandom > big.bin && git add big.bin && git commit -qm 'agent big'
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1", env={"FKS_MAX_BUNDLE_BYTES": "100000"})
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert "FKS_MAX_BUNDLE_BYTES" in one_line(res, "larger than")
+    assert step_tip(repo) == host.refs["refs/heads/main"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(f"head -c 4096 /dev/urandom > {EX}/bundle", id="garbage"),
+        pytest.param(
+            'git bundle create -q /tmp/b "refs/heads/$FKS_BRANCH" ^$FKS_SINCE && '
+            f"head -c $(( $(wc -c < /tmp/b) - 40 )) /tmp/b > {EX}/bundle",
+            id="truncated",
+        ),
+        pytest.param(
+            f'printf "# v2 git bundle\\n%s refs/heads/%s\\n\\n" $(git rev-parse HEAD) "$FKS_BRANCH" > {EX}/bundle',
+            id="header-only",
+        ),
+        pytest.param(
+            f'printf "# v2 git bundle\\n%s refs/heads/%s\\n" $(git rev-parse HEAD) "$FKS_BRANCH" > {EX}/bundle; '
+            f"head -c 3000000 /dev/zero | tr '\\0' x >> {EX}/bundle",
+            id="endless-header",
+        ),
+        pytest.param(
+            f'{{ printf "# v3 git bundle\\n@object-format=sha256\\n%s refs/heads/%s\\n\\n" '
+            f'$(git rev-parse HEAD) "$FKS_BRANCH"; git rev-parse HEAD | git pack-objects -q --stdout; }} > {EX}/bundle',
+            id="sha256",
+        ),
+        pytest.param(
+            f'{{ printf "# v3 git bundle\\n@filter=blob:none\\n%s refs/heads/%s\\n\\n" '
+            f'$(git rev-parse HEAD) "$FKS_BRANCH"; git rev-list --objects --filter=blob:none HEAD ^$FKS_SINCE | '
+            f"git pack-objects -q --stdout; }} > {EX}/bundle",
+            id="filtered-no-blobs",
+        ),
+    ],
+)
+def test_malformed_bundle_is_refused(repo: Path, host: Host, make: str) -> None:
+    body = f"""
+{COMMIT_WORK}
+{OWN_INFO}
+{make}
+{MARK}
+{KILL_WRAPPER}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    one_line(res, "'main' was not touched")
+    assert step_tip(repo) == host.refs["refs/heads/main"]
+
+
+# --- 6. the rest -----------------------------------------------------------------------------------
+
+
+def test_info_lines_are_bounded_and_made_printable(repo: Path, host: Host) -> None:
+    """Terminal escapes, control characters and a 10 MB line in `info` come out as plain text."""
+    body = f"""
+{COMMIT_WORK}
+{OWN_INFO}
+printf 'warning=\\033]0;pwned\\007\\033[31mred\\rover\\n' >> {EX}/info
+{{ printf 'warning='; head -c 10000000 /dev/zero | tr '\\0' A; echo; }} >> {EX}/info
+{KILL_WRAPPER}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    line = one_line(res, "red")
+    assert "\x1b" not in res.output and "\x07" not in res.output and "\r" not in res.output
+    assert "?]0;pwned??[31mred" in line
+    assert max(len(x) for x in res.output.splitlines()) < 1000
+
+
+def test_killed_wrapper_work_is_still_exported(repo: Path, host: Host) -> None:
+    """Killing the wrapper before it exports only loses it the export: a fresh container exports
+    the workspace instead."""
+    body = f"{COMMIT_WORK}\n{MARK}\n{KILL_WRAPPER}"
+    res = sandbox(host.agent(body) + ":1")
+    host.check(res, merged=res.code == 0)
+    assert git(repo, "log", "-1", "--format=%s", step_tip(repo)) == "agent work"
+
+
+def test_deleted_branch_and_detached_head(repo: Path, host: Host) -> None:
+    body = f"""
+git checkout -q --detach
+{COMMIT_WORK}
+git branch -D "$FKS_BRANCH" >/dev/null
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    one_line(res, "deleted its branch")
+    one_line(res, "left HEAD off its branch")
+    assert git(repo, "log", "-1", "--format=%s", "main") == "agent work"
+
+
+def test_rewritten_unrelated_history_is_not_merged(repo: Path, host: Host) -> None:
+    """The agent replaces its branch with an unrelated (orphan) history: kept for review, never
+    merged, one clear line."""
+    body = f"""
+git checkout -q --orphan other && git rm -rqf . && echo new > only.txt && git add only.txt
+git commit -qm 'agent orphan' && git branch -qf "$FKS_BRANCH" other && git checkout -q "$FKS_BRANCH"
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert git(repo, "log", "-1", "--format=%s", step_tip(repo)) == "agent orphan"
+    one_line(res, "history")
+
+
+def test_unreadable_git_dir(repo: Path, host: Host) -> None:
+    body = f"{COMMIT_WORK}\nchmod 000 .git\n{MARK}"
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    one_line(res, "'main' was not touched")
+
+
+def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host) -> None:
+    from test_backend import configure
+
+    configure(repo, {"sandbox": {"memory": "64m"}})
+    body = f"{COMMIT_WORK}\nhead -c 200000000 /dev/zero > /tmp/fill\necho wrote $?\n{MARK}"
+    res = sandbox(host.agent(body) + ":1")
+    host.check(res, merged=res.code == 0)
+    assert "wrote 0" not in res.output
+
+
+# --- fks's own state in the user's checkout --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        pytest.param("ln -s {outside} .forge && git add .forge", id="forge-symlink"),
+        pytest.param(
+            "mkdir -p .forge/runs/planted && echo '{{}}' > .forge/runs/planted/run.json && git add -f .forge",
+            id="planted-record",
+        ),
+        pytest.param(
+            'mkdir -p ".forge/runs/${{FKS_BRANCH#fks/}}" && '
+            'ln -s {outside} ".forge/runs/${{FKS_BRANCH#fks/}}/01-x" && git add -f .forge',
+            id="run-dir-symlink",
+        ),
+    ],
+)
+def test_commits_touching_fks_run_records_are_not_merged(
+    repo: Path, host: Host, plant: str
+) -> None:
+    """`.forge/` holds fks's run records and is only ignored, not tracked: a fast-forward would
+    replace it (git treats ignored files as expendable) with the agent's symlink or records, and
+    fks would then write through it to a host path. Such a step is kept for review instead."""
+    body = f"""
+{plant.format(outside=host.outside)}
+git commit -qm 'agent plants .forge'
+{MARK}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert list(host.outside.iterdir()) == []
+    assert (repo / ".forge" / "runs" / record(repo)["id"] / "run.json").is_file()
+    one_line(res, ".forge")
+
+
+def test_prompt_file_replaced_by_symlink_is_not_followed(repo: Path, host: Host) -> None:
+    """Step 1 merges a commit that turns the prompt file into a symlink to a host secret;
+    step 2's prompt must not be the secret (the host reads no path the agent could write)."""
+    (repo / "PROMPT.md").write_text("do the work\n")
+    git(repo, "add", "PROMPT.md")
+    git(repo, "commit", "-qm", "prompt")
+    first = host.agent(
+        f"rm PROMPT.md && ln -s {host.secret} PROMPT.md && git add PROMPT.md && "
+        f"git commit -qm 'agent swaps the prompt'\n{MARK}",
+        "first.sh",
+    )
+    second = host.agent('for a; do last=$a; done; echo "prompt: $last"\n' + MARK, "second.sh")
+    res = fks_run(f"{first}:1 -> {second}:1", "--prompt-file", "PROMPT.md")
+    assert "TOPSECRET" not in res.output
+    assert list(host.markers.iterdir()) == []
+
+
+def fks_run(dsl: str, *args: str) -> Result:
+    from helpers import fks
+
+    return fks("run", dsl, *args, "--sandbox", timeout=180)

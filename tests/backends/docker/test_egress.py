@@ -1,0 +1,659 @@
+"""Egress control: the allow-list, Squid's config, the access log, and (-m docker) an agent
+container on network none that reaches only allowed hosts, and the API only with a key it
+never holds."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import ssl
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sandbox_runner.backends.docker import base_image, images
+from sandbox_runner.backends.docker.egress import (
+    API_PORT,
+    FORWARD_PORT,
+    PLACEHOLDER,
+    AllowEntry,
+    AllowEntryError,
+    ApiUpstream,
+    Denied,
+    EgressProxy,
+    parse_denied,
+    squid_config,
+)
+from sandbox_runner.errors import FksError, SandboxError
+
+REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
+REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex
+
+# --- allow-list entries ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "ports"),
+    [
+        ("example.com", "example.com", None, (80, 443)),
+        (" API.Example.COM.:8443 ", "api.example.com", 8443, (8443,)),
+        ("10.1.2.3", "10.1.2.3", None, (80, 443)),
+        ("10.1.2.3:80", "10.1.2.3", 80, (80,)),
+        ("localhost:1", "localhost", 1, (1,)),
+    ],
+)
+def test_allow_entry_parses_host_and_port(
+    text: str, host: str, port: int | None, ports: tuple[int, ...]
+) -> None:
+    entry = AllowEntry.parse(text)
+    assert (entry.host, entry.port, entry.ports) == (host, port, ports)
+    assert AllowEntry.parse(str(entry)) == entry
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("", "not a host name"),
+        ("https://example.com", "give host or host:port, not a URL"),
+        ("example.com/path", "not a URL"),
+        ("::1", "IPv6 addresses are not supported"),
+        ("[::1]:443", "IPv6 addresses are not supported"),
+        ("example.com:", "the port must be 1-65535"),
+        ("example.com:0", "the port must be 1-65535"),
+        ("example.com:65536", "the port must be 1-65535"),
+        ("example.com:https", "the port must be 1-65535"),
+        ("300.1.2.3", "not an IPv4 address"),
+        ("1.2.3", "not an IPv4 address"),
+        ("-bad.example.com", "not a host name"),
+        ("under_score.example.com", "not a host name"),
+        ("two words", "not a host name"),
+        ("a..b", "not a host name"),
+        ("*.example.com", "not a host name"),
+        ("example.com\nhttp_access allow all", "not a host name"),
+    ],
+)
+def test_allow_entry_refuses_garbage_naming_it(text: str, why: str) -> None:
+    with pytest.raises(AllowEntryError) as caught:
+        AllowEntry.parse(text)
+    assert str(caught.value).startswith(f"allow-list entry {text!r}: ")
+    assert why in str(caught.value)
+    assert isinstance(caught.value, FksError) and isinstance(caught.value, ValueError)
+
+
+# --- the API upstream --------------------------------------------------------------------------
+
+
+def test_api_upstream_from_claude_code_variables() -> None:
+    assert ApiUpstream.from_env({}) is None
+    assert ApiUpstream.from_env({"ANTHROPIC_API_KEY": ""}) is None
+    key = ApiUpstream.from_env({"ANTHROPIC_API_KEY": "k1", "CLAUDE_CODE_OAUTH_TOKEN": "t1"})
+    assert key == ApiUpstream("https://api.anthropic.com", "k1", "x-api-key", "ANTHROPIC_API_KEY")
+    assert (key.host, key.port, key.tls) == ("api.anthropic.com", 443, True)
+    oauth = ApiUpstream.from_env(
+        {"CLAUDE_CODE_OAUTH_TOKEN": "t1", "ANTHROPIC_BASE_URL": "http://10.0.0.5:9000"}
+    )
+    assert oauth == ApiUpstream(
+        "http://10.0.0.5:9000", "t1", "authorization", "CLAUDE_CODE_OAUTH_TOKEN"
+    )
+    assert (oauth.host, oauth.port, oauth.tls) == ("10.0.0.5", 9000, False)
+    auth = ApiUpstream.from_env({"ANTHROPIC_AUTH_TOKEN": "t2"})
+    assert auth is not None and (auth.header, auth.env_name) == (
+        "authorization",
+        "ANTHROPIC_AUTH_TOKEN",
+    )
+
+
+def test_api_credential_is_never_shown() -> None:
+    upstream = ApiUpstream("https://api.anthropic.com", REAL_KEY)
+    assert REAL_KEY not in repr(upstream) and REAL_KEY not in str(upstream)
+    bad = 'sk-"quoted"%{macro}'
+    with pytest.raises(SandboxError) as caught:
+        ApiUpstream("https://api.anthropic.com", bad)
+    assert bad not in str(caught.value)
+    assert "ANTHROPIC_API_KEY has characters the egress proxy cannot pass on" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("api.anthropic.com", "must be http(s)://host[:port]"),
+        ("ftp://api.anthropic.com", "must be http(s)://host[:port]"),
+        ("https://api.anthropic.com/v1", "remove the path"),
+        ("https://u:p@api.anthropic.com", "remove the path, query and user part"),
+        ("https://api.anthropic.com:99999", "the port must be 1-65535"),
+        ("https://bad_host", "not a host name"),
+    ],
+)
+def test_api_url_must_be_a_bare_origin(url: str, why: str) -> None:
+    with pytest.raises(FksError, match=re.escape(why)):
+        ApiUpstream(url, "k")
+
+
+# --- squid.conf --------------------------------------------------------------------------------
+
+
+def _access_rules(config: str) -> list[str]:
+    return [line for line in config.splitlines() if line.startswith("http_access ")]
+
+
+def test_config_allows_the_pairs_and_denies_everything_else() -> None:
+    allow = [AllowEntry.parse(t) for t in ("github.com", "10.0.0.7:8080", "github.com")]
+    config = squid_config(allow, None)
+    lines = config.splitlines()
+    assert f"http_port 127.0.0.1:{FORWARD_PORT} name=forward" in lines
+    assert "acl allow1_host dstdomain -n github.com" in lines
+    assert "acl allow1_port port 80 443" in lines
+    assert "acl allow2_host dstdomain -n 10.0.0.7" in lines
+    assert "acl allow2_port port 8080" in lines
+    assert "acl allow3_host" not in config  # duplicates once
+    assert _access_rules(config) == [
+        "http_access deny manager",
+        "http_access deny fks_api CONNECT",
+        "http_access allow allow1_host allow1_port",
+        "http_access allow allow2_host allow2_port",
+        "http_access deny all",
+    ]
+    for setting in ("pid_filename none", "cache deny all", "max_filedescriptors 1024"):
+        assert setting in lines
+    assert "accel" not in config and "cache_peer" not in config
+    assert "request_header" not in config
+
+
+def test_config_with_nothing_allowed_denies_all() -> None:
+    assert _access_rules(squid_config([], None))[-1] == "http_access deny all"
+    assert "allow1" not in squid_config([], None)
+
+
+def test_config_accelerator_to_an_http_api_with_x_api_key() -> None:
+    api = ApiUpstream("http://10.0.0.5:9000", REAL_KEY)
+    config = squid_config([AllowEntry.parse("github.com")], api)
+    lines = config.splitlines()
+    assert (
+        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=10.0.0.5:9000 no-vhost name=api" in lines
+    )
+    assert (
+        "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest originserver name=fks_upstream"
+        in lines
+    )
+    assert "cache_peer_access fks_upstream allow fks_api" in lines
+    assert "cache_peer_access fks_upstream deny all" in lines
+    assert "never_direct allow fks_api" in lines
+    assert "request_header_access X-Api-Key deny fks_api" in lines
+    assert f'request_header_add X-Api-Key "{REAL_KEY}" fks_api' in lines
+    assert config.count(REAL_KEY) == 1
+    assert _access_rules(config) == [
+        "http_access deny manager",
+        "http_access deny fks_api CONNECT",
+        "http_access allow fks_api",
+        "http_access allow allow1_host allow1_port",
+        "http_access deny all",
+    ]
+
+
+def test_config_accelerator_to_a_tls_api_with_a_bearer_token() -> None:
+    api = ApiUpstream(
+        "https://api.anthropic.com", REAL_TOKEN, "authorization", "CLAUDE_CODE_OAUTH_TOKEN"
+    )
+    lines = squid_config([], api).splitlines()
+    assert (
+        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=api.anthropic.com no-vhost name=api"
+        in lines
+    )
+    assert (
+        "cache_peer api.anthropic.com parent 443 0 no-query no-digest originserver "
+        "name=fks_upstream tls"
+    ) in lines
+    assert "request_header_access Authorization deny fks_api" in lines
+    assert f'request_header_add Authorization "Bearer {REAL_TOKEN}" fks_api' in lines
+    assert not any("X-Api-Key" in line for line in lines)
+
+
+def test_config_https_api_on_another_port_names_it() -> None:
+    config = squid_config([], ApiUpstream("https://llm.corp.example:8443", "k"))
+    assert "defaultsite=llm.corp.example:8443 " in config
+    assert "cache_peer llm.corp.example parent 8443 0 " in config
+
+
+# --- the access log ----------------------------------------------------------------------------
+
+LOG = f"""\
+1700000000.100 TCP_MISS/200 GET 10.0.0.7 8080 {FORWARD_PORT}
+1700000001.200 TCP_DENIED/403 CONNECT evil.example 443 {FORWARD_PORT}
+1700000002.300 TCP_DENIED/403 GET evil.example 443 {FORWARD_PORT}
+1700000003.400 TCP_DENIED/403 GET 10.0.0.7 22 {FORWARD_PORT}
+1700000003.500 TCP_DENIED/403 GET fks-proxy {FORWARD_PORT} {API_PORT}
+1700000004.600 TCP_DENIED/403 NONE - - {FORWARD_PORT}
+1700000005.700 TCP_TUNNEL/200 CONNECT github.com 443 {FORWARD_PORT}
+garbage line
+1700000006.800 TCP_DENIED/403 CONNECT evil.example 443 {FORWARD_PORT} extra
+notatime TCP_DENIED/403 CONNECT evil.example 443 {FORWARD_PORT}
+"""
+
+
+def test_denied_requests_grouped_per_host_and_port() -> None:
+    assert parse_denied(LOG) == [
+        Denied("evil.example", 443, 2),
+        Denied("-", None, 1),
+        Denied("10.0.0.7", 22, 1),
+    ]
+    assert parse_denied(LOG, since=1700000002.3) == [
+        Denied("-", None, 1),
+        Denied("10.0.0.7", 22, 1),
+        Denied("evil.example", 443, 1),
+    ]
+    assert parse_denied("") == []
+
+
+def test_agent_env_and_argv() -> None:
+    proxy = EgressProxy(
+        object(), run_id="r", allow=[], api=ApiUpstream("https://api.anthropic.com", REAL_KEY)
+    )
+    env = proxy.env()
+    assert env["HTTPS_PROXY"] == env["http_proxy"] == f"http://127.0.0.1:{FORWARD_PORT}"
+    assert env["NO_PROXY"] == env["no_proxy"] == "localhost,127.0.0.1"
+    assert env["ANTHROPIC_BASE_URL"] == f"http://127.0.0.1:{API_PORT}"
+    assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER
+    assert REAL_KEY not in json.dumps(env)
+    argv = proxy.wrap_argv(["claude", "-p", "it's $HOME"])
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["sh", "claude", "-p", "it's $HOME"]
+    assert argv[2].endswith('exec "$@"') and REAL_KEY not in argv[2]
+    without_api = EgressProxy(object(), run_id="r", allow=[])
+    with pytest.raises(SandboxError, match="not running"):
+        without_api.denied_requests()
+    assert "ANTHROPIC_BASE_URL" not in without_api.env()
+    assert "api.sock" not in without_api.wrap_argv(["true"])[2]
+
+
+# --- the real thing (needs Docker, fks-proxy and fks-agent: scripts/build-images) ---------------
+
+
+class _EchoHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every request with what it received, and records it on the server."""
+
+    server: _EchoServer
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        seen = {"server": self.server.name, "path": self.path, "headers": dict(self.headers)}
+        self.server.seen.append(seen)
+        body = json.dumps(seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _EchoServer(http.server.ThreadingHTTPServer):
+    def __init__(self, host: str, name: str) -> None:
+        super().__init__((host, 0), _EchoHandler)
+        self.name = name
+        self.seen: list[dict[str, Any]] = []
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+@dataclass
+class Lab:
+    """A bridge network this test made, echo servers on its gateway address (the host)."""
+
+    client: Any
+    network: str
+    gateway: str
+    allowed: _EchoServer
+    api: _EchoServer
+    extra_hosts: dict[str, str] = field(default_factory=dict)
+
+    def proxy(self, api: ApiUpstream | None = None, **kwargs: Any) -> EgressProxy:
+        allow = [
+            AllowEntry.parse(f"{self.gateway}:{self.allowed.port}"),
+            AllowEntry.parse(f"allowed.test:{self.allowed.port}"),
+        ]
+        return EgressProxy(
+            self.client,
+            run_id=f"egress-test-{uuid.uuid4().hex[:8]}",
+            allow=allow,
+            api=api,
+            labels={"fks.test": "egress"},
+            network=self.network,
+            extra_hosts=self.extra_hosts,
+            **kwargs,
+        )
+
+    def agent(self, proxy: EgressProxy, script: str) -> tuple[int, str]:
+        """`script` in an agent container as the sandbox will run it: network none, the socket
+        volume, the proxy env, the forwarders; an arbitrary uid, no capabilities."""
+        container = self.client.containers.create(
+            images.DEFAULT_AGENT_IMAGE,
+            proxy.wrap_argv(["sh", "-c", script]),
+            network_mode="none",
+            mounts=[proxy.mount()],
+            environment=proxy.env(),
+            user="12345:12345",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            labels={"fks.test": "egress"},
+        )
+        try:
+            container.start()
+            code = int(container.wait(timeout=60)["StatusCode"])
+            return code, container.logs(stdout=True, stderr=True).decode(errors="replace")
+        finally:
+            container.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    client = images.docker_client()
+    for image in (images.DEFAULT_PROXY_IMAGE, images.DEFAULT_AGENT_IMAGE):
+        try:
+            images.require_image(client, image)
+        except SandboxError as exc:
+            pytest.fail(f"{exc} (scripts/build-images makes it)")
+    network = client.networks.create(
+        f"fks-egress-test-{uuid.uuid4().hex[:8]}", driver="bridge", labels={"fks.test": "egress"}
+    )
+    try:
+        network.reload()
+        gateway = network.attrs["IPAM"]["Config"][0]["Gateway"]
+        allowed, api = _EchoServer(gateway, "allowed"), _EchoServer(gateway, "api")
+        hosts = {"allowed.test": gateway, "denied.test": gateway}
+        try:
+            yield Lab(client, network.name, gateway, allowed, api, hosts)
+        finally:
+            allowed.shutdown()
+            api.shutdown()
+    finally:
+        network.remove()
+
+
+def _leftovers(lab: Lab, run_label: str) -> list[Any]:
+    selector = {"label": f"fks.run={run_label}"}
+    return [
+        *lab.client.containers.list(all=True, filters=selector),
+        *lab.client.volumes.list(filters=selector),
+    ]
+
+
+def _codes(output: str) -> list[str]:
+    return [line.removeprefix("code=") for line in output.splitlines() if line.startswith("code=")]
+
+
+@pytest.mark.docker
+def test_agent_reaches_allowed_hosts_only_and_refusals_are_reported(lab: Lab) -> None:
+    gw, ok, other = lab.gateway, lab.allowed.port, lab.api.port
+    get = 'curl -s -o /dev/null -w "code=%{http_code}\\n"'
+    tunnel = 'curl -s -o /dev/null -p -w "code=%{http_connect}\\n"'  # CONNECT host:port
+    script = "; ".join(
+        [
+            f"{get} http://{gw}:{ok}/by-ip",
+            f"{get} http://allowed.test:{ok}/by-name",
+            f"{tunnel} http://allowed.test:{ok}/tunnel",
+            f"{get} http://{gw}:{other}/other-port",
+            f"{get} http://denied.test:{ok}/other-name",  # same address, name not allowed
+            f"{tunnel} http://denied.test:{ok}/tunnel",
+            "true",
+        ]
+    )
+    with lab.proxy() as proxy:
+        since = time.time()
+        code, output = lab.agent(proxy, script)
+        denied = proxy.denied_requests(since=since)
+    assert code == 0, output
+    assert _codes(output) == ["200", "200", "200", "403", "403", "403"]
+    assert [seen["path"] for seen in lab.allowed.seen[-3:]] == ["/by-ip", "/by-name", "/tunnel"]
+    assert lab.allowed.seen[-2]["headers"]["Host"] == f"allowed.test:{ok}"
+    assert not any(seen["path"] == "/other-port" for seen in lab.api.seen)
+    assert denied == [Denied("denied.test", ok, 2), Denied(gw, other, 1)]
+
+
+@pytest.mark.docker
+def test_agent_has_no_direct_connection_and_no_dns(lab: Lab) -> None:
+    gw, ok = lab.gateway, lab.allowed.port
+    script = "; ".join(
+        [
+            f"curl -s -m 5 --noproxy '*' http://{gw}:{ok}/direct; echo direct=$?",
+            f"curl -s -m 5 --noproxy '*' http://host.docker.internal:{ok}/; echo hdi=$?",
+            "getent hosts example.com; echo dns=$?",
+            "getent hosts host.docker.internal; echo hdi_dns=$?",
+            "touch /fks-proxy/x 2>/dev/null; echo write=$?",
+            "ls /fks-proxy",
+            "ls /sys/class/net",
+        ]
+    )
+    with lab.proxy() as proxy:
+        code, output = lab.agent(proxy, script)
+    assert code == 0, output
+    lines = output.splitlines()
+    assert "direct=7" in lines  # connection refused: nothing to connect through
+    assert "hdi=6" in lines  # could not resolve
+    assert "dns=2" in lines and "hdi_dns=2" in lines
+    assert "write=1" in lines  # the socket volume is read-only to the agent
+    assert "api.sock" not in lines and "proxy.sock" in lines  # a proxy without an API
+    assert lines[-1] == "lo"
+    assert not any(seen["path"] == "/direct" for seen in lab.allowed.seen)
+
+
+@pytest.mark.docker
+def test_api_key_is_added_by_the_proxy_and_never_held_by_the_agent(lab: Lab) -> None:
+    api = ApiUpstream(f"http://{lab.gateway}:{lab.api.port}", REAL_KEY)
+    ok = lab.allowed.port
+    script = "; ".join(
+        [
+            'curl -s -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"',
+            "echo",
+            f'curl -s -H "x-api-key: $ANTHROPIC_API_KEY" http://{lab.gateway}:{ok}/leak',
+            "echo",
+            'curl -s -o /dev/null -w "mgr=%{http_code}\\n" '
+            '"$ANTHROPIC_BASE_URL/squid-internal-mgr/config"',
+            "env",
+            "grep -rls sk-ant-api03 /etc /home /tmp /fks-proxy /workspace | sed 's/^/found: /'",
+        ]
+    )
+    with lab.proxy(api=api) as proxy:
+        code, output = lab.agent(proxy, script)
+    assert code == 0, output
+    assert REAL_KEY not in output.replace(REAL_KEY, "", 1)  # the one echo of the API server
+    to_api = lab.api.seen[-1]
+    assert to_api["path"] == "/v1/messages"
+    keys = [v for k, v in to_api["headers"].items() if k.lower() == "x-api-key"]
+    assert keys == [REAL_KEY]
+    to_allowed = lab.allowed.seen[-1]
+    assert to_allowed["path"] == "/leak"
+    assert to_allowed["headers"]["x-api-key"] == PLACEHOLDER
+    assert "mgr=403" in output.splitlines()
+    env = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
+    assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER
+    assert env["ANTHROPIC_BASE_URL"] == f"http://127.0.0.1:{API_PORT}"
+    assert "found: " not in output  # no file the agent can read holds a key
+
+
+@pytest.mark.docker
+def test_bearer_token_is_replaced(lab: Lab) -> None:
+    api = ApiUpstream(
+        f"http://{lab.gateway}:{lab.api.port}",
+        REAL_TOKEN,
+        "authorization",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    )
+    script = (
+        'curl -s -o /dev/null -H "Authorization: Bearer $CLAUDE_CODE_OAUTH_TOKEN" '
+        '"$ANTHROPIC_BASE_URL/v1/messages"; env'
+    )
+    with lab.proxy(api=api) as proxy:
+        code, output = lab.agent(proxy, script)
+    assert code == 0, output
+    assert REAL_TOKEN not in output
+    assert f"CLAUDE_CODE_OAUTH_TOKEN={PLACEHOLDER}" in output.splitlines()
+    headers = lab.api.seen[-1]["headers"]
+    assert [v for k, v in headers.items() if k.lower() == "authorization"] == [
+        f"Bearer {REAL_TOKEN}"
+    ]
+
+
+@pytest.fixture(scope="module")
+def tls_api(
+    lab: Lab, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[_EchoServer, str, str]]:
+    """An HTTPS echo server on the gateway as `api.test`, its URL, and a proxy image trusting
+    its CA (as `fks image build --ca-cert` would make it)."""
+    tmp = tmp_path_factory.mktemp("tls")
+    openssl = "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1"
+    subject = ["-subj", "/CN=fks-egress-test", "-addext", "subjectAltName=DNS:api.test"]
+    subprocess.run(
+        [*openssl.split(), *subject, "-keyout", str(tmp / "key.pem"), "-out", str(tmp / "ca.crt")],
+        check=True,
+        capture_output=True,
+    )
+    (tmp / "Dockerfile").write_text(
+        f"FROM {images.DEFAULT_PROXY_IMAGE}\nUSER root\n"
+        "COPY ca.crt /usr/local/share/ca-certificates/fks-egress-test.crt\n"
+        "RUN update-ca-certificates\nUSER proxy\n"
+    )
+    tag = f"fks-proxy:egress-test-{uuid.uuid4().hex[:8]}"
+    lab.client.images.build(path=str(tmp), tag=tag, rm=True, forcerm=True, pull=False)
+    server = _EchoServer(lab.gateway, "tls-api")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp / "ca.crt", tmp / "key.pem")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    lab.extra_hosts["api.test"] = lab.gateway
+    try:
+        yield server, f"https://api.test:{server.port}", tag
+    finally:
+        server.shutdown()
+        lab.client.images.remove(tag, force=True)
+
+
+@pytest.mark.docker
+def test_api_over_tls_gets_the_key_and_an_unknown_certificate_gets_nothing(
+    lab: Lab, tls_api: tuple[_EchoServer, str, str]
+) -> None:
+    server, url, trusting_image = tls_api
+    api = ApiUpstream(url, REAL_KEY)
+    script = 'curl -s -o /dev/null -w "code=%{http_code}\\n" -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/tls"'
+    with lab.proxy(api=api, image=trusting_image) as proxy:
+        code, output = lab.agent(proxy, script)
+    assert (code, _codes(output)) == (0, ["200"]), output
+    (seen,) = server.seen
+    assert seen["path"] == "/v1/tls"
+    assert [v for k, v in seen["headers"].items() if k.lower() == "x-api-key"] == [REAL_KEY]
+    assert seen["headers"]["Host"] == url.removeprefix("https://")
+    with lab.proxy(api=api) as proxy:  # the stock image does not trust the test CA
+        code, output = lab.agent(proxy, script)
+    assert code == 0 and _codes(output) == ["503"], output
+    assert len(server.seen) == 1
+
+
+@pytest.mark.docker
+def test_proxy_and_volume_are_labelled_and_removed_on_error_and_interrupt(lab: Lab) -> None:
+    for exc_type in (RuntimeError, KeyboardInterrupt):
+        proxy = lab.proxy()
+        run_label = proxy._labels["fks.run"]
+        with pytest.raises(exc_type), proxy:
+            (container,) = lab.client.containers.list(filters={"label": f"fks.run={run_label}"})
+            assert container.labels["fks.pid"].isdigit()
+            assert container.labels["fks.role"] == "egress-proxy"
+            assert [
+                v.name for v in lab.client.volumes.list(filters={"label": f"fks.run={run_label}"})
+            ] == [proxy.volume_name]
+            raise exc_type("stop")
+        assert _leftovers(lab, run_label) == []
+
+
+@pytest.mark.docker
+def test_a_volume_still_used_by_an_agent_container_is_an_error_naming_it(lab: Lab) -> None:
+    proxy = lab.proxy()
+    run_label = proxy._labels["fks.run"]
+    in_use = r"Could not remove the egress proxy's volume .*remove its agent containers first"
+    with pytest.raises(SandboxError, match=in_use), proxy:
+        left = lab.client.containers.create(
+            images.DEFAULT_AGENT_IMAGE, "true", mounts=[proxy.mount()], network_mode="none"
+        )
+    left.remove(force=True)
+    lab.client.volumes.get(proxy.volume_name).remove()
+    assert _leftovers(lab, run_label) == []
+
+
+@pytest.mark.docker
+def test_a_proxy_that_cannot_start_is_an_error_with_its_output_and_leaves_nothing(lab: Lab) -> None:
+    proxy = lab.proxy(image=base_image.LOCAL_BASE_IMAGE, ready_timeout=10)  # no squid in it
+    run_label = proxy._labels["fks.run"]
+    with (
+        pytest.raises(
+            SandboxError,
+            match=r"egress proxy container .* exited before it was ready: .*squid: not found",
+        ),
+        proxy,
+    ):
+        pass
+    assert _leftovers(lab, run_label) == []
+
+
+@pytest.mark.docker
+def test_bench_proxy_start_up(lab: Lab, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not an assertion: how long a run waits for its proxy (target <= 1 s), and removal."""
+    api = ApiUpstream(f"http://{lab.gateway}:{lab.api.port}", REAL_KEY)
+    starts: list[float] = []
+    stops: list[float] = []
+    for _ in range(5):
+        proxy = lab.proxy(api=api)
+        with proxy:
+            pass
+        assert proxy.startup_seconds is not None and proxy.removal_seconds is not None
+        starts.append(proxy.startup_seconds)
+        stops.append(proxy.removal_seconds)
+    with capsys.disabled():
+        print(
+            f"\negress proxy start-up: median {sorted(starts)[2]:.2f} s, max {max(starts):.2f} s; "
+            f"removal median {sorted(stops)[2]:.2f} s (5 runs)"
+        )
+
+
+@pytest.mark.docker
+@pytest.mark.claude
+def test_real_claude_in_a_network_none_container_talks_to_the_api_through_the_proxy(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claude CLI honours ANTHROPIC_BASE_URL past the proxy variables (NO_PROXY), sends
+    the placeholder, and the API (the fake) gets the real key; its tool call reaches an
+    allowed host through the forward proxy."""
+    import fakeapi
+    from fakeapi import FakeAnthropic
+
+    monkeypatch.setattr(fakeapi, "SECRET_HEADERS", frozenset())  # here the key is the point
+    command = f"curl -s -o /dev/null -w 'code=%{{http_code}}' http://{lab.gateway}:{lab.allowed.port}/from-claude"
+    turns = [
+        [
+            [{"tool": "Bash", "input": {"command": command, "description": "fetch"}}],
+            [{"text": "Done.\nFORKHESTRA_COMPLETE"}],
+        ]
+    ]
+    with FakeAnthropic({"conversations": turns}, host=lab.gateway) as fake:
+        api = ApiUpstream(fake.url, REAL_KEY)
+        argv = "claude -p go --output-format stream-json --verbose --max-turns 3"
+        with lab.proxy(api=api) as proxy:
+            code, output = lab.agent(proxy, f"{argv} --dangerously-skip-permissions")
+    assert code == 0, output[-3000:]
+    assert '"subtype":"success"' in output
+    main = fake.main_requests()
+    assert main, "the fake API got no request"
+    for request in main:
+        keys = [v for k, v in request.headers.items() if k.lower() == "x-api-key"]
+        assert keys == [REAL_KEY]
+    assert any(seen["path"] == "/from-claude" for seen in lab.allowed.seen)
+    assert REAL_KEY not in output

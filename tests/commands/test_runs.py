@@ -1,0 +1,434 @@
+"""`fks runs`, `fks show` and `fks logs` on records made by real `fks run` invocations."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import termios
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import FKS, Result, commit_scripts, fks, init_repo
+
+OK_AGENT = """#!/bin/sh
+# Commits one file, prints the marker.
+n=$(ls ok-*.txt 2>/dev/null | wc -l); n=$((n+1))
+echo "ok output $n"
+echo "ok $n" > ok-$n.txt
+git add ok-$n.txt && git commit -qm "ok $n"
+echo FORKHESTRA_COMPLETE
+"""
+
+FAIL_AGENT = """#!/bin/sh
+# Never completes: a line, a byte that is not UTF-8, a stderr line, exit 3.
+n=$(ls fail-*.txt 2>/dev/null | wc -l); n=$((n+1))
+echo "fail $n" > fail-$n.txt
+echo "fail output $n"
+printf 'raw \\377 byte\\n'
+echo "boom $n" >&2
+exit 3
+"""
+
+SLOW_AGENT = """#!/bin/sh
+# Two lines ${SLOW:-1.5} s apart per iteration; the marker on iteration 2.
+n=$(ls slow-*.txt 2>/dev/null | wc -l); n=$((n+1))
+echo "slow $n" > slow-$n.txt
+echo "$$" > "${PIDFILE:-/dev/null}"
+echo "tick A $n"
+sleep "${SLOW:-1.5}"
+echo "tick B $n"
+if [ "$n" -ge 2 ]; then echo FORKHESTRA_COMPLETE; fi
+"""
+
+ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = commit_scripts(
+        init_repo(tmp_path / "proj"),
+        {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "slow.sh": SLOW_AGENT},
+    )
+    monkeypatch.chdir(path)
+    return path
+
+
+def run_ids(project: Path) -> list[str]:
+    return sorted(p.name for p in (project / ".forge" / "runs").iterdir())
+
+
+def record(project: Path, run_id: str) -> dict:  # type: ignore[type-arg]
+    return json.loads((project / ".forge" / "runs" / run_id / "run.json").read_text())
+
+
+def new_run(project: Path, *args: str, code: int) -> str:
+    """Run `fks run ARGS`; returns the new run's id.
+
+    Starts in a new second: run ids sort by their start second and then by a random suffix, so
+    `last` is only certain to be the newest run across seconds.
+    """
+    time.sleep(1 - time.time() % 1 + 0.01)
+    before = set(run_ids(project)) if (project / ".forge" / "runs").is_dir() else set()
+    done = fks("run", *args, cwd=project)
+    assert done.code == code, done.output
+    (run_id,) = set(run_ids(project)) - before
+    return run_id
+
+
+def complete_run(project: Path) -> str:
+    return new_run(project, "./scripts/ok.sh:3 -> ./scripts/ok.sh", code=0)
+
+
+def incomplete_run(project: Path) -> str:
+    return new_run(project, "./scripts/ok.sh:2 -> ./scripts/fail.sh:2 -> ./scripts/ok.sh", code=1)
+
+
+def fks_bytes(*args: str, cwd: Path) -> bytes:
+    done = subprocess.run([FKS, *args], cwd=cwd, capture_output=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.05)
+
+
+def assert_one_line_error(done: Result, *fragments: str) -> None:
+    assert done.code == 2, done.output
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("fks: ")
+    assert "Traceback" not in done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture
+def background(project: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start `fks run` in the background; whatever is still going at the end is killed."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [FKS, "run", *args],
+            cwd=project,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def started_iteration(project: Path) -> bool:
+    runs = project / ".forge" / "runs"
+    if not runs.is_dir():
+        return False
+    for run_dir in runs.iterdir():
+        try:
+            data = json.loads((run_dir / "run.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+        logs = [run_dir / it["log"] for s in data["steps"] for it in s["iterations"] if it["log"]]
+        if any(log.is_file() and log.stat().st_size for log in logs):
+            return True
+    return False
+
+
+# --- fks runs -----------------------------------------------------------------------------------
+
+
+def test_runs_without_records(project: Path) -> None:
+    done = fks("runs", cwd=project)
+    assert done.code == 0
+    assert "No runs recorded" in done.stdout
+
+
+def test_runs_lists_complete_and_incomplete_runs_oldest_first(project: Path) -> None:
+    first = complete_run(project)
+    second = incomplete_run(project)
+    done = fks("runs", cwd=project)
+    assert done.code == 0, done.output
+    assert "\x1b" not in done.stdout  # a pipe gets plain text
+    header, *rows = done.stdout.splitlines()
+    assert header.split() == ["ID", "CHAIN", "STARTED", "DURATION", "STATUS", "STEPS", "COST"]
+    assert [row.split()[0] for row in rows] == [first, second]
+    assert re.search(r"\bcomplete\s+2/2\s+-$", rows[0])
+    assert re.search(r"\bincomplete\s+1/3\s+-$", rows[1])
+    assert "./scripts/ok.sh:3 -> ./scripts/ok.sh" in rows[0]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d+\.\ds\s", rows[0])
+    # columns are aligned: every status starts at the same offset
+    assert rows[0].index(" complete") + 1 == rows[1].index("incomplete")
+
+
+def test_runs_on_a_terminal_is_a_table(project: Path) -> None:
+    run_id = complete_run(project)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")
+    }  # the pty's size rules
+    proc = subprocess.Popen(
+        [FKS, "runs"], cwd=project, env=env, stdin=follower, stdout=follower, stderr=subprocess.PIPE
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=30) == 0
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    assert run_id in text
+    assert "complete" in text
+    assert "\x1b[" in text  # rich colors the status on a terminal
+
+
+def test_a_run_whose_process_died_is_shown_as_died(
+    project: Path, background: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "agent.pid"
+    proc = background("./scripts/slow.sh:2", env={"SLOW": "30", "PIDFILE": str(pidfile)})
+    wait_for(lambda: started_iteration(project))
+    os.killpg(proc.pid, signal.SIGKILL)  # fks gone without a chance to update run.json
+    proc.wait()
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)  # the agent runs in its own session
+    run_id = run_ids(project)[-1]
+    assert record(project, run_id)["status"] == "running"
+
+    listing = fks("runs", cwd=project)
+    row = listing.stdout.splitlines()[-1]
+    assert re.search(rf"^{run_id}\s.*\s-\s+died\s+0/1\s+-$", row), listing.stdout
+    shown = fks("show", "last", cwd=project)
+    assert "status:     died" in shown.stdout
+    assert f"fks run --resume {run_id}" in shown.stdout
+    assert "Step 1: ./scripts/slow.sh  died" in shown.stdout
+    # following a dead run prints what there is and ends
+    started = time.monotonic()
+    followed = fks("logs", "last", "--follow", cwd=project, timeout=20)
+    assert followed.code == 0
+    assert "tick A 1" in followed.stdout
+    assert time.monotonic() - started < 10
+
+
+# --- fks show -----------------------------------------------------------------------------------
+
+
+def test_show_incomplete_run(project: Path) -> None:
+    run_id = incomplete_run(project)
+    done = fks("show", "last", cwd=project)
+    assert done.code == 0, done.output
+    out = done.stdout
+    assert out.startswith(f"Run {run_id}\n")
+    assert "dsl:        ./scripts/ok.sh:2 -> ./scripts/fail.sh:2 -> ./scripts/ok.sh" in out
+    assert "status:     incomplete (max_iterations), stopped at step 2" in out
+    assert "ran:        in place (no sandbox)" in out
+    assert re.search(r"started:    \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", out)
+    assert re.search(r"duration:   \d+\.\ds", out)
+    assert "cost:       -" in out
+    step1, step2, step3 = out.split("\n\n")[1:]
+    assert step1.startswith("Step 1: ./scripts/ok.sh  complete (marker)")
+    assert "iterations: 1/2" in step1
+    assert re.search(
+        r"#1  \d\d:\d\d:\d\d  \d+\.\ds  exit 0  marker yes  changed yes  reason marker", step1
+    )
+    assert step2.startswith("Step 2: ./scripts/fail.sh  incomplete (max_iterations)")
+    assert "iterations: 2/2" in step2
+    assert re.search(
+        r"#2  \d\d:\d\d:\d\d  \d+\.\ds  exit 3  marker no  changed yes  reason exit_3", step2
+    )
+    assert "stderr: boom 2" in step2
+    log_lines = re.findall(r"log: (\S+)", step2)
+    assert log_lines == [
+        f".forge/runs/{run_id}/02-fail.sh/001.log",
+        f".forge/runs/{run_id}/02-fail.sh/002.log",
+    ]
+    assert all((project / p).is_file() for p in log_lines)
+    assert step3.startswith("Step 3: ./scripts/ok.sh  not started")
+    assert "iterations: 0/1 (runs once)" in step3
+    assert "branch:" not in out  # a local run makes no branches
+
+
+def test_show_claude_stats_and_cost(project: Path) -> None:
+    from sandbox_runner.records.store import ClaudeStats, RunRecord, write_atomic
+
+    run_id = complete_run(project)
+    path = project / ".forge" / "runs" / run_id / "run.json"
+    rec = RunRecord.model_validate_json(path.read_text())
+    rec.steps[0].iterations[0].claude = ClaudeStats(
+        cost_usd=0.0123,
+        input_tokens=1200,
+        output_tokens=340,
+        turns=7,
+        subtype="success",
+        session_id="sess-42",
+    )
+    write_atomic(path, rec.model_dump_json())
+    shown = fks("show", run_id, cwd=project).stdout
+    assert "claude: $0.0123, 1200 in / 340 out tokens, 7 turns, success, session sess-42" in shown
+    assert "cost:       $0.0123" in shown
+    assert fks("runs", cwd=project).stdout.splitlines()[-1].endswith("$0.0123")
+
+
+def test_secrets_stay_out_of_logs_and_show(project: Path) -> None:
+    script = project / "scripts" / "leak.sh"
+    script.write_text(
+        '#!/bin/sh\necho "key=$ANTHROPIC_API_KEY"\necho "err $ANTHROPIC_API_KEY" >&2\nexit 1\n'
+    )
+    script.chmod(0o755)
+    secret = "sk-ant-test-0123456789abcdef"
+    done = fks("run", str(script), cwd=project, env={"ANTHROPIC_API_KEY": secret})
+    assert secret not in done.output
+    for args in (("show", "last"), ("logs", "last")):
+        out = fks(*args, cwd=project)
+        assert out.code == 0
+        assert secret not in out.stdout
+    assert "key=********" in fks("logs", "last", cwd=project).stdout
+
+
+# --- run references ------------------------------------------------------------------------------
+
+
+def test_run_references(project: Path) -> None:
+    first = complete_run(project)
+    second = incomplete_run(project)
+    assert ID.match(first) and ID.match(second)
+    assert fks("show", first[:-1], cwd=project).stdout.startswith(f"Run {first}\n")
+    assert fks("show", second, cwd=project).stdout.startswith(f"Run {second}\n")
+    assert fks("show", "last", cwd=project).stdout.startswith(f"Run {second}\n")
+    assert fks("show", cwd=project).stdout.startswith(f"Run {second}\n")  # RUN defaults to last
+    assert_one_line_error(fks("show", "2", cwd=project), "matches 2 runs", "give more of the id")
+    assert_one_line_error(fks("show", "nope", cwd=project), "no run matches 'nope'")
+    assert_one_line_error(fks("logs", "nope", cwd=project), "no run matches 'nope'")
+
+
+def test_show_without_runs_is_an_error(project: Path) -> None:
+    assert_one_line_error(fks("show", "last", cwd=project), "no runs recorded")
+
+
+def test_cwd_option_and_subdirectories_find_the_project(project: Path, tmp_path: Path) -> None:
+    run_id = complete_run(project)
+    sub = project / "scripts"
+    assert fks("show", "last", cwd=sub).stdout.startswith(f"Run {run_id}\n")
+    assert run_id in fks("runs", "--cwd", str(sub), cwd=tmp_path).stdout
+
+
+# --- fks logs ------------------------------------------------------------------------------------
+
+
+def test_logs_of_a_whole_run_step_and_iteration(project: Path) -> None:
+    incomplete_run(project)
+    everything = fks_bytes("logs", "last", cwd=project)
+    assert everything == (
+        b"==> step 1 (./scripts/ok.sh) iteration 1 <==\n"
+        b"ok output 1\nFORKHESTRA_COMPLETE\n"
+        b"\n==> step 2 (./scripts/fail.sh) iteration 1 <==\n"
+        b"fail output 1\nraw \xff byte\nboom 1\n"
+        b"\n==> step 2 (./scripts/fail.sh) iteration 2 <==\n"
+        b"fail output 2\nraw \xff byte\nboom 2\n"
+    )
+    step = fks_bytes("logs", "last", "2", cwd=project)
+    assert step == everything[everything.index(b"==> step 2") :]
+    one = fks_bytes("logs", "last", "2", "--iteration", "2", cwd=project)
+    assert one == b"fail output 2\nraw \xff byte\nboom 2\n"  # the raw bytes, no header
+    single = fks_bytes("logs", "last", "1", cwd=project)
+    assert single == b"ok output 1\nFORKHESTRA_COMPLETE\n"  # one log: no header
+
+
+def test_logs_of_a_step_that_never_started(project: Path) -> None:
+    incomplete_run(project)
+    done = fks("logs", "last", "3", cwd=project)
+    assert done.code == 0
+    assert done.stdout == ""
+    assert "no output recorded for step 3" in done.stderr
+
+
+def test_logs_errors(project: Path) -> None:
+    run_id = incomplete_run(project)
+    assert_one_line_error(fks("logs", "last", "4", cwd=project), f"run {run_id} has 3 steps", "1-3")
+    assert_one_line_error(
+        fks("logs", "last", "2", "-i", "3", cwd=project), "ran iterations 1-2", "no iteration 3"
+    )
+    assert_one_line_error(fks("logs", "last", "3", "-i", "1", cwd=project), "ran no iterations")
+    assert_one_line_error(fks("logs", "last", "-i", "1", cwd=project), "--iteration needs a STEP")
+    usage = fks("logs", "last", "0", cwd=project)  # typer's own range check
+    assert usage.code == 2
+    assert "Traceback" not in usage.output
+
+
+def test_logs_follow_streams_a_running_run(
+    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    run = background("./scripts/slow.sh:3")
+    wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
+    assert "running" in fks("runs", cwd=project).stdout.splitlines()[-1]
+    follow = subprocess.Popen(
+        [FKS, "logs", "last", "--follow"], cwd=project, stdout=subprocess.PIPE
+    )
+    assert follow.stdout is not None
+    header = follow.stdout.readline()
+    first = follow.stdout.readline()
+    assert header == b"==> step 1 (./scripts/slow.sh) iteration 1 <==\n"
+    assert first == b"tick A 1\n"
+    assert run.poll() is None, "output must arrive while the run is still going"
+    rest, _ = follow.communicate(timeout=60)
+    assert follow.returncode == 0
+    assert run.wait(timeout=30) == 0
+    followed = header + first + rest
+    assert followed == fks_bytes("logs", "last", cwd=project)
+    assert (
+        b"==> step 1 (./scripts/slow.sh) iteration 2 <==\ntick A 2\ntick B 2\nFORKHESTRA_COMPLETE\n"
+        in followed
+    )
+
+
+def test_logs_follow_one_step_waits_for_it(
+    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+) -> None:
+    run = background("./scripts/slow.sh:3 -> ./scripts/ok.sh", env={"SLOW": "0.5"})
+    wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
+    followed = subprocess.run(
+        [FKS, "logs", "last", "2", "--follow"],
+        cwd=project,
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert run.wait(timeout=30) == 0
+    assert followed.returncode == 0, followed.stderr
+    assert (
+        followed.stdout
+        == b"==> step 2 (./scripts/ok.sh) iteration 1 <==\nok output 1\nFORKHESTRA_COMPLETE\n"
+    )
+
+
+def test_follow_of_a_finished_run_prints_and_exits(project: Path) -> None:
+    incomplete_run(project)
+    assert fks_bytes("logs", "last", "--follow", cwd=project) == fks_bytes(
+        "logs", "last", cwd=project
+    )

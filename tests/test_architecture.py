@@ -1,0 +1,145 @@
+"""The package's shape: every module imports, no import cycles, no overlong functions."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "sandbox_runner"
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Package modules `module` imports at run time (lazy ones in functions included)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base]) if base else ".".join(anchor)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {name for name in found if name in MODULES and name != module}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := walk(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := walk(node)):
+            return found
+    return None
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith("__main__")))
+def test_every_module_imports(module: str) -> None:
+    importlib.import_module(module)
+
+
+def test_no_import_cycles() -> None:
+    # A package's __init__ is not an edge: importing `a.b` runs `a/__init__` but our
+    # __init__ files import nothing.
+    graph = {
+        name: {
+            m
+            for m in _imports(name, path)
+            if not PACKAGE.joinpath(*m.split(".")[1:], "__init__.py").exists() or m == name
+        }
+        for name, path in MODULES.items()
+    }
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_no_function_is_longer_than_60_lines() -> None:
+    long = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                # The body: a typer command's signature is its option table, not logic.
+                assert node.end_lineno is not None
+                length = node.end_lineno - node.body[0].lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long.append(f"{name}.{node.name}: {length} lines")
+    assert not long, "\n".join(long)
+
+
+def test_run_records_are_saved_only_by_their_writer() -> None:
+    """`ActiveRun`'s methods are the one writer of run.json: nobody else calls `.save()`."""
+    writer = PACKAGE / "records" / "store.py"
+    callers = []
+    for name, path in MODULES.items():
+        if path == writer or path.is_relative_to(PACKAGE / "tasks"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "save"
+            ):
+                callers.append(f"{name}:{node.lineno}")
+    assert not callers, callers
+
+
+def test_cli_imports_neither_docker_nor_git() -> None:
+    """`fks --help` starts fast: the CLI module loads no heavy or backend package."""
+    probe = (
+        "import sys, sandbox_runner.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'git', 'tenacity')"
+        " or m.startswith(('sandbox_runner.backends', 'sandbox_runner.git'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
