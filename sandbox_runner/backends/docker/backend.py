@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -348,7 +348,7 @@ class SandboxBackend:
         )
         proxy = self._egress(agent, settings, repo)
         if proxy is not None:
-            container, env = _through_proxy(proxy, container, env)
+            container, env = _through_proxy(proxy, container, env, settings.env)
         with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
             sandbox = WorkspaceSandbox(
                 self._client,
@@ -541,9 +541,10 @@ class SandboxBackend:
 
 
 def _through_proxy(
-    proxy: EgressProxy, container: ContainerSettings, env: dict[str, str]
+    proxy: EgressProxy, container: ContainerSettings, env: dict[str, str], listed: Sequence[str]
 ) -> tuple[ContainerSettings, dict[str, str]]:
-    """No network of its own: the proxy's sockets, its forwarders, a placeholder credential."""
+    """No network of its own: the proxy's sockets, its forwarders, a placeholder credential
+    (credentials the agent lists in `sandbox.env` it gets: its choice)."""
     socket = Mount(source=proxy.volume_name, target=SOCKET_DIR, read_only=True, volume=True)
     container = replace(
         container,
@@ -551,8 +552,8 @@ def _through_proxy(
         mounts=[*container.mounts, socket],
         entry=tuple(proxy.wrap_argv([])),
     )
-    env = {k: v for k, v in env.items() if k not in CLAUDE_ENV} | proxy.env()
-    return container, env
+    env = {k: v for k, v in env.items() if k not in CLAUDE_ENV or k in listed}
+    return container, {**proxy.env(), **env}
 
 
 def network_mode(settings: SandboxSettings) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_runner.sandbox.export import ReportFilter
+from sandbox_runner.backends.docker.export import ReportFilter
 
 LINE = b"fks-export 0123abcd before=a b\tafter=a c\tend=1\n"
 
