@@ -490,10 +490,10 @@ class EgressProxy:
 
     def _follow_log(self) -> None:
         """In a thread: keep the access log's TCP_DENIED lines, bounded in bytes."""
-        stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
-        self._log_stream = stream
         pending, kept = b"", 0
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
+            stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
+            self._log_stream = stream
             for chunk in stream:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
