@@ -143,3 +143,35 @@ def test_cli_imports_neither_docker_nor_git() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+# Lower layers never import higher ones (lazy imports included, type-only ones not).
+# `ui.ansi` is a text primitive (escape stripping) with no package imports: records and the
+# image builder strip escapes with it.
+_LOWER_LAYERS = ("plan", "engine", "backends", "git", "records")
+_NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
+    _LOWER_LAYERS: ("ui", "commands", "cli", "tasks"),
+    ("plan",): ("engine", "backends", "git", "records"),
+    ("git",): ("engine", "backends", "plan", "records"),
+    ("records",): ("engine", "backends"),
+}
+_ALLOWED = {"sandbox_runner.ui.ansi"}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_imports_point_down_the_layers() -> None:
+    wrong = []
+    for name, path in MODULES.items():
+        for layers, forbidden in _NOT_BELOW.items():
+            if _layer(name) not in layers:
+                continue
+            wrong += [
+                f"{name} imports {target}"
+                for target in sorted(_imports(name, path))
+                if _layer(target) in forbidden and target not in _ALLOWED
+            ]
+    assert not wrong, "\n".join(wrong)

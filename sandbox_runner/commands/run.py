@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.base import Backend
 from sandbox_runner.backends.local import LocalBackend
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -42,7 +43,7 @@ from sandbox_runner.records.store import (
     project_root,
 )
 from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.ui.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
+from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
     from sandbox_runner.engine.chain import ChainOptions, ChainResult

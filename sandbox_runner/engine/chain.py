@@ -16,6 +16,7 @@ from sandbox_runner.engine.loop import (
     StepContext,
     StepLoop,
 )
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
@@ -23,7 +24,6 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
-from sandbox_runner.ui.output import Reporter
 
 
 @dataclass

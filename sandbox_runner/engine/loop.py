@@ -18,6 +18,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 
 from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox, Stream
 from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -31,7 +32,6 @@ from sandbox_runner.records.store import (
     StepRecord,
     now,
 )
-from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
     from sandbox_runner.engine.streamjson import Event, Result
