@@ -145,9 +145,10 @@ def test_cli_imports_neither_docker_nor_git() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# Lower layers never import higher ones (lazy imports included, type-only ones not).
-# `ui.ansi` is a text primitive (escape stripping) with no package imports: records and the
-# image builder strip escapes with it.
+# Lower layers never import higher ones (lazy imports included, type-only ones not). Two
+# modules that import nothing from the package are shared downwards: `ui.ansi` (records and the
+# image builder strip escapes with it) and `records.layout` (git keeps `.forge/` out of the
+# user's repository by its names).
 _LOWER_LAYERS = ("plan", "engine", "backends", "git", "records")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     _LOWER_LAYERS: ("ui", "commands", "cli", "tasks"),
@@ -155,7 +156,7 @@ _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     ("git",): ("engine", "backends", "plan", "records"),
     ("records",): ("engine", "backends"),
 }
-_ALLOWED = {"sandbox_runner.ui.ansi"}
+_ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.records.layout"}
 
 
 def _layer(module: str) -> str:
@@ -175,3 +176,8 @@ def test_imports_point_down_the_layers() -> None:
                 if _layer(target) in forbidden and target not in _ALLOWED
             ]
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("module", sorted(_ALLOWED))
+def test_modules_shared_downwards_import_nothing_from_the_package(module: str) -> None:
+    assert _imports(module, MODULES[module]) == set()

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sandbox_runner.git.repo import FORGE_EXCLUDE, Repo, checkout_of, rev
+from sandbox_runner.git.repo import Repo, checkout_of, rev
 from sandbox_runner.git.runner import GitError, git, git_ok, run_git
+from sandbox_runner.records.layout import ForgeLayout
 
 
 @dataclass(frozen=True)
@@ -46,11 +47,12 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     merged = step_tip if fast_forward else _merge_commit(repo, base_tip, step_tip, message, env)
     if isinstance(merged, Landing):
         return merged
-    owned = _fks_paths(repo, base_tip, merged)
+    records = ForgeLayout(repo.top).root.name
+    owned = _fks_paths(repo, base_tip, merged, records)
     if owned:
         return Landing(
             merged=False,
-            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {FORGE_EXCLUDE} "
+            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {records}/ "
             "holds fks's run records (a merge would replace them); review the branch and merge by hand",
         )
     return _move_base(repo, base, base_tip, merged, message, env, fast_forward=fast_forward)
@@ -106,14 +108,14 @@ def _move_base(
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
 
 
-def _fks_paths(repo: Repo, base_tip: str, new: str) -> list[str]:
-    """Paths under a `.forge` directory (fks's ignored run records) that a merge would change.
+def _fks_paths(repo: Repo, base_tip: str, new: str, name: str) -> list[str]:
+    """Paths under a `name` (`.forge`) directory (fks's ignored run records) that a merge would
+    change.
 
     Git treats ignored files as expendable: a fast-forward would replace the records, or the
     whole directory by a symlink that fks then writes through.
     """
     out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
-    name = FORGE_EXCLUDE.strip("/")
     return [
         path
         for path in out.split("\0")
