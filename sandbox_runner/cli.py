@@ -97,6 +97,129 @@ ConfigOption = Annotated[
 ]
 
 
+# `fks run`'s arguments and options, so that `run_cmd` reads as a parameter list.
+RunTargetsArgument = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.",
+        show_default=False,
+    ),
+]
+RunChainOption = Annotated[
+    str | None,
+    typer.Option("--chain", "-c", metavar="NAME", help="Run this chain from the config."),
+]
+RunPromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prompt",
+        "-p",
+        metavar="TEXT",
+        help="Prompt for every step (overrides config prompts).",
+    ),
+]
+RunPromptFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--prompt-file",
+        metavar="FILE",
+        help="Read the prompt for every step from this file (relative to --cwd).",
+    ),
+]
+RunVerboseOption = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help=(
+            "Stream all agent output line by line (no live view on a terminal) and show "
+            "each step's command, cwd and prompt before it runs."
+        ),
+    ),
+]
+RunDryRunOption = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing."),
+]
+RunJsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print the chain result as JSON on stdout (progress goes to stderr)."
+    ),
+]
+RunSandboxOption = Annotated[
+    bool,
+    typer.Option("--sandbox", help="Run every step in a Docker container on its own git worktree."),
+]
+RunBaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base",
+        metavar="BRANCH",
+        help="Branch the sandboxed steps start from and merge into (default: the current branch).",
+    ),
+]
+RunImageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        metavar="IMAGE",
+        help="Agent image for --sandbox (default: config, else fks-agent:latest).",
+    ),
+]
+RunAllowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        metavar="HOST[:PORT]",
+        help="Let --sandbox agents reach HOST (ports 443 and 80, or PORT) for this run; repeatable.",
+    ),
+]
+RunMaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        metavar="USD",
+        help="Stop the chain cleanly once the run has spent this many USD.",
+    ),
+]
+RunJunitOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--junit", metavar="FILE", help="Write a JUnit XML report here (each step a test case)."
+    ),
+]
+RunResumeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--resume",
+        metavar="RUN",
+        help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.",
+    ),
+]
+RunMoreOption = Annotated[
+    int,
+    typer.Option(
+        "--more",
+        min=0,
+        metavar="N",
+        help="With --resume: allow N iterations beyond the step's maximum.",
+    ),
+]
+RunNoProgressLimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--no-progress-limit",
+        min=0,
+        metavar="N",
+        help=(
+            "Stop a looping step after N iterations in a row without a commit or file change, "
+            "or with the same error (default: config, else 3; 0: never)."
+        ),
+    ),
+]
+
+
 @app.command(
     "run",
     help=(
@@ -111,130 +234,24 @@ ConfigOption = Annotated[
 )
 @_handled
 def run_cmd(
-    targets: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.",
-            show_default=False,
-        ),
-    ] = None,
-    chain: Annotated[
-        str | None,
-        typer.Option("--chain", "-c", metavar="NAME", help="Run this chain from the config."),
-    ] = None,
+    targets: RunTargetsArgument = None,
+    chain: RunChainOption = None,
     cwd: CwdOption = None,
     config: ConfigOption = None,
-    prompt: Annotated[
-        str | None,
-        typer.Option(
-            "--prompt",
-            "-p",
-            metavar="TEXT",
-            help="Prompt for every step (overrides config prompts).",
-        ),
-    ] = None,
-    prompt_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--prompt-file",
-            metavar="FILE",
-            help="Read the prompt for every step from this file (relative to --cwd).",
-        ),
-    ] = None,
-    verbose: Annotated[
-        bool,
-        typer.Option(
-            "--verbose",
-            "-v",
-            help=(
-                "Stream all agent output line by line (no live view on a terminal) and show "
-                "each step's command, cwd and prompt before it runs."
-            ),
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing."),
-    ] = False,
-    json_output: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="Print the chain result as JSON on stdout (progress goes to stderr)."
-        ),
-    ] = False,
-    sandbox: Annotated[
-        bool,
-        typer.Option(
-            "--sandbox", help="Run every step in a Docker container on its own git worktree."
-        ),
-    ] = False,
-    base: Annotated[
-        str | None,
-        typer.Option(
-            "--base",
-            metavar="BRANCH",
-            help="Branch the sandboxed steps start from and merge into (default: the current branch).",
-        ),
-    ] = None,
-    image: Annotated[
-        str | None,
-        typer.Option(
-            "--image",
-            metavar="IMAGE",
-            help="Agent image for --sandbox (default: config, else fks-agent:latest).",
-        ),
-    ] = None,
-    allow: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allow",
-            metavar="HOST[:PORT]",
-            help="Let --sandbox agents reach HOST (ports 443 and 80, or PORT) for this run; repeatable.",
-        ),
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(
-            "--max-cost",
-            metavar="USD",
-            help="Stop the chain cleanly once the run has spent this many USD.",
-        ),
-    ] = None,
-    junit: Annotated[
-        Path | None,
-        typer.Option(
-            "--junit", metavar="FILE", help="Write a JUnit XML report here (each step a test case)."
-        ),
-    ] = None,
-    resume: Annotated[
-        str | None,
-        typer.Option(
-            "--resume",
-            metavar="RUN",
-            help="Continue run RUN (id, id prefix or `last`) from its first unfinished step.",
-        ),
-    ] = None,
-    more: Annotated[
-        int,
-        typer.Option(
-            "--more",
-            min=0,
-            metavar="N",
-            help="With --resume: allow N iterations beyond the step's maximum.",
-        ),
-    ] = 0,
-    no_progress_limit: Annotated[
-        int | None,
-        typer.Option(
-            "--no-progress-limit",
-            min=0,
-            metavar="N",
-            help=(
-                "Stop a looping step after N iterations in a row without a commit or file change, "
-                "or with the same error (default: config, else 3; 0: never)."
-            ),
-        ),
-    ] = None,
+    prompt: RunPromptOption = None,
+    prompt_file: RunPromptFileOption = None,
+    verbose: RunVerboseOption = False,
+    dry_run: RunDryRunOption = False,
+    json_output: RunJsonOption = False,
+    sandbox: RunSandboxOption = False,
+    base: RunBaseOption = None,
+    image: RunImageOption = None,
+    allow: RunAllowOption = None,
+    max_cost: RunMaxCostOption = None,
+    junit: RunJunitOption = None,
+    resume: RunResumeOption = None,
+    more: RunMoreOption = 0,
+    no_progress_limit: RunNoProgressLimitOption = None,
 ) -> int:
     from sandbox_runner.commands import run as run_command
 

@@ -15,11 +15,18 @@ if TYPE_CHECKING:
     from sandbox_runner.plan.dsl import Step
     from sandbox_runner.records.results import IterationResult, StepOutcome
     from sandbox_runner.records.store import ActiveRun, StepRecord
-    from sandbox_runner.ui.output import Reporter
 
 Stream = Literal["stdout", "stderr"]
 INTERRUPT_GRACE = 1.0
 """Seconds an interrupted agent has to stop on SIGINT before SIGTERM (then SIGKILL)."""
+
+
+class Notices(Protocol):
+    """Where a backend's `[fks]` lines go (the engine's `Reporter` is one)."""
+
+    def info(self, message: str) -> None: ...
+
+    def warn(self, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -125,7 +132,7 @@ class Backend(Protocol):
         """Check what can be checked before anything starts (raises FksError)."""
         ...
 
-    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+    def session(self, run: ActiveRun, reporter: Notices) -> AbstractContextManager[None]:
         """The run's lifetime: set up before the first step, released after the last."""
         ...
 

@@ -18,6 +18,7 @@ from sandbox_runner.backends.base import (
     INTERRUPT_GRACE,
     ExecResult,
     ExecSpec,
+    Notices,
     PreparedStep,
     Sandbox,
     Stream,
@@ -29,7 +30,6 @@ from sandbox_runner.plan.dsl import Step
 
 if TYPE_CHECKING:
     from sandbox_runner.records.store import ActiveRun, StepRecord
-    from sandbox_runner.ui.output import Reporter
 
 _READ_SIZE = 1 << 16
 _KILL_GRACE = 2.0
@@ -184,7 +184,7 @@ class LocalBackend:
     def preflight(self, steps: list[Step]) -> None:
         return None
 
-    def session(self, run: ActiveRun, reporter: Reporter) -> AbstractContextManager[None]:
+    def session(self, run: ActiveRun, reporter: Notices) -> AbstractContextManager[None]:
         return nullcontext()
 
     def review_hint(self, record: StepRecord) -> list[str]:

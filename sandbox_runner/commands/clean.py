@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.store import (
-    ForgeLayout,
     RunRecord,
     RunStore,
     pid_alive,

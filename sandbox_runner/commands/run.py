@@ -7,13 +7,14 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.base import Backend
 from sandbox_runner.backends.local import LocalBackend
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -42,11 +43,24 @@ from sandbox_runner.records.store import (
     project_root,
 )
 from sandbox_runner.signals import signals_as_interrupts
-from sandbox_runner.ui.output import PREFIX, PlainReporter, Reporter, StepDetails, plural
+from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
     from sandbox_runner.engine.chain import ChainOptions, ChainResult
     from sandbox_runner.records.lock import RunLock
+
+
+# The flags a resumed run takes from its record: giving them again is a usage error.
+_FIXED_ON_RESUME = (
+    "--prompt",
+    "--prompt-file",
+    "--config",
+    "--sandbox",
+    "--base",
+    "--image",
+    "--allow",
+    "arguments after --",
+)
 
 
 def run(
@@ -76,24 +90,9 @@ def run(
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
     if resume is not None:
-        changed = {
-            "--prompt": prompt,
-            "--prompt-file": prompt_file,
-            "--config": config,
-            "--sandbox": sandbox,
-            "--base": base,
-            "--image": image,
-            "--allow": list(allow),
-            "arguments after --": list(global_args),
-        }
+        fixed = (prompt, prompt_file, config, sandbox, base, image, list(allow), list(global_args))
         planned, record = _plan_resumed(
-            resume,
-            workdir,
-            targets=targets,
-            chain=chain,
-            more=more,
-            max_cost=max_cost,
-            fixed=changed,
+            resume, workdir, targets=targets, chain=chain, more=more, max_cost=max_cost, fixed=fixed
         )
     else:
         if more:
@@ -115,6 +114,28 @@ def run(
         )
         planned, record = _plan_new(options, workdir, targets=targets), None
     planned.no_progress_limit = no_progress_limit
+    return _run_planned(
+        planned,
+        record,
+        dry_run=dry_run,
+        verbose=verbose,
+        json_output=json_output,
+        junit=junit,
+        more=more,
+    )
+
+
+def _run_planned(
+    planned: Planned,
+    record: RunRecord | None,
+    *,
+    dry_run: bool,
+    verbose: bool,
+    json_output: bool,
+    junit: Path | None,
+    more: int,
+) -> int:
+    """Resolve every step's prompt and command on the backend, then show them or run them."""
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
@@ -141,11 +162,14 @@ def _plan_resumed(
     chain: str | None,
     more: int,
     max_cost: float | None,
-    fixed: Mapping[str, object],
+    fixed: Sequence[object],
 ) -> tuple[Planned, RunRecord]:
+    """The recorded run `resume` names, planned again; `fixed` are the values of the flags
+    `_FIXED_ON_RESUME` names, which must not be given.
+    """
     from sandbox_runner.records.resume import plan_resume
 
-    given = [name for name, value in fixed.items() if value]
+    given = [name for name, value in zip(_FIXED_ON_RESUME, fixed, strict=True) if value]
     if given:
         raise UsageError(
             f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"

@@ -1,5 +1,6 @@
 """How a step runs: `chain` runs steps in order with landing between them, `loop` runs one
 step's iterations (retries, rate limits, no-progress), `marker` and `streamjson` read the agent's
-output for the completion marker. Knows backends only through `backends.base`; imports `plan`,
-`records` and `ui`, never Docker or git.
+output for the completion marker, `reporter` the protocol through which it tells the user
+(implemented by `ui`). Knows backends only through `backends.base`; imports `plan` and
+`records`, never `ui`, Docker or git.
 """

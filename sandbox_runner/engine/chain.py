@@ -9,20 +9,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox_runner.backends.base import Backend
+from sandbox_runner.backends.base import Backend, PreparedStep
 from sandbox_runner.engine.loop import (
     DEFAULT_NO_PROGRESS_LIMIT,
     DEFAULT_RATE_LIMIT_MAX_WAIT,
     StepContext,
     StepLoop,
 )
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
-from sandbox_runner.ui.output import Reporter
 
 
 @dataclass
@@ -187,37 +188,8 @@ def _run_step(
     run.begin_step(step_record)
     try:
         with backend.step(index, step, step_record) as prepared:
-            ctx = StepContext(
-                step=step,
-                agent=prepared.agent,
-                prompt=prompt,
-                sandbox=prepared.sandbox,
-                reporter=reporter,
-                record=step_record,
-                run=run,
-                args=[*options.global_args, *step.args],
-                env=prepared.env,
-                labels=prepared.labels,
-                timeout=prepared.timeout,
-                secrets=options.secrets,
-                progress=prepared.progress,
-                no_progress_limit=options.no_progress_limit,
-                rate_limit_max_wait=options.rate_limit_max_wait,
-                spent_before=spent,
-                extra_iterations=options.more if resumed else 0,
-                over_budget=(lambda: _over_budget(run.record, options))
-                if options.max_cost is not None
-                else None,
-                after_iteration=prepared.after_iteration,
-            )
-            if _loop_finished(step_record):
-                # Resumed after the agent had finished but its work could not land (conflict,
-                # blocked merge): only try landing again.
-                outcome = StepOutcome(
-                    complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum
-                )
-            else:
-                outcome = StepLoop(ctx).run()
+            ctx = _step_context(step, prompt, prepared, reporter, run, options, step_record, spent)
+            outcome = _run_or_retry_landing(ctx, step_record, spent)
             if prepared.land is not None:
                 outcome = prepared.land(outcome)
     except (Interrupted, KeyboardInterrupt):
@@ -229,6 +201,56 @@ def _run_step(
     _finish_step(run, step_record, outcome)
     reporter.step_ended(step.agent, outcome, step.loop)
     return outcome
+
+
+def _step_context(
+    step: Step,
+    prompt: PromptSource,
+    prepared: PreparedStep,
+    reporter: Reporter,
+    run: ActiveRun,
+    options: ChainOptions,
+    step_record: StepRecord,
+    spent: int,
+) -> StepContext:
+    """Everything the step's loop needs, from the plan, the backend and the run so far."""
+    resumed = bool(step_record.iterations)
+    return StepContext(
+        step=step,
+        agent=prepared.agent,
+        prompt=prompt,
+        sandbox=prepared.sandbox,
+        reporter=reporter,
+        record=step_record,
+        run=run,
+        args=[*options.global_args, *step.args],
+        env=prepared.env,
+        labels=prepared.labels,
+        timeout=prepared.timeout,
+        secrets=options.secrets,
+        progress=prepared.progress,
+        no_progress_limit=options.no_progress_limit,
+        rate_limit_max_wait=options.rate_limit_max_wait,
+        spent_before=spent,
+        extra_iterations=options.more if resumed else 0,
+        over_budget=(lambda: _over_budget(run.record, options))
+        if options.max_cost is not None
+        else None,
+        after_iteration=prepared.after_iteration,
+    )
+
+
+def _run_or_retry_landing(ctx: StepContext, step_record: StepRecord, spent: int) -> StepOutcome:
+    if _loop_finished(step_record):
+        # Resumed after the agent had finished but its work could not land (conflict,
+        # blocked merge): only try landing again.
+        return StepOutcome(
+            complete=True,
+            reason="marker",
+            spent_before=spent,
+            maximum=ctx.maximum,
+        )
+    return StepLoop(ctx).run()
 
 
 def _abort(

@@ -18,6 +18,7 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 
 from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox, Stream
 from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -31,7 +32,6 @@ from sandbox_runner.records.store import (
     StepRecord,
     now,
 )
-from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
     from sandbox_runner.engine.streamjson import Event, Result
@@ -224,6 +224,34 @@ class StepLoop:
         result_event = monitor.result if isinstance(monitor, StreamJsonMonitor) else None
         claude = _claude_stats(result_event) if result_event is not None else None
         marker = monitor.marker_seen
+        reason, note, counted, failed = self._verdict(number, status, result_event, marker)
+        complete = marker or (
+            not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
+        )
+        error_tail = _error_tail(tap, result_event) if failed and not complete else None
+        return IterationResult(
+            number=number,
+            complete=complete,
+            marker=marker,
+            reason=reason,
+            exit_code=status.exit_code,
+            started=started,
+            ended=now(),
+            counted=counted,
+            container_id=status.container_id,
+            claude=claude,
+            changed=changed,
+            error_tail=error_tail or None,
+            note=note,
+        )
+
+    def _verdict(
+        self, number: int, status: ExecResult, result_event: Result | None, marker: bool
+    ) -> tuple[str, str | None, bool, bool]:
+        """Why the iteration ended: its reason, a note for the user, whether it counts
+        against the step's iterations, and whether it failed.
+        """
+        ctx = self.ctx
         note = None
         counted = True
         failed = status.exit_code != 0
@@ -258,25 +286,7 @@ class StepLoop:
             reason = f"exit_{status.exit_code}"
         else:
             reason = "no_marker"
-        complete = marker or (
-            not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
-        )
-        error_tail = _error_tail(tap, result_event) if failed and not complete else None
-        return IterationResult(
-            number=number,
-            complete=complete,
-            marker=marker,
-            reason=reason,
-            exit_code=status.exit_code,
-            started=started,
-            ended=now(),
-            counted=counted,
-            container_id=status.container_id,
-            claude=claude,
-            changed=changed,
-            error_tail=error_tail or None,
-            note=note,
-        )
+        return reason, note, counted, failed
 
 
 def _claude_stats(result: Result) -> ClaudeStats:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sandbox_runner.git.repo import FORGE_EXCLUDE, Repo, checkout_of, rev
+from sandbox_runner.git.repo import Repo, checkout_of, rev
 from sandbox_runner.git.runner import GitError, git, git_ok, run_git
+from sandbox_runner.records.layout import ForgeLayout
 
 
 @dataclass(frozen=True)
@@ -43,36 +44,59 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
             blocked=f"{branch} shares no history with '{base}' (it was replaced); review it and merge by hand",
         )
     fast_forward = git_ok(repo.top, "merge-base", "--is-ancestor", base_tip, step_tip)
-    if fast_forward:
-        new = step_tip
-    else:
-        done = run_git(
-            repo.top,
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "--no-messages",
-            base_tip,
-            step_tip,
-        )
-        lines = done.stdout.decode().strip().splitlines()
-        if done.returncode == 1:
-            return Landing(merged=False, conflicts=sorted(set(lines[1:])))
-        if done.returncode != 0 or not lines:
-            raise GitError(
-                f"git merge-tree failed (exit {done.returncode}): {done.stderr.decode().strip()}"
-            )
-        tree = lines[0]
-        new = git(
-            repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
-        )
-    owned = _fks_paths(repo, base_tip, new)
+    merged = step_tip if fast_forward else _merge_commit(repo, base_tip, step_tip, message, env)
+    if isinstance(merged, Landing):
+        return merged
+    records = ForgeLayout(repo.top).root.name
+    owned = _fks_paths(repo, base_tip, merged, records)
     if owned:
         return Landing(
             merged=False,
-            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {FORGE_EXCLUDE} "
+            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {records}/ "
             "holds fks's run records (a merge would replace them); review the branch and merge by hand",
         )
+    return _move_base(repo, base, base_tip, merged, message, env, fast_forward=fast_forward)
+
+
+def _merge_commit(
+    repo: Repo, base_tip: str, step_tip: str, message: str, env: Mapping[str, str]
+) -> str | Landing:
+    """The merge commit of the two tips, computed by `git merge-tree` with no work tree;
+    the conflicting paths' `Landing` when they do not merge cleanly.
+    """
+    done = run_git(
+        repo.top,
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        base_tip,
+        step_tip,
+    )
+    lines = done.stdout.decode().strip().splitlines()
+    if done.returncode == 1:
+        return Landing(merged=False, conflicts=sorted(set(lines[1:])))
+    if done.returncode != 0 or not lines:
+        raise GitError(
+            f"git merge-tree failed (exit {done.returncode}): {done.stderr.decode().strip()}"
+        )
+    tree = lines[0]
+    return git(
+        repo.top, "commit-tree", tree, "-p", base_tip, "-p", step_tip, "-m", message, env=env
+    )
+
+
+def _move_base(
+    repo: Repo,
+    base: str,
+    base_tip: str,
+    new: str,
+    message: str,
+    env: Mapping[str, str],
+    *,
+    fast_forward: bool,
+) -> Landing:
+    """Fast-forward `base` to `new`: its ref alone, or through its checkout when it has one."""
     checkout = checkout_of(repo, base)
     if checkout is None:
         git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
@@ -84,14 +108,14 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
 
 
-def _fks_paths(repo: Repo, base_tip: str, new: str) -> list[str]:
-    """Paths under a `.forge` directory (fks's ignored run records) that a merge would change.
+def _fks_paths(repo: Repo, base_tip: str, new: str, name: str) -> list[str]:
+    """Paths under a `name` (`.forge`) directory (fks's ignored run records) that a merge would
+    change.
 
     Git treats ignored files as expendable: a fast-forward would replace the records, or the
     whole directory by a symlink that fks then writes through.
     """
     out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
-    name = FORGE_EXCLUDE.strip("/")
     return [
         path
         for path in out.split("\0")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sandbox_runner.errors import WorkspaceError
 from sandbox_runner.git.runner import GitError, git, git_common_dir, git_ok
+from sandbox_runner.records.layout import ForgeLayout
 
-FORGE_EXCLUDE = ".forge/"
 BRANCH_PREFIX = "fks"
 # Step branches are fks's own bookkeeping: no reflogs for them.
 _NO_REFLOG = ("-c", "core.logAllRefUpdates=false")
@@ -26,20 +26,20 @@ def exclude_forge_dir(project: Path) -> None:
     common = git_common_dir(project)
     if common is None:
         return
+    name = ForgeLayout(project).root.name
     exclude = common / "info" / "exclude"
     try:
         current = exclude.read_text(encoding="utf-8")
     except FileNotFoundError:
         current = ""
     if any(
-        line.strip() in (".forge", ".forge/", "/.forge", "/.forge/")
-        for line in current.splitlines()
+        line.strip() in (name, f"{name}/", f"/{name}", f"/{name}/") for line in current.splitlines()
     ):
         return
     exclude.parent.mkdir(parents=True, exist_ok=True)
     prefix = "" if not current or current.endswith("\n") else "\n"
     with exclude.open("a", encoding="utf-8") as out:
-        out.write(f"{prefix}# fks run records and step worktrees\n{FORGE_EXCLUDE}\n")
+        out.write(f"{prefix}# fks run records and step worktrees\n{name}/\n")
 
 
 # --- repositories ----------------------------------------------------------------------------

@@ -171,38 +171,66 @@ def resolve_agent(
 
     external = parse_claude_agent_path(target, cwd)
     if external is not None:
-        if path_kind(external.project, f"Agent '{shorten(agent)}'", AgentNotFoundError) != "dir":
-            raise AgentNotFoundError(
-                f"Agent '{agent}': project directory {external.project} does not exist "
-                f"(from '{target}'); check the path"
-            )
-        name = (frontmatter_name(external.file) if external.file else None) or external.name
-        return AgentCommand(
-            name=agent,
-            kind="claude-agent",
-            program=_claude_program(on_host),
-            cwd=external.project,
-            config=cfg,
-            claude_agent=name,
-            project=external.project,
-        )
-
+        return _claude_subagent(agent, target, cfg, external, on_host)
     if "/" in target:
-        path = Path(os.path.normpath(cwd / target))
-        if not on_host and not _is_under(path, [cwd, *visible]):
-            raise AgentNotFoundError(
-                f"Agent '{agent}': {path} is outside the workspace, so the container cannot see it; "
-                "put it in the repository or add its directory to the sandbox 'mounts' option"
-            )
-        kind = path_kind(path, f"Agent '{shorten(agent)}'", AgentNotFoundError)
-        if kind == "missing":
-            raise AgentNotFoundError(f"Agent '{agent}' not found: {path} does not exist")
-        if kind == "dir" or not os.access(path, os.X_OK):
-            raise AgentNotFoundError(
-                f"Agent '{agent}': {path} is not an executable file (chmod +x {target}?)"
-            )
-        return AgentCommand(name=agent, kind="binary", program=str(path), cwd=cwd, config=cfg)
+        return _agent_at_path(agent, target, cfg, cwd, on_host, visible)
+    return _agent_on_path(agent, target, cfg, cwd, on_host)
 
+
+def _claude_subagent(
+    agent: str,
+    target: str,
+    cfg: AgentConfig | None,
+    external: ClaudeAgentPath,
+    on_host: bool,
+) -> AgentCommand:
+    """A Claude Code subagent defined in another project's `.claude/agents/`."""
+    if path_kind(external.project, f"Agent '{shorten(agent)}'", AgentNotFoundError) != "dir":
+        raise AgentNotFoundError(
+            f"Agent '{agent}': project directory {external.project} does not exist "
+            f"(from '{target}'); check the path"
+        )
+    name = (frontmatter_name(external.file) if external.file else None) or external.name
+    return AgentCommand(
+        name=agent,
+        kind="claude-agent",
+        program=_claude_program(on_host),
+        cwd=external.project,
+        config=cfg,
+        claude_agent=name,
+        project=external.project,
+    )
+
+
+def _agent_at_path(
+    agent: str,
+    target: str,
+    cfg: AgentConfig | None,
+    cwd: Path,
+    on_host: bool,
+    visible: Sequence[Path],
+) -> AgentCommand:
+    """An executable named by a path relative to `cwd`."""
+    path = Path(os.path.normpath(cwd / target))
+    if not on_host and not _is_under(path, [cwd, *visible]):
+        raise AgentNotFoundError(
+            f"Agent '{agent}': {path} is outside the workspace, so the container cannot see it; "
+            "put it in the repository or add its directory to the sandbox 'mounts' option"
+        )
+    kind = path_kind(path, f"Agent '{shorten(agent)}'", AgentNotFoundError)
+    if kind == "missing":
+        raise AgentNotFoundError(f"Agent '{agent}' not found: {path} does not exist")
+    if kind == "dir" or not os.access(path, os.X_OK):
+        raise AgentNotFoundError(
+            f"Agent '{agent}': {path} is not an executable file (chmod +x {target}?)"
+        )
+    return AgentCommand(name=agent, kind="binary", program=str(path), cwd=cwd, config=cfg)
+
+
+def _agent_on_path(
+    agent: str, target: str, cfg: AgentConfig | None, cwd: Path, on_host: bool
+) -> AgentCommand:
+    """A bare program name: looked up on the host's PATH, or in the image at start."""
     if not on_host:
         return AgentCommand(name=agent, kind="binary", program=target, cwd=cwd, config=cfg)
     found = shutil.which(target)

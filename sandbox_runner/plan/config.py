@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import path_kind
+from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 
 DEFAULT_CONFIG = Path("forge") / "chains.json"
@@ -65,8 +66,6 @@ class SandboxSettings(_Model):
     @field_validator("allow")
     @classmethod
     def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from sandbox_runner.backends.docker.egress import AllowEntry
-
         for entry in value:
             AllowEntry.parse(entry)  # a ValueError names the entry
         return value

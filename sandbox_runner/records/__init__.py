@@ -1,4 +1,4 @@
-"""What a run leaves behind under `.forge/` (laid out by `store.ForgeLayout`): run records
+"""What a run leaves behind under `.forge/` (laid out by `layout.ForgeLayout`): run records
 (`store`, whose `RecordWriter`/`ActiveRun` methods are their only writer), the results the loop
 produces (`results`), the run lock (`lock`), resuming a killed run (`resume`), JUnit reports
 (`junit`), and secret masking for logs (`masking`). Imports `errors`, `plan`, `git.runner` and

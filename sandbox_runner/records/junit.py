@@ -7,9 +7,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from pathlib import Path
 
+from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.store import (
-    FORGE_DIR,
-    RUNS_DIR,
     IterationRecord,
     RunRecord,
     StepRecord,
@@ -91,7 +90,7 @@ def _testcase(record: RunRecord, step: StepRecord) -> ET.Element:
         failure.text = _clean(_details(record, step))
     if step.iterations:
         out = ET.SubElement(case, "system-out")
-        logs = f"{FORGE_DIR}/{RUNS_DIR}/{record.id}"
+        logs = ForgeLayout(Path()).run_dir(record.id).as_posix()  # relative to the project
         out.text = _clean("\n".join(_iteration_line(it, logs) for it in step.iterations) + "\n")
     return case
 

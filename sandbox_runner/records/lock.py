@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import LockedError
-from sandbox_runner.records.store import ForgeLayout
+from sandbox_runner.records.layout import ForgeLayout
 
 
 @dataclass

@@ -9,7 +9,6 @@ import re
 import secrets
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -18,13 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import FksError, UsageError
+from sandbox_runner.records.layout import ForgeLayout
 
 if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
     from sandbox_runner.records.results import IterationResult
 
-FORGE_DIR = ".forge"
-RUNS_DIR = "runs"
 RunStatus = Literal["running", "complete", "incomplete", "interrupted", "failed"]
 StepStatus = Literal["pending", "running", "complete", "incomplete", "interrupted", "failed"]
 
@@ -188,34 +186,6 @@ class RunRecord(_Record):
                 step.status = "pending"
                 step.iterations_max = maximum(step)
                 break
-
-
-@dataclass(frozen=True)
-class ForgeLayout:
-    """Where fks keeps its files in a project: `.forge/` and everything under it."""
-
-    project: Path
-
-    @property
-    def root(self) -> Path:
-        return self.project / FORGE_DIR
-
-    @property
-    def runs(self) -> Path:
-        """One directory per run: `run.json` and the iteration logs."""
-        return self.root / RUNS_DIR
-
-    def run_dir(self, run_id: str) -> Path:
-        return self.runs / run_id
-
-    def lock(self, name: str) -> Path:
-        """The lock file of one base branch (`name` already made file-name safe)."""
-        return self.root / "locks" / f"{name}.lock"
-
-    @property
-    def legacy_dirs(self) -> tuple[Path, ...]:
-        """`.forge/sandbox` and `.forge/worktrees`, made by older versions of fks."""
-        return (self.root / "sandbox", self.root / "worktrees")
 
 
 def pid_alive(pid: int) -> bool:

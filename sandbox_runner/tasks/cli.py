@@ -193,96 +193,110 @@ def view_cmd(
     return commands.view(root=root, task_ref=task_id, as_json=_as_json(plain, json_output))
 
 
+# `forge-tasks edit`'s arguments and options, so that `edit_cmd` reads as a parameter list.
+EditIdArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID",
+        help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
+        show_default=False,
+    ),
+]
+EditTitleOption = Annotated[
+    str | None, typer.Option("--title", help="New title.", show_default=False)
+]
+EditDescriptionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--description",
+        "-d",
+        help="New description (replaces the old one).",
+        show_default=False,
+    ),
+]
+EditStatusOption = Annotated[
+    str | None,
+    typer.Option(
+        "--status",
+        "-s",
+        help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).",
+        show_default=False,
+    ),
+]
+EditPriorityOption = Annotated[
+    str | None,
+    typer.Option("--priority", "-p", help="high, medium or low.", show_default=False),
+]
+EditAddLabelOption = Annotated[
+    list[str] | None,
+    typer.Option("--add-label", help="Add a label (repeatable).", show_default=False),
+]
+EditRemoveLabelOption = Annotated[
+    list[str] | None,
+    typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False),
+]
+EditAddDependencyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--add-dependency",
+        "--depends-on",
+        help="Add a dependency on an existing task (repeatable).",
+        show_default=False,
+    ),
+]
+EditRemoveDependencyOption = Annotated[
+    list[str] | None,
+    typer.Option("--remove-dependency", help="Drop a dependency (repeatable).", show_default=False),
+]
+EditAddAcOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ac",
+        "--add-ac",
+        help="Append an acceptance criterion (repeatable).",
+        show_default=False,
+    ),
+]
+EditCheckAcOption = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--check-ac",
+        metavar="N",
+        help="Check acceptance criterion #N (repeatable).",
+        show_default=False,
+    ),
+]
+EditUncheckAcOption = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--uncheck-ac",
+        metavar="N",
+        help="Uncheck acceptance criterion #N (repeatable).",
+        show_default=False,
+    ),
+]
+EditAppendNotesOption = Annotated[
+    str | None,
+    typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False),
+]
+
+
 @app.command("edit", help='Change a task and print "Updated TASK-xxxxxx".')
 @_handled
 def edit_cmd(
-    task_id: Annotated[
-        str,
-        typer.Argument(
-            metavar="ID",
-            help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
-            show_default=False,
-        ),
-    ],
-    title: Annotated[
-        str | None, typer.Option("--title", help="New title.", show_default=False)
-    ] = None,
-    description: Annotated[
-        str | None,
-        typer.Option(
-            "--description",
-            "-d",
-            help="New description (replaces the old one).",
-            show_default=False,
-        ),
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(
-            "--status",
-            "-s",
-            help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).",
-            show_default=False,
-        ),
-    ] = None,
-    priority: Annotated[
-        str | None,
-        typer.Option("--priority", "-p", help="high, medium or low.", show_default=False),
-    ] = None,
-    add_label: Annotated[
-        list[str] | None,
-        typer.Option("--add-label", help="Add a label (repeatable).", show_default=False),
-    ] = None,
-    remove_label: Annotated[
-        list[str] | None,
-        typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False),
-    ] = None,
-    add_dependency: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--add-dependency",
-            "--depends-on",
-            help="Add a dependency on an existing task (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    remove_dependency: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--remove-dependency", help="Drop a dependency (repeatable).", show_default=False
-        ),
-    ] = None,
-    ac: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ac",
-            "--add-ac",
-            help="Append an acceptance criterion (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    check_ac: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--check-ac",
-            metavar="N",
-            help="Check acceptance criterion #N (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    uncheck_ac: Annotated[
-        list[int] | None,
-        typer.Option(
-            "--uncheck-ac",
-            metavar="N",
-            help="Uncheck acceptance criterion #N (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    append_notes: Annotated[
-        str | None,
-        typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False),
-    ] = None,
+    task_id: EditIdArgument,
+    title: EditTitleOption = None,
+    description: EditDescriptionOption = None,
+    status: EditStatusOption = None,
+    priority: EditPriorityOption = None,
+    add_label: EditAddLabelOption = None,
+    remove_label: EditRemoveLabelOption = None,
+    add_dependency: EditAddDependencyOption = None,
+    remove_dependency: EditRemoveDependencyOption = None,
+    ac: EditAddAcOption = None,
+    check_ac: EditCheckAcOption = None,
+    uncheck_ac: EditUncheckAcOption = None,
+    append_notes: EditAppendNotesOption = None,
     root: RootOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands

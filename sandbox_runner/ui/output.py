@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.base import Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
@@ -26,38 +26,6 @@ StepDetails = Callable[[int], list[str]]
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-class Reporter(Protocol):
-    """Receives the run's events as they happen."""
-
-    def info(self, message: str) -> None: ...
-
-    def warn(self, message: str) -> None: ...
-
-    def step_started(
-        self, index: int, total: int, agent: str, iterations: int, loop: bool
-    ) -> None: ...
-
-    def iteration_started(self, number: int, maximum: int, loop: bool) -> None: ...
-
-    def output(self, stream: Stream, chunk: bytes) -> None:
-        """Raw output of a plain agent (already masked)."""
-        ...
-
-    def events(self, events: Sequence[Event]) -> None:
-        """Parsed progress of a Claude agent."""
-        ...
-
-    def iteration_ended(self, result: IterationResult) -> None: ...
-
-    def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None: ...
-
-    def chain_ended(
-        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
-    ) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class PlainReporter:

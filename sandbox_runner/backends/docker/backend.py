@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.base import PreparedStep
+from sandbox_runner.backends.base import Notices, PreparedStep
 from sandbox_runner.backends.docker.container import (
     LABEL_PID,
     LABEL_REPO,
@@ -21,7 +21,7 @@ from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     Mount,
 )
-from sandbox_runner.backends.docker.egress import SOCKET_DIR, AllowEntry, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress import SOCKET_DIR, ApiUpstream, EgressProxy
 from sandbox_runner.backends.docker.export import WORKSPACE
 from sandbox_runner.backends.docker.workspace import (
     LABEL_IMAGE,
@@ -50,13 +50,13 @@ from sandbox_runner.git.repo import (
 )
 from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.config import AgentConfig, SandboxSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.records.masking import CREDENTIAL_VARS
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import ActiveRun, DeniedRecord, StepRecord, slug
 from sandbox_runner.signals import deferred_signals
-from sandbox_runner.ui.output import Reporter
 
 if TYPE_CHECKING:
     import docker
@@ -93,7 +93,7 @@ class SandboxBackend:
         self._base = require_base(self._repo, base)
         self._client: docker.DockerClient | None = None
         self._run: ActiveRun | None = None
-        self._reporter: Reporter | None = None
+        self._reporter: Notices | None = None
         self._workspaces: dict[Path, VolumeWorkspace] = {}
         self._proxies: dict[tuple[tuple[str, ...], bool], EgressProxy] = {}
         self._stack = ExitStack()
@@ -220,7 +220,7 @@ class SandboxBackend:
         return self._run
 
     @contextmanager
-    def session(self, run: ActiveRun, reporter: Reporter) -> Iterator[None]:
+    def session(self, run: ActiveRun, reporter: Notices) -> Iterator[None]:
         self._run, self._reporter = run, reporter
         run.set_base(self._base, rev(self._repo, self._base))
         exclude_forge_dir(self._repo.top)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
-import ipaddress
 import os
 import re
 import tarfile
@@ -28,7 +27,8 @@ from urllib.parse import urlsplit
 from sandbox_runner.backends.docker.client import with_retries
 from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN
 from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
-from sandbox_runner.errors import FksError, SandboxError
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -46,9 +46,6 @@ PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 LABEL_ROLE = "fks.role"
 READY_LINE = "fks-proxy ready"
 _LOG_LIMIT = 16 * 1024 * 1024  # bytes of access log read at most (the newest are kept)
-_DEFAULT_PORTS = (80, 443)
-_LABEL_RE = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
-_IPV4_RE = re.compile(r"[0-9.]+")
 # Characters a credential may have: those of API keys and OAuth tokens, and none that
 # squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
 _CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
@@ -59,63 +56,6 @@ _CREDENTIAL_VARIABLES: tuple[tuple[str, Literal["x-api-key", "authorization"]], 
     ("ANTHROPIC_AUTH_TOKEN", "authorization"),
     ("CLAUDE_CODE_OAUTH_TOKEN", "authorization"),
 )
-
-
-class AllowEntryError(FksError, ValueError):
-    """An allow-list entry that is not `host` or `host:port` (a ValueError for pydantic)."""
-
-
-# --- What may be reached ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AllowEntry:
-    """A host the agent may reach through the proxy: a DNS name or an IPv4 address, on one
-    port or (`port` None) on 80 and 443. Names match exactly: no subdomains, no wildcards."""
-
-    host: str
-    port: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> AllowEntry:
-        """`host` or `host:port`; AllowEntryError naming the entry and the fix otherwise."""
-        entry = text.strip()
-        if "://" in entry or "/" in entry:
-            raise AllowEntryError(f"allow-list entry {text!r}: give host or host:port, not a URL")
-        if entry.startswith("[") or entry.count(":") > 1:
-            raise AllowEntryError(f"allow-list entry {text!r}: IPv6 addresses are not supported")
-        host, sep, port_text = entry.partition(":")
-        port = _parse_port(port_text, text) if sep else None
-        return cls(_parse_host(host, text), port)
-
-    @property
-    def ports(self) -> tuple[int, ...]:
-        return _DEFAULT_PORTS if self.port is None else (self.port,)
-
-    def __str__(self) -> str:
-        return self.host if self.port is None else f"{self.host}:{self.port}"
-
-
-def _parse_port(text: str, entry: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise AllowEntryError(f"allow-list entry {entry!r}: the port must be 1-65535")
-    return int(text)
-
-
-def _parse_host(text: str, entry: str) -> str:
-    host = text.lower().removesuffix(".")
-    if _IPV4_RE.fullmatch(host):
-        try:
-            return str(ipaddress.IPv4Address(host))
-        except ValueError:
-            raise AllowEntryError(f"allow-list entry {entry!r}: not an IPv4 address") from None
-    labels = host.split(".")
-    if not host or len(host) > 253 or not all(_LABEL_RE.fullmatch(label) for label in labels):
-        raise AllowEntryError(
-            f"allow-list entry {entry!r}: not a host name (letters, digits, '-' and '.'), "
-            "an IPv4 address, or either with ':port'"
-        )
-    return host
 
 
 @dataclass(frozen=True)
@@ -166,7 +106,7 @@ class ApiUpstream:
 
     @property
     def host(self) -> str:
-        return _parse_host(urlsplit(self.url).hostname or "", self.url)
+        return parse_host(urlsplit(self.url).hostname or "", self.url)
 
     @property
     def port(self) -> int:

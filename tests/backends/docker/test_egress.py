@@ -23,8 +23,6 @@ from sandbox_runner.backends.docker.egress import (
     API_PORT,
     FORWARD_PORT,
     PLACEHOLDER,
-    AllowEntry,
-    AllowEntryError,
     ApiUpstream,
     Denied,
     EgressProxy,
@@ -32,60 +30,10 @@ from sandbox_runner.backends.docker.egress import (
     squid_config,
 )
 from sandbox_runner.errors import FksError, SandboxError
+from sandbox_runner.plan.allow import AllowEntry
 
 REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
 REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex
-
-# --- allow-list entries ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "host", "port", "ports"),
-    [
-        ("example.com", "example.com", None, (80, 443)),
-        (" API.Example.COM.:8443 ", "api.example.com", 8443, (8443,)),
-        ("10.1.2.3", "10.1.2.3", None, (80, 443)),
-        ("10.1.2.3:80", "10.1.2.3", 80, (80,)),
-        ("localhost:1", "localhost", 1, (1,)),
-    ],
-)
-def test_allow_entry_parses_host_and_port(
-    text: str, host: str, port: int | None, ports: tuple[int, ...]
-) -> None:
-    entry = AllowEntry.parse(text)
-    assert (entry.host, entry.port, entry.ports) == (host, port, ports)
-    assert AllowEntry.parse(str(entry)) == entry
-
-
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        ("", "not a host name"),
-        ("https://example.com", "give host or host:port, not a URL"),
-        ("example.com/path", "not a URL"),
-        ("::1", "IPv6 addresses are not supported"),
-        ("[::1]:443", "IPv6 addresses are not supported"),
-        ("example.com:", "the port must be 1-65535"),
-        ("example.com:0", "the port must be 1-65535"),
-        ("example.com:65536", "the port must be 1-65535"),
-        ("example.com:https", "the port must be 1-65535"),
-        ("300.1.2.3", "not an IPv4 address"),
-        ("1.2.3", "not an IPv4 address"),
-        ("-bad.example.com", "not a host name"),
-        ("under_score.example.com", "not a host name"),
-        ("two words", "not a host name"),
-        ("a..b", "not a host name"),
-        ("*.example.com", "not a host name"),
-        ("example.com\nhttp_access allow all", "not a host name"),
-    ],
-)
-def test_allow_entry_refuses_garbage_naming_it(text: str, why: str) -> None:
-    with pytest.raises(AllowEntryError) as caught:
-        AllowEntry.parse(text)
-    assert str(caught.value).startswith(f"allow-list entry {text!r}: ")
-    assert why in str(caught.value)
-    assert isinstance(caught.value, FksError) and isinstance(caught.value, ValueError)
-
 
 # --- the API upstream --------------------------------------------------------------------------
 
