@@ -131,9 +131,13 @@ def test_external_agent_works_in_its_own_repository(
     assert branches(main) == main_branches
     assert not (main / "REVIEW.md").exists()
     assert git(main, "status", "--porcelain") == ""
-    assert not (main / ".forge" / "worktrees").exists() or not any(
-        (main / ".forge" / "worktrees").iterdir()
-    )
+    volumes = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"label=fks.run={record['id']}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert volumes == []  # no workspace is left, in either repository
 
     assert res.json["steps"][0]["branch"] == branch
     assert containers(f"fks.run={run_id}") == []

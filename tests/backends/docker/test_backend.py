@@ -1,4 +1,4 @@
-"""`fks run --sandbox` against the real Docker engine: containers, worktrees, merge-back, safety."""
+"""`fks run --sandbox` against the real Docker engine: containers, workspaces, merge-back, safety."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
     assert step["branch"] in branches(repo)
     assert step["merged"] is True and step["merge_commit"] == git(repo, "rev-parse", "main")
     assert git(repo, "rev-parse", step["branch"]) == git(repo, "rev-parse", "main")  # fast-forward
-    assert not Path(rec["steps"][0]["repo"], ".forge", "worktrees", rec["id"]).exists()
+    assert volumes(rec["id"]) == []  # the workspace went with the run
     assert git(repo, "worktree", "list").count("\n") == 0  # only the main work tree
     assert containers(rec["id"]) == []
     assert all(it["container_id"] for it in step["iterations"])
@@ -150,9 +150,7 @@ def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
     ]
     assert f"Branch kept for review: {step['branch']}" in res.stdout
     assert f"log --stat main..{step['branch']}" in res.stdout
-    assert not Path(
-        repo, ".forge", "worktrees", rec["id"]
-    ).exists()  # worktree removed, branch kept
+    assert volumes(rec["id"]) == []  # workspace removed, branch kept
     assert containers(rec["id"]) == []
 
 
