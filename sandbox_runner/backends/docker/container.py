@@ -206,6 +206,22 @@ class DockerExecution:
                 self._stream.close()
 
 
+def create_container(
+    client: docker.DockerClient, kwargs: dict[str, Any], *, what: str = "the container"
+) -> Container:
+    """`containers.create` with retries; a missing image or a refusal is one clear line."""
+    import docker.errors
+
+    try:
+        return with_retries("create", lambda: client.containers.create(**kwargs))
+    except docker.errors.ImageNotFound:
+        raise SandboxError(
+            f"Image '{kwargs['image']}' not found; build it with 'fks image build'"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"Docker could not create {what}: {exc.explanation or exc}") from None
+
+
 class DockerSandbox:
     """Runs each ExecSpec in a fresh container configured by `settings`."""
 
@@ -264,17 +280,7 @@ class DockerSandbox:
     def start(self, spec: ExecSpec) -> Iterator[DockerExecution]:
         import docker.errors
 
-        kwargs = self.container_kwargs(spec)
-        try:
-            container = with_retries("create", lambda: self._client.containers.create(**kwargs))
-        except docker.errors.ImageNotFound:
-            raise SandboxError(
-                f"Image '{self._settings.image}' not found; build it with 'fks image build'"
-            ) from None
-        except docker.errors.APIError as exc:
-            raise SandboxError(
-                f"Docker could not create the container: {exc.explanation or exc}"
-            ) from None
+        container = create_container(self._client, self.container_kwargs(spec))
         execution = DockerExecution(self._client, container, spec.timeout)
         execution.argv0 = spec.argv[0]
         try:

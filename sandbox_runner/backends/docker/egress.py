@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.client import with_retries
-from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN
+from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN, create_container
 from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.plan.allow import AllowEntry, parse_host
@@ -367,7 +367,6 @@ class EgressProxy:
         return parse_denied(self._read_access_log(), since=since)
 
     def _create_container(self) -> Any:
-        import docker.errors
         from docker.types import Mount
 
         kwargs: dict[str, Any] = {
@@ -388,16 +387,7 @@ class EgressProxy:
             kwargs["network_mode"] = self._network
         else:
             kwargs["network"] = self._network
-        try:
-            return with_retries("create", lambda: self._client.containers.create(**kwargs))
-        except docker.errors.ImageNotFound:
-            raise SandboxError(
-                f"Image '{self._image}' not found; build it with 'fks image build'"
-            ) from None
-        except docker.errors.APIError as exc:
-            raise SandboxError(
-                f"Docker could not create the egress proxy container: {exc.explanation or exc}"
-            ) from None
+        return create_container(self._client, kwargs, what="the egress proxy container")
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self._ready_timeout

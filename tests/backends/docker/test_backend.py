@@ -312,14 +312,11 @@ def test_timeout_kills_iteration(repo: Path) -> None:
     assert containers(rec["id"]) == []
 
 
-def test_ctrl_c_mid_iteration(repo: Path) -> None:
-    add_script(
-        repo,
-        "long.sh",
-        "#!/bin/sh\necho working > partial.txt\ngit add partial.txt && git commit -qm partial\necho waiting\nsleep 120\n",
-    )
+def interrupt_once_logged(repo: Path, dsl: str, text: str) -> tuple[int, str, str, float]:
+    """`fks run DSL --sandbox`, Ctrl-C once step 1's first log shows `text`: (exit code,
+    stdout, stderr, seconds from the signal to the exit)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox_runner", "run", "./scripts/long.sh:3", "--sandbox"],
+        [FKS, "run", dsl, "--sandbox"],
         cwd=repo,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -327,24 +324,27 @@ def test_ctrl_c_mid_iteration(repo: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 60
-        log_seen = False
-        while time.monotonic() < deadline and not log_seen:
-            time.sleep(0.2)
-            logs = (
-                list((repo / ".forge" / "runs").glob("*/01-*/001.log"))
-                if (repo / ".forge" / "runs").exists()
-                else []
-            )
-            log_seen = bool(logs) and "waiting" in logs[0].read_text()
-        assert log_seen
+        runs = repo / ".forge" / "runs"
+        while not any(text in p.read_text() for p in runs.glob("*/01-*/001.log")):
+            assert time.monotonic() < deadline, f"the agent never printed {text!r}"
+            time.sleep(0.1)
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-        took = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out + err
+    return proc.returncode, out, err, time.monotonic() - started
+
+
+def test_ctrl_c_mid_iteration(repo: Path) -> None:
+    add_script(
+        repo,
+        "long.sh",
+        "#!/bin/sh\necho working > partial.txt\ngit add partial.txt && git commit -qm partial\necho waiting\nsleep 120\n",
+    )
+    code, out, err, took = interrupt_once_logged(repo, "./scripts/long.sh:3", "waiting")
+    assert code == 130, out + err
     assert took < 15
     rec = record(repo)
     assert containers(rec["id"]) == []
@@ -483,25 +483,8 @@ def test_ctrl_c_reaches_the_agent_in_its_container_as_sigint(repo: Path) -> None
         "trap 'echo bye > bye.txt; git add bye.txt; git commit -qm \"wrapped up\"; exit 3' INT\n"
         "echo waiting\nwhile :; do sleep 0.05; done\n",
     )
-    proc = subprocess.Popen(
-        [FKS, "run", "./scripts/polite.sh:2", "--sandbox"],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        runs = repo / ".forge" / "runs"
-        while not any("waiting" in p.read_text() for p in runs.glob("*/01-*/001.log")):
-            assert time.monotonic() < deadline, "the agent never started"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out + err
+    code, out, err, _took = interrupt_once_logged(repo, "./scripts/polite.sh:2", "waiting")
+    assert code == 130, out + err
     step = record(repo)["steps"][0]
     assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "wrapped up"
     fks("clean", cwd=repo)
