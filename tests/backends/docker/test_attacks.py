@@ -551,3 +551,18 @@ def fks_run(dsl: str, *args: str) -> Result:
     from helpers import fks
 
     return fks("run", dsl, *args, "--sandbox", timeout=180)
+
+
+def test_forged_export_report_line_costs_only_the_agent(repo: Path, host: Host) -> None:
+    """The agent prints the script's closing report line itself (it can read the nonce),
+    claiming nothing to fetch and garbage besides: its commit is then simply not taken this
+    iteration, and nothing else on the host moves or breaks."""
+    body = f"""
+{COMMIT_WORK}
+printf 'fks-export %s end=1\\tbefore=x\\tafter=y\\twarning=\\033[31mforged\\n' "$FKS_NONCE" >&2
+head -c 200000 /dev/zero | tr '\\0' Z >&2
+"""
+    res = sandbox(host.agent(body))
+    assert res.code == 0, res.output[-3000:]  # a run-once step: complete
+    host.check(res, merged=True)
+    assert "\x1b" not in res.output and "ZZZZ" not in res.output  # swallowed, bounded
