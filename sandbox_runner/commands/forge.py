@@ -144,7 +144,11 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
         from sandbox_runner.backends.docker.backend import SandboxBackend
 
         backend = SandboxBackend(
-            cwd=setup.project, agents=agents, settings=setup.sandbox, base=setup.base
+            cwd=setup.project,
+            agents=agents,
+            settings=setup.sandbox,
+            base=setup.base,
+            checked_base=True,
         )
         backend.preflight(steps)
     else:
@@ -190,7 +194,7 @@ def run(options: ForgeOptions) -> int:
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
-    view = ForgeView()
+    view = ForgeView(sys.stderr if options.json_output else sys.stdout)
     view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
     conductor = Conductor(
         tasks=tasks,

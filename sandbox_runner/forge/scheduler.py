@@ -36,13 +36,16 @@ class Worker:
 
 
 class ForgeView:
-    """Where the conductor shows what happens (plain lines; a live view implements it too)."""
+    """Where the conductor shows what happens: plain lines (stderr under --json)."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stdout
 
     def line(self, task_id: str, text: str) -> None:
-        print(f"[{task_id}] {text}", flush=True)
+        print(f"[{task_id}] {text}", file=self.out, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"[fks] {text}", flush=True)
+        print(f"[fks] {text}", file=self.out, flush=True)
 
     def tick(self, workers: Sequence[Worker]) -> None:
         """Called about every 0.2 s with the workers in flight."""

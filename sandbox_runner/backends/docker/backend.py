@@ -82,7 +82,9 @@ class SandboxBackend:
         agents: dict[str, AgentConfig],
         settings: SandboxSettings,
         base: str | None,
+        checked_base: bool = False,
     ) -> None:
+        """`checked_base`: the caller has already checked `base` (fks forge: its own rules)."""
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
         self._cwd = cwd
@@ -90,7 +92,7 @@ class SandboxBackend:
         self._settings = settings
         self._image_default = DEFAULT_AGENT_IMAGE
         self._repo = open_repo(cwd)
-        self._base = require_base(self._repo, base)
+        self._base = base if checked_base and base else require_base(self._repo, base)
         self._client: docker.DockerClient | None = None
         self._run: ActiveRun | None = None
         self._reporter: Notices | None = None
