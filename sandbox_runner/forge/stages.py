@@ -238,11 +238,14 @@ class TaskStages:
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
         record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])  # type: ignore[arg-type]
-        last = record.iterations[-1] if record.iterations else None
+        last = outcome.last
         cost = record.cost_usd
-        if not outcome.complete or last is None or last.claude is None:
+        if not outcome.complete or last is None:
             return Answered(None, cost, _run_problem(outcome))
-        answer = parse_answer(model, last.claude.structured_output)  # type: ignore[type-var]
+        raw = last.claude.structured_output if last.claude is not None else None
+        if raw is None and last.note:  # the CLI reported an error: say that
+            return Answered(None, cost, last.note)
+        answer = parse_answer(model, raw)  # type: ignore[type-var]
         if isinstance(answer, str):
             return Answered(None, cost, answer)
         return Answered(answer, cost)

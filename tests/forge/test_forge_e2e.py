@@ -192,7 +192,7 @@ def test_a_backlog_of_four_tasks_two_at_a_time(
     second = run_fks("forge", "run", "--sandbox", cwd=repo, env=env, timeout=600)
     assert not team.errors, team.errors
     assert second.code == 0, second.tail()
-    assert statuses(repo) == {t: "Done" for t in ("alpha", "beta", "gamma", "delta")}
+    assert statuses(repo) == dict.fromkeys(("alpha", "beta", "gamma", "delta"), "Done")
     assert work_item(repo, ids["gamma"])["answer"] == "Use blue."
 
     # The base holds every approved task's work; shared.txt has both alpha's and delta's line.
