@@ -433,12 +433,7 @@ def _project(cwd: Path | None) -> Path:
 
 def schema() -> int:
     """The JSON Schema of forge/chains.json."""
+    from sandbox_runner.plan.config import config_schema
+
     print(json.dumps(config_schema(), indent=2))
     return EXIT_COMPLETE
-
-
-def config_schema() -> dict[str, object]:
-    data = ForgeConfig.model_json_schema(by_alias=True)
-    data["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    data["title"] = "fks forge/chains.json"
-    return data

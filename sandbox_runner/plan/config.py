@@ -399,6 +399,21 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
                 raise ConfigError(
                     f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
                 )
+    for stage, ref in config.forge.prompts.model_dump().items():
+        if ref and not _is_file(cwd / ref, shown):
+            raise ConfigError(
+                f"{shown}: forge.prompts.{stage} references '{ref}' which does not exist"
+            )
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of forge/chains.json (`fks schema`; `fks init` saves it for editors)."""
+    data = ForgeConfig.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **data,
+        "title": "fks forge/chains.json",
+    }
 
 
 def _is_file(path: Path, shown: str) -> bool:
