@@ -168,6 +168,7 @@ class TaskStages:
                 agents=agents,
                 settings=self.ctx.sandbox,
                 base=self.item.branch,
+                keep_interrupted=False,
             )
         else:
             from sandbox_runner.backends.local import LocalBackend

@@ -152,6 +152,16 @@ def create_tasks(repo: Path, titles: list[str]) -> dict[str, str]:
     return ids
 
 
+def volumes(label: str) -> list[str]:
+    out = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"label={label}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [v for v in out.split() if v.startswith("fks-ws-")]
+
+
 def statuses(repo: Path) -> dict[str, str]:
     out = run_fks("tasks", "list", "--json", cwd=repo)
     assert out.code == 0, out.tail()
@@ -214,3 +224,71 @@ def test_a_backlog_of_four_tasks_two_at_a_time(
     status = run_fks("forge", "status", cwd=repo)
     assert status.code == 0 and status.stdout.count("completed") == 4, status.tail()
     assert_no_secret(repo)
+
+
+class SlowImplementer:
+    """Analyzes, then takes its time implementing (until told to hurry), then approves."""
+
+    def __init__(self) -> None:
+        self.implementing = threading.Event()
+        self.hurry = False
+        self.sessions: set[str] = set()
+
+    def __call__(self, request: Request) -> Any:
+        session = request.session_id or "?"
+        if session in self.sessions:
+            return [{"text": "Done."}]
+        self.sessions.add(session)
+        system = request.system_text
+        if "You analyze one task" in system:
+            return structured(analysis())
+        if "You implement one task" in system:
+            self.implementing.set()
+            work = bash("echo slow > slow.txt && git add -A && git commit -qm 'slow work'")
+            return work if self.hurry else {"blocks": work, "delay": 120}
+        return structured({"approved": True, "issues": []})
+
+
+def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
+    repo: Path, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import time
+
+    from test_claude_e2e import FKS
+    from fakeapi import isolated_environ
+
+    ids = create_tasks(repo, ["slow"])
+    team = SlowImplementer()
+    with FakeAnthropic(host="0.0.0.0", responder=team) as server:
+        process = subprocess.Popen(
+            [FKS, "forge", "run", "--sandbox"],
+            cwd=repo,
+            env=isolated_environ(claude_env(server)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert team.implementing.wait(timeout=180), "the implement stage never started"
+        time.sleep(1)
+        assert containers(f"fks.repo={repo}"), "no container runs the implement stage"
+        os.kill(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=90)
+        assert process.returncode == 130, stdout + stderr
+        assert "fks forge run --resume" in stderr
+        assert containers(f"fks.repo={repo}") == []
+        assert volumes(f"fks.repo={repo}") == []  # its commits are on the task's branch
+        item = work_item(repo, ids["slow"])
+        assert item["status"] == "executing" and item["stage"] == "implement"
+        assert f"fks/forge/{ids['slow']}" in git(repo, "branch", "--list", "fks/forge/*")
+        status = run_fks("forge", "status", cwd=repo)
+        assert "interrupted" in status.stdout, status.tail()
+
+        team.hurry = True
+        resumed = run_fks("forge", "run", "--sandbox", "--resume", cwd=repo, env=claude_env(server))
+        assert resumed.code == 0, resumed.tail()
+    assert (repo / "slow.txt").read_text() == "slow\n"
+    assert work_item(repo, ids["slow"])["status"] == "completed"
+    assert containers(f"fks.repo={repo}") == []

@@ -83,8 +83,11 @@ class SandboxBackend:
         settings: SandboxSettings,
         base: str | None,
         checked_base: bool = False,
+        keep_interrupted: bool = True,
     ) -> None:
-        """`checked_base`: the caller has already checked `base` (fks forge: its own rules)."""
+        """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
+        `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
+        resumes from the task's branch in a new run, so it has no use for it)."""
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
         self._cwd = cwd
@@ -102,6 +105,7 @@ class SandboxBackend:
         """The run's egress proxies: started with the first step that needs one."""
         self._kept: set[str] = set()
         """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
+        self._keep_interrupted = keep_interrupted
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -382,7 +386,8 @@ class SandboxBackend:
                     raise
                 # Interrupted or failed mid-step: keep what the agent committed so far, and its
                 # workspace as it is (for --resume).
-                self._kept.add(workspace.name)
+                if self._keep_interrupted:
+                    self._kept.add(workspace.name)
                 with deferred_signals():
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise
