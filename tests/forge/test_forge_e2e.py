@@ -256,8 +256,8 @@ def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
     import signal
     import time
 
-    from test_claude_e2e import FKS
     from fakeapi import isolated_environ
+    from test_claude_e2e import FKS
 
     ids = create_tasks(repo, ["slow"])
     team = SlowImplementer()
