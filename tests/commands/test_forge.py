@@ -166,3 +166,21 @@ def test_parent_replaces_fks_with_claude_told_about_the_subcommands(
     assert "You have no open questions." in done.stdout
     assert seen and "fks forge clarifications" in seen[0].system_text
     assert "fks forge run [TASK_ID...]" in seen[0].system_text
+
+
+def test_clean_removes_the_worktree_a_killed_local_run_left(repo: Path) -> None:
+    import yaml
+
+    task = create(repo, "killed")
+    git(repo, "branch", f"fks/forge/{task}")
+    left = repo / ".forge" / "task-worktrees" / task
+    git(repo, "worktree", "add", "-q", str(left), f"fks/forge/{task}")
+    work = repo / ".forge" / "work"
+    work.mkdir(parents=True)
+    item = {"task_id": task, "status": "executing", "stage": "implement", "pid": 2**22 + 7}
+    (work / f"{task}-001.yaml").write_text(yaml.safe_dump(item))
+    done = fks("clean", "--cwd", str(repo))
+    assert done.code == 0, done.output
+    assert not left.exists()
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "branch", "--list", f"fks/forge/{task}")  # the branch stays
