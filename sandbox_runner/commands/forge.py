@@ -21,6 +21,7 @@ from sandbox_runner.errors import (
     UsageError,
 )
 from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.scheduler import ForgeView
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.paths import project_dir
@@ -180,7 +181,7 @@ def _selected(setup: _Setup, options: ForgeOptions) -> list[str]:
 
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
-    from sandbox_runner.forge.scheduler import Conductor, ForgeView, worker_argv
+    from sandbox_runner.forge.scheduler import Conductor, worker_argv
     from sandbox_runner.records.store import new_run_id
     from sandbox_runner.signals import signals_as_interrupts
 
@@ -194,7 +195,7 @@ def run(options: ForgeOptions) -> int:
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
-    view = ForgeView(sys.stderr if options.json_output else sys.stdout)
+    view = _view(options)
     view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
     conductor = Conductor(
         tasks=tasks,
@@ -208,17 +209,31 @@ def run(options: ForgeOptions) -> int:
         with signals_as_interrupts():
             codes = conductor.run()
     except Interrupted as exc:
+        view.close()
         print(
             f"[fks] Interrupted ({exc.signal_name}); continue with: fks forge run --resume",
             file=sys.stderr,
         )
         _write_outputs(setup, tasks, session, options)
         return EXIT_INTERRUPTED
-    finally:
+    except BaseException:
         view.close()
+        raise
+    view.close()
     items = _write_outputs(setup, tasks, session, options)
     done = all(i.status == "completed" for i in items) and len(items) == len(tasks)
     return EXIT_COMPLETE if done and all(c == 0 for c in codes.values()) else EXIT_INCOMPLETE
+
+
+def _view(options: ForgeOptions) -> ForgeView:
+    from sandbox_runner.forge.scheduler import ForgeView
+
+    out = sys.stderr if options.json_output else sys.stdout
+    if out.isatty() and os.environ.get("TERM") != "dumb":
+        from sandbox_runner.ui.forge_view import LiveForgeView
+
+        return LiveForgeView(out)
+    return ForgeView(out)
 
 
 def _check_numbers(options: ForgeOptions) -> None:
