@@ -14,6 +14,9 @@ Benchmarks:
                                                                                    (target: <= 10%)
   import     bringing 10 changed files home: `read_export` + `import_bundle` on the host
              against an iteration that committed nothing                       (target: <= 100 ms)
+  forge      `fks forge run --parallel 4` on four independent tasks whose agents (the real claude
+             CLI against a fake API) spend 5 s per stage, against one such task alone
+                                                                                   (target: <= 1.4x)
   output     an agent printing 200 MB: fks's peak memory, and its throughput against
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)
 
@@ -494,6 +497,90 @@ def bench_output(work: Path, repeat: int) -> list[str]:
     ]
 
 
+STAGE_SECONDS = 5.0
+
+
+def _forge_team(request: object) -> object:
+    """Every forge agent, answering its first request after STAGE_SECONDS."""
+    if request.tool_results:
+        return [{"text": "Done."}]
+    system, prompt = request.system_text, request.prompt
+    if "You implement one task" in system:
+        name = re.search(r"Task (TASK-[0-9a-z]+)", prompt)
+        command = (
+            f"echo done > {name.group(1) if name else 'x'}.txt && git add -A && git commit -qm work"
+        )
+        blocks: object = [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+    elif "You review the implementation" in system:
+        blocks = [{"tool": "StructuredOutput", "input": {"approved": True}}]
+    else:
+        plan = {"complexity": "low", "plan": "Write the file.", "sufficient": True}
+        blocks = [{"tool": "StructuredOutput", "input": plan}]
+    return {"blocks": blocks, "delay": STAGE_SECONDS}
+
+
+def _forge_repo(path: Path, tasks: int) -> Path:
+    make_repo(path)
+    for n in range(tasks):
+        sh(FKS, "forge", "create", f"task {n}", cwd=path)
+    sh("git", "add", "-A", cwd=path)
+    sh("git", "commit", "-qm", "tasks", cwd=path)
+    return path
+
+
+def _cpu_of(pids: dict[int, float]) -> None:
+    """Record the CPU seconds so far of every fks forge process (this user's, by /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if b"forge" in cmdline and any(
+            b"sandbox_runner" in a or a.endswith(b"/fks") for a in cmdline
+        ):
+            pids[int(entry.name)] = (int(stat[11]) + int(stat[12])) / tick
+
+
+def bench_forge(work: Path, repeat: int) -> list[str]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fakeapi import FakeAnthropic, isolated_environ
+
+    walls: dict[int, list[float]] = {1: [], 4: []}
+    cpu: list[float] = []
+    with FakeAnthropic(responder=_forge_team) as fake:
+        env = {**isolated_environ(fake.env(work / "claude")), **GIT_ENV}
+        for round_ in range(max(repeat, 1)):
+            for tasks in (1, 4):
+                repo = _forge_repo(work / f"forge-{round_}-{tasks}", tasks)
+                pids: dict[int, float] = {}
+                start = time.perf_counter()
+                proc = subprocess.Popen(
+                    [FKS, "forge", "run", "--parallel", "4"],
+                    cwd=repo,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                while proc.poll() is None:
+                    _cpu_of(pids)
+                    time.sleep(0.1)
+                walls[tasks].append(time.perf_counter() - start)
+                if proc.returncode != 0:
+                    raise SystemExit(f"fks forge run failed in {repo} (exit {proc.returncode})")
+                if tasks == 4:
+                    cpu.append(sum(pids.values()) / 4)
+    one, four = statistics.median(walls[1]), statistics.median(walls[4])
+    ratio = four / one
+    return [
+        f"| forge: `fks forge run --parallel 4`, 4 independent tasks, 3 stages of {STAGE_SECONDS:g} s each | {four:.1f} s | one task alone {one:.1f} s | {ratio:.2f}x | <= 1.4x | {'ok' if ratio <= 1.4 else 'MISSED'} |",
+        f"| forge: fks's own CPU per task (conductor and worker processes, not claude or git) | {statistics.median(cpu):.2f} s | - | - | reported | |",
+    ]
+
+
 BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "startup": bench_startup,
     "local": bench_local,
@@ -502,6 +589,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "workspace": bench_workspace,
     "import": bench_import,
     "output": bench_output,
+    "forge": bench_forge,
 }
 
 
