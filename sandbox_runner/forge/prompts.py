@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from sandbox_runner.errors import ConfigError
+from sandbox_runner.forge.models import ReviewResult
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.paths import read_in_project
 from sandbox_runner.plan.config import ForgeSettings
@@ -70,7 +71,8 @@ def architect_prompt(task: TaskText, item: WorkItem) -> str:
 def implement_prompt(task: TaskText, item: WorkItem) -> str:
     parts = [
         task.block(),
-        "Implement this task. The plan is in .forge/task.yaml; read it first. Commit your work.",
+        "Implement this task. The plan is in .forge/task.yaml (and the last review, if any, in "
+        ".forge/review.yaml); read it first. Commit your work.",
     ]
     if item.feedback:
         parts.append(f"This is attempt {item.attempts}. Address this first:\n{item.feedback}")
@@ -92,6 +94,11 @@ def task_yaml(task: TaskText, item: WorkItem) -> str:
     if item.feedback:
         data["feedback"] = item.feedback
     return _yaml(data)[:MAX_TASK_YAML]
+
+
+def review_yaml(review: ReviewResult) -> str:
+    """`.forge/review.yaml`: the last review, for the Implement agent that addresses it."""
+    return _yaml(review.model_dump())[:MAX_TASK_YAML]
 
 
 def review_prompt(task: TaskText, item: WorkItem, base_commit: str, diff: str) -> str:

@@ -262,17 +262,23 @@ class TaskStages:
     def implement(self, item: WorkItem) -> Implemented:
         assert item.branch is not None
         before = rev(self.ctx.repo, item.branch)
-        text = prompts.task_yaml(self.task, item)
+        files = {"task.yaml": prompts.task_yaml(self.task, item)}
+        if item.review is not None:
+            files["review.yaml"] = prompts.review_yaml(item.review)
         if self._worktree is not None:
             forge_dir = self._worktree / ".forge"
             forge_dir.mkdir(exist_ok=True)
-            (forge_dir / "task.yaml").write_text(text, encoding="utf-8")
+            for name, text in files.items():
+                (forge_dir / name).write_text(text, encoding="utf-8")
+        env = {"FKS_TASK_YAML": files["task.yaml"], "FKS_REVIEW_YAML": files.get("review.yaml", "")}
         record, outcome = self._stage(
-            "implement", prompts.implement_prompt(self.task, item), [], {"FKS_TASK_YAML": text}
+            "implement", prompts.implement_prompt(self.task, item), [], env
         )
         after = rev(self.ctx.repo, item.branch)
         commits = 0 if after == before else _count(self.ctx.repo, before, after)
-        problem = None if outcome.complete or commits else _run_problem(outcome)
+        last = outcome.last
+        failed = not outcome.complete or (last is not None and bool(last.exit_code or last.note))
+        problem = _run_problem(outcome) if failed and not commits else None
         return Implemented(commits=commits, cost_usd=record.cost_usd, problem=problem)
 
     def review(self, item: WorkItem) -> Answered[ReviewResult]:
@@ -323,6 +329,9 @@ def _run_problem(outcome: StepOutcome) -> str:
     last = outcome.last
     if last is not None and last.note:
         return last.note
+    if last is not None and last.exit_code:
+        tail = (last.error_tail or "").strip().splitlines()[-1:]
+        return f"the agent exited {last.exit_code}" + (f": {tail[0][:200]}" if tail else "")
     return f"the agent run did not finish ({outcome.reason})"
 
 

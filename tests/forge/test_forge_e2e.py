@@ -109,8 +109,9 @@ class Team:
         name, text = files[title]
         if title == "delta":
             self.delta_implemented.set()
+        check = "grep -q 'beta.txt must say v2' .forge/review.yaml && " if text == "beta v2" else ""
         return bash(
-            f"printf '{text}\\n' > {name} && git add -A && git commit -qm '{title}: {name}'"
+            f"test -f .forge/task.yaml && {check}printf '{text}\\n' > {name} && git add -A && git commit -qm '{title}: {name}'"
         )
 
     def review(self, task: str, title: str, request: Request) -> Any:

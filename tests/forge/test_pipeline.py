@@ -141,6 +141,7 @@ def test_rejected_then_approved_after_rework_with_the_feedback(
 
     def rework(spec: ExecSpec) -> FakeRun:
         seen.append((spec.cwd / ".forge" / "task.yaml").read_text())
+        seen.append((spec.cwd / ".forge" / "review.yaml").read_text())
         return commit({"a.txt": "two\n"})(spec)
 
     script = [
@@ -155,6 +156,7 @@ def test_rejected_then_approved_after_rework_with_the_feedback(
     assert item is not None and item.status == "completed"
     assert item.attempts == 2 and item.retries == 1
     assert "- a.txt must say 'two'" in yaml.safe_load(seen[0])["feedback"]
+    assert yaml.safe_load(seen[1]) == REJECTED
     assert (repo / "a.txt").read_text() == "two\n"
 
 
@@ -328,3 +330,46 @@ def test_a_script_that_runs_out_is_a_named_error(
     ctx, _ = context(repo, [])
     with pytest.raises(FakeScriptExhausted):
         process_task(ctx, task_id, max_cost=None)
+
+
+def test_a_conflict_beyond_the_retries_fails_the_task_and_keeps_the_branch(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "conflict twice", capsys)
+
+    def someone_lands_first(spec: ExecSpec) -> FakeRun:
+        (repo / "a.txt").write_text("theirs\n")
+        git(repo, "commit", "-qam", "their change")
+        return answer(APPROVED)
+
+    script = [answer(ANALYSIS), commit({"a.txt": "mine\n"}), someone_lands_first]
+    ctx, _ = context(repo, script, maxReviewRetries=0)
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert item.error == "conflicts with the base in a.txt; branch kept"
+    assert git(repo, "show", f"fks/forge/{task_id}:a.txt") == "mine"
+    assert (repo / "a.txt").read_text() == "theirs\n"
+
+
+def test_an_implement_run_that_fails_without_a_commit_fails_the_task(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "crashing", capsys)
+    crash = FakeRun(stdout="", stderr="claude: boom\n", exit_code=1)
+    ctx, _ = context(repo, [answer(ANALYSIS), crash])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert item.error == "Implement failed: the agent exited 1"
+
+
+def test_an_invalid_architect_answer_fails_the_task(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "no question", capsys)
+    unresolved = {"resolved": False}
+    ctx, _ = context(
+        repo, [answer({**ANALYSIS, "sufficient": False}), answer(unresolved), answer(unresolved)]
+    )
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert item.error == "Architect: invalid ArchitectResult: an unresolved answer needs a question"

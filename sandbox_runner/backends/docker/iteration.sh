@@ -5,7 +5,8 @@
 #   FKS_BRANCH  the step's branch; FKS_START the commit it starts at when not checked out yet
 #   FKS_SINCE   the branch tip the host already has: the bundle holds only what is newer
 #   FKS_BEFORE  the previous iteration's snapshot, if any (saves a scan of the tree)
-#   FKS_TASK_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml (kept out of git)
+#   FKS_TASK_YAML, FKS_REVIEW_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml
+#               and .forge/review.yaml (kept out of git)
 #
 # The workspace is a Docker volume at /workspace: a git repository whose object store borrows
 # the user's objects (read-only at /fks/objects) as an alternate. What leaves it is data in
@@ -99,6 +100,10 @@ rm -rf "$ex" && mkdir -p "$ex" || exit 125
 if [ -n "${FKS_TASK_YAML:-}" ]; then
     grep -qx '/.forge/' .git/info/exclude 2>/dev/null || echo '/.forge/' >>.git/info/exclude
     mkdir -p .forge && printf '%s\n' "$FKS_TASK_YAML" >.forge/task.yaml || exit 125
+    rm -f .forge/review.yaml
+    if [ -n "${FKS_REVIEW_YAML:-}" ]; then
+        printf '%s\n' "$FKS_REVIEW_YAML" >.forge/review.yaml || exit 125
+    fi
 fi
 if ! command -v "$1" >/dev/null 2>&1; then
     say "missing=1"
