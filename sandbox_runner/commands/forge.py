@@ -191,7 +191,10 @@ def run(options: ForgeOptions) -> int:
     ctx = _context(setup, session, options.max_cost)
     tasks = _selected(setup, options)
     if not tasks:
-        print("[fks] No ready tasks (forge-tasks list --ready); nothing to do")
+        out = sys.stderr if options.json_output else sys.stdout
+        print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
+        if options.json_output:
+            print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel

@@ -67,6 +67,8 @@ def test_nothing_to_do_without_ready_tasks(repo: Path) -> None:
     assert "No ready tasks" in done.stdout
     status = fks("forge", "status", "--cwd", str(repo))
     assert status.code == 0 and "No task has been through fks forge yet" in status.stdout
+    as_json = fks("forge", "run", "--json", "--cwd", str(repo))
+    assert as_json.code == 0 and json.loads(as_json.stdout)["tasks"] == []
 
 
 @pytest.mark.parametrize(
