@@ -382,6 +382,8 @@ def bench_workspace(work: Path, repeat: int) -> list[str]:
         its.close()
     first, later = statistics.median(firsts), statistics.median(laters)
     ratio = later / first
+    for label, values in (("step 1", firsts), ("step 2", laters), ("settle", settles)):
+        print(f"workspace {label} (ms): {[round(v * 1000) for v in values]}", file=sys.stderr)
     wall, t_bare, snap, snap1, settle = (
         statistics.median(x) for x in (step2_wall, bare, snapshots, first_snaps, settles)
     )

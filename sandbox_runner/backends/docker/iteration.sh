@@ -67,12 +67,19 @@ prepare() {
     FKS_BEFORE="$FKS_START ${FKS_START_TREE:-$(git rev-parse "$FKS_START^{tree}")}"
 }
 
-# After a full checkout nearly every file shares the base index's second: the next step would
-# re-read them all (racy timestamps). Instead the agent starts only once the file clock has
-# left that second, and the base index is dated then: whatever the agent changes afterwards
-# gets a later ctime, in whole seconds, than every file's recorded one.
+# After a full checkout nearly every file shares the base index's second, and git compares
+# whole seconds: the next step would re-read every one of them (racily clean). For more than a
+# few thousand files (a base index over 256 KiB) the agent waits instead: it starts only once
+# the file clock has left that second, and the base index is dated then, so whatever the agent
+# changes gets a later ctime, in whole seconds, than every file's recorded one. That wait is
+# under a second whatever the tree; the re-read grows with it (20,000 files: ~0.25 s with a
+# warm page cache, more without). Once per workspace volume: later steps write only the files
+# that differ.
 settle() {
-    mtime=$(stat -c %.9Y "$base") || return 1
+    # shellcheck disable=SC2046
+    set -- $(stat -c '%.9Y %s' "$base") || return 1
+    [ "$2" -ge 262144 ] || return 0
+    mtime=$1
     while :; do
         touch "$base" && now=$(stat -c %.9Y "$base") || return 1
         [ "${now%.*}" -gt "${mtime%.*}" ] && break

@@ -254,6 +254,7 @@ echo FORKHESTRA_COMPLETE
     "tamper",
     [
         pytest.param("", id="base-index-kept"),
+        pytest.param("", id="base-index-kept-4000-files"),
         pytest.param("touch -d '+1 hour' .git/fks-base-index", id="base-index-retimed"),
         pytest.param("cp .git/index .git/fks-base-index", id="base-index-replaced"),
         pytest.param(
@@ -261,11 +262,18 @@ echo FORKHESTRA_COMPLETE
         ),
     ],
 )
-def test_next_step_gets_exactly_its_commit_whatever_the_last_left(repo: Path, tamper: str) -> None:
+def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
+    repo: Path, tamper: str, request: pytest.FixtureRequest
+) -> None:
     """Two steps dirty the recycled workspace in ways their snapshots miss, the second on a
     workspace switched by the fast path; the third step still finds exactly its commit, a git
     dir of fks's making, and (unless the base index was touched) the files no step changed
-    never rewritten."""
+    never rewritten. With 4000 files, the first step waits out its checkout's second instead
+    of leaving the second to re-read them."""
+    if request.node.callspec.id.endswith("4000-files"):
+        (repo / "many").mkdir()
+        for n in range(4000):
+            (repo / "many" / f"f{n:04d}.txt").write_text(f"{n}\n")
     for name, content in {
         "untouched.txt": "same\n",
         "racy.txt": "racy\n",
