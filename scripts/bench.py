@@ -213,11 +213,12 @@ def instrumented_script() -> str:
     """`iteration.sh` exactly as fks runs it, plus `date +%s%N` timers around its parts.
 
     prepare: the workspace checkout (a git dir of fks's making, then `clean -ffdx` and
-    `read-tree --reset -u`: every file written on a new volume, only what changed on a recycled
-    one); index: hashing the base index it leaves for the next step (counted with prepare);
-    settle: after a full checkout only, the wait for the file clock to leave the checkout's
-    second; snapshot: the progress fingerprint taken before the agent; export: all that runs
-    after the agent (fingerprint, leftover commit, bundle); bundle: `git bundle create` alone.
+    `checkout -f -B`: every file written on a new volume, only what changed on a recycled one);
+    index: copying the base index to .git/index and reading its identity for the host (counted
+    with prepare); settle: after a full checkout of a big tree only, the wait for the file clock
+    to leave the checkout's second; snapshot: the progress fingerprint taken before the agent;
+    export: all that runs after the agent (fingerprint, leftover commit, bundle); bundle: `git
+    bundle create` alone.
     Stops if the script changed and a timer no longer fits.
     """
     from sandbox_runner.backends.docker import export

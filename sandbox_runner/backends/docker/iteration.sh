@@ -16,6 +16,10 @@ set -u
 ex=.git/fks-export
 say() { printf '%s\n' "$*" >>"$ex/info"; }
 
+# Folders the agent made read-only or unreadable, opened again (top down): files can then be
+# removed and written; their ctimes, which prepare relies on, do not change.
+writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; true; }
+
 # A new step gets a git dir of fks's making, never the last agent's: every byte of the volume,
 # .git included (config, hooks, HEAD, refs, objects, index), may be hostile, and git obeys its
 # config and reads its local objects unchecked. So .git is emptied and rebuilt here (HEAD,
@@ -28,7 +32,9 @@ say() { printf '%s\n' "$*" >>"$ex/info"; }
 # `fks-prepared` line this script prints before the agent starts; see base_index); else the
 # step starts from an empty index: every file removed and written, a full checkout. A file the
 # agent changed since has a later ctime, which no one without CAP_SYS_TIME can set back, so
-# git rewrites it (a file written in the same second as the base index, git re-reads).
+# git rewrites it (a file written in the same second as the base index, git re-reads). A step
+# that fails (folders the agent made read-only) runs again once they are writable.
+
 prepare() {
     if [ -z "${FKS_NEW_STEP:-}" ] && [ "$(git symbolic-ref -q HEAD 2>/dev/null)" = "refs/heads/$FKS_BRANCH" ]; then
         prepared=kept full=  # a later iteration of the step: the workspace as the agent left it
@@ -46,11 +52,11 @@ prepare() {
             shift
             [ "$f" = "$base" ] || { [ ! -e "$f" ] && [ ! -h "$f" ]; } || set -- "$@" "$f"
         done
-        [ $# -eq 0 ] || rm -rf -- "$@" || return 1
+        [ $# -eq 0 ] || rm -rf -- "$@" 2>/dev/null || { writable && rm -rf -- "$@"; } || return 1
     else
         set -- * .[!.]* ..?*
         [ "$*" = "* .[!.]* ..?*" ] && [ ! -e "*" ] && empty=1
-        rm -rf .git || return 1
+        rm -rf .git 2>/dev/null || { writable && rm -rf .git; } || return 1
         full=1
     fi
     mkdir -p .git/objects/info .git/refs || return 1
@@ -59,9 +65,12 @@ prepare() {
         printf 'ref: refs/heads/%s\n' "$FKS_BRANCH" >.git/HEAD || return 1
     # Untracked and ignored files first (a new volume has none), so that nothing is in the way.
     if [ -n "$trusted" ] || [ -z "$empty" ]; then
-        GIT_INDEX_FILE=$base git clean -q -ffdx || return 1
+        GIT_INDEX_FILE=$base git clean -q -ffdx 2>/dev/null ||
+            { writable && GIT_INDEX_FILE=$base git clean -q -ffdx; } || return 1
     fi
-    GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" || return 1
+    GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" 2>/dev/null ||
+        { writable && GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START"; } ||
+        return 1
     # Exactly the commit now: no need to scan a tree just written (git would re-read every file
     # whose time equals the index's).
     FKS_BEFORE="$FKS_START ${FKS_START_TREE:-$(git rev-parse "$FKS_START^{tree}")}"

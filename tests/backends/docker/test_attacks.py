@@ -210,8 +210,9 @@ git reset -q --hard $commit 2>/dev/null || git update-ref HEAD $commit
 
 
 # What one step leaves in the workspace that its snapshot does not see (so it is not committed
-# as leftovers): a forged index hiding changed files, folders swapped behind it, ignored files
-# and a nested repository, hostile git config and hooks, a poisoned local object.
+# as leftovers): a forged index hiding changed files, folders swapped behind it (one left
+# read-only), ignored files (one folder unreadable) and a nested repository, hostile git config
+# and hooks, a poisoned local object.
 DIRTY_AGENT = """#!/bin/sh
 set -u
 echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
@@ -228,6 +229,7 @@ chmod +x .git/hooks/post-checkout && git config core.hooksPath .git/hooks
 git config core.sparseCheckout true && echo README.md > .git/info/sparse-checkout
 git config core.checkStat minimal && git config core.trustctime false
 git config core.fsmonitor 'echo fsmonitor > /workspace/FSMONITOR.log; false'
+mkdir -p cache/locked && touch cache/locked/x && chmod 000 cache/locked && chmod a-w dir2
 TAMPER
 echo FORKHESTRA_COMPLETE
 """
