@@ -363,6 +363,7 @@ class SandboxBackend:
                 branch=branch,
                 leftover=leftover_ref(run_id, index),
                 scratch=Path(scratch),
+                new_step=not resumed,
             )
             if resumed and workspace.exists():
                 self._salvage(sandbox, env, record, "the killed run had not saved yet")
