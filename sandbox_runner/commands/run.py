@@ -58,6 +58,7 @@ _FIXED_ON_RESUME = (
     "--sandbox",
     "--base",
     "--image",
+    "--engine",
     "--allow",
     "arguments after --",
 )
@@ -77,6 +78,7 @@ def run(
     sandbox: bool = False,
     base: str | None = None,
     image: str | None = None,
+    engine: str | None = None,
     allow: Sequence[str] = (),
     max_cost: float | None = None,
     junit: Path | None = None,
@@ -90,7 +92,10 @@ def run(
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
     if resume is not None:
-        fixed = (prompt, prompt_file, config, sandbox, base, image, list(allow), list(global_args))
+        fixed = (
+            *(prompt, prompt_file, config, sandbox, base, image, engine),
+            *(list(allow), list(global_args)),
+        )
         planned, record = _plan_resumed(
             resume, workdir, targets=targets, chain=chain, more=more, max_cost=max_cost, fixed=fixed
         )
@@ -108,6 +113,7 @@ def run(
             sandbox=sandbox,
             base=base,
             image=image,
+            engine=engine,
             allow=list(allow),
             max_cost=max_cost,
             global_args=list(global_args),
@@ -296,6 +302,11 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
     settings = settings.merged(planned.plan.sandbox)
     if planned.options.image:
         settings = settings.merged(SandboxSettings(image=planned.options.image))
+    if planned.options.engine:
+        try:
+            settings = settings.merged(SandboxSettings(engine=planned.options.engine))
+        except ValueError as exc:
+            raise UsageError(f"--engine: {_first_error(exc)}") from None
     if planned.options.allow:
         try:
             settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
@@ -316,6 +327,8 @@ def _backend(planned: Planned) -> Backend:
         )
     if planned.options.base:
         raise UsageError("--base only applies to --sandbox runs")
+    if planned.options.engine:
+        raise UsageError("--engine only applies to --sandbox runs")
     return LocalBackend(cwd=planned.cwd, agents=planned.agents)
 
 

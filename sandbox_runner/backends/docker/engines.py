@@ -1,0 +1,137 @@
+"""A `sandbox.engine` / `--engine` value turned into a connected docker-py client: the local
+engine, one remote engine (`tcp://`, `ssh://`, a Docker CLI context) or a swarm manager.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.plan.engine import EngineSpec
+
+if TYPE_CHECKING:
+    import docker
+
+# A remote engine that does not answer a ping in this long is reported as unreachable.
+CONNECT_TIMEOUT_S = 15
+
+
+def require_local_workspaces(engine: str | None) -> None:
+    """SandboxError unless runs may use `engine` (only the local engine, for now)."""
+    if engine is None or EngineSpec.parse(engine).is_local:
+        return
+    raise SandboxError(
+        f"sandbox engine {engine!r}: running steps on another engine is not supported yet "
+        "(remote workspaces are not); run with engine 'local' - 'fks image push --engine "
+        f"{engine}' already prepares the image there"
+    )
+
+
+def engine_client(spec: EngineSpec, *, timeout: int = 60) -> docker.DockerClient:
+    """A client of the engine `spec` names, pinged; SandboxError in one line when it cannot be
+    reached. `swarm` is the local engine (its manager), `swarm:URL` the engine at URL."""
+    if spec.kind in ("local", "swarm") and spec.url is None:
+        return docker_client(timeout=timeout)
+    kwargs = _context_kwargs(spec.context) if spec.context else _url_kwargs(spec.url or "")
+    return _connected(spec, kwargs, timeout=timeout)
+
+
+def _url_kwargs(url: str) -> dict[str, Any]:
+    """tcp:// with the TLS the usual variables ask for; ssh:// through the `ssh` program (so
+    that ~/.ssh/config, agents and known_hosts apply as for the Docker CLI)."""
+    import docker
+
+    if url.startswith("ssh://"):
+        return {"base_url": url, "use_ssh_client": True}
+    environment = {**os.environ, "DOCKER_HOST": url}
+    kwargs: dict[str, Any] = docker.utils.kwargs_from_env(environment=environment)
+    tls = kwargs.get("tls")
+    if tls is not None:
+        for path in (tls.ca_cert, *(tls.cert or ())):
+            if path and not Path(path).is_file():
+                raise SandboxError(
+                    f"engine {url}: TLS file {path} not found (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH "
+                    "ask for TLS); set DOCKER_CERT_PATH to the directory with ca.pem, cert.pem "
+                    "and key.pem"
+                )
+    return kwargs
+
+
+def _context_kwargs(name: str) -> dict[str, Any]:
+    """The endpoint of Docker CLI context `name`, from its store (`~/.docker/contexts`)."""
+    import docker
+
+    contexts = _config_dir() / "contexts"
+    meta = _find_context(contexts / "meta", name)
+    endpoint = meta.get("Endpoints", {}).get("docker", {})
+    host = endpoint.get("Host")
+    if not isinstance(host, str) or not host:
+        raise SandboxError(
+            f"Docker context {name!r} has no Docker endpoint (Endpoints.docker.Host)"
+        )
+    if host.startswith("ssh://"):
+        return {"base_url": host, "use_ssh_client": True}
+    tls_dir = contexts / "tls" / meta["_dir"] / "docker"
+    if not tls_dir.is_dir():
+        return {"base_url": host}
+    files = {name: tls_dir / f"{name}.pem" for name in ("ca", "cert", "key")}
+    tls = docker.tls.TLSConfig(
+        client_cert=(str(files["cert"]), str(files["key"])) if files["cert"].is_file() else None,
+        ca_cert=str(files["ca"]) if files["ca"].is_file() else None,
+        verify=not endpoint.get("SkipTLSVerify", False),
+    )
+    return {"base_url": host, "tls": tls}
+
+
+def _config_dir() -> Path:
+    configured = os.environ.get("DOCKER_CONFIG")
+    return Path(configured) if configured else Path.home() / ".docker"
+
+
+def _find_context(meta_dir: Path, name: str) -> dict[str, Any]:
+    """The meta.json of context `name` (its directory is named by a hash of the name)."""
+    for path in sorted(meta_dir.glob("*/meta.json")):
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("Name") == name:
+            meta["_dir"] = path.parent.name
+            return meta
+    raise SandboxError(
+        f"Docker context {name!r} not found in {meta_dir}; list them with 'docker context ls'"
+    )
+
+
+def _connected(spec: EngineSpec, kwargs: dict[str, Any], *, timeout: int) -> docker.DockerClient:
+    import importlib.util
+
+    import docker
+
+    if kwargs.get("use_ssh_client") and importlib.util.find_spec("paramiko") is None:
+        raise SandboxError(
+            f"engine {spec}: ssh:// engines need the paramiko package (docker-py loads it even "
+            "to use the ssh program); install it with 'pip install paramiko'"
+        )
+
+    try:
+        client = docker.DockerClient(timeout=CONNECT_TIMEOUT_S, **kwargs)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(_unreachable(spec, kwargs["base_url"], exc)) from None
+    except OSError as exc:  # the ssh program missing, a socket error outside requests
+        raise SandboxError(_unreachable(spec, kwargs["base_url"], exc)) from None
+    client.api.timeout = timeout
+    return client
+
+
+def _unreachable(spec: EngineSpec, url: str, exc: BaseException) -> str:
+    shown = str(spec) if str(spec) == url else f"{spec} ({url})"
+    return (
+        f"Docker engine {shown} not reachable: {one_line(root_cause(exc))}; check that it runs "
+        "and listens there (e.g. 'docker -H URL info')"
+    )

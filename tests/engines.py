@@ -1,0 +1,210 @@
+"""A second Docker engine for the tests, in a network namespace of its own, reached over TCP.
+
+The recipe of ../shared/ENVIRONMENT.md: a veth pair joins the namespace to the host (the host
+end `host_ip`, the engine's end `ip`); `dockerd` runs inside it through `nsenter --net` with
+its data, exec root, socket and pid file in a temporary directory. `SecondEngine` is a `with`
+block: everything it started is stopped by pid and its namespace and veth deleted on success,
+failure and Ctrl-C (and, as a last resort, at interpreter exit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+import docker
+
+PORT = 2375
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+NAME_PREFIX = "fkse"
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (even by kill -9)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, check=check, capture_output=True, text=True)
+
+
+def _free_subnet() -> int:
+    """A third octet X with 10.231.X.0/24 unused on this machine (other sessions use it too)."""
+    used = _sh("ip", "-4", "-o", "addr").stdout
+    for _ in range(200):
+        third = random.randint(1, 254)
+        if f"10.231.{third}." not in used:
+            return third
+    raise RuntimeError("no free 10.231.X.0/24 subnet for a second Docker engine")
+
+
+class SecondEngine:
+    """`dockerd` in network namespace `netns`, listening on tcp://`ip`:2375."""
+
+    def __init__(self) -> None:
+        tag = uuid.uuid4().hex[:8]
+        self.name = f"{NAME_PREFIX}-{tag}"
+        self.netns = self.name
+        self.veth_host = f"{NAME_PREFIX}{tag}a"  # at most 15 characters
+        self.veth_engine = f"{NAME_PREFIX}{tag}b"
+        third = _free_subnet()
+        self.host_ip = f"10.231.{third}.1"
+        self.ip = f"10.231.{third}.2"
+        self.url = f"tcp://{self.ip}:{PORT}"
+        self.bip = f"172.31.{third}.1/24"
+        # /tmp, not pytest's tmp_path: a Unix socket path must stay under 108 bytes.
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+
+    def __enter__(self) -> SecondEngine:
+        atexit.register(self.stop)
+        try:
+            self._make_namespace()
+            self._start_dockerd()
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def client(self, *, timeout: int = 120) -> docker.DockerClient:
+        return docker.DockerClient(base_url=self.url, timeout=timeout)
+
+    def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """The docker CLI against this engine."""
+        return _sh("docker", "-H", self.url, *args, check=check)
+
+    def _make_namespace(self) -> None:
+        ns = ("ip", "netns", "exec", self.netns)  # `ip` only: no dockerd under `ip netns exec`
+        _sh("ip", "netns", "add", self.netns)
+        _sh("ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_engine)
+        _sh("ip", "link", "set", self.veth_engine, "netns", self.netns)
+        _sh("ip", "addr", "add", f"{self.host_ip}/24", "dev", self.veth_host)
+        _sh("ip", "link", "set", self.veth_host, "up")
+        _sh(*ns, "ip", "addr", "add", f"{self.ip}/24", "dev", self.veth_engine)
+        _sh(*ns, "ip", "link", "set", self.veth_engine, "up")
+        _sh(*ns, "ip", "link", "set", "lo", "up")
+        # Its containers reach servers the tests bind on host_ip.
+        _sh(*ns, "ip", "route", "add", "default", "via", self.host_ip)
+
+    def _start_dockerd(self) -> None:
+        d = self.dir
+        argv = [
+            "nsenter",
+            f"--net=/var/run/netns/{self.netns}",
+            "dockerd",
+            "--data-root", str(d / "root"),
+            "--exec-root", str(d / "exec"),
+            "--pidfile", str(d / "pid"),
+            "-H", f"tcp://{self.ip}:{PORT}",
+            "-H", f"unix://{d / 'sock'}",
+            "--bip", self.bip,
+            "--tls=false",
+        ]  # fmt: skip
+        log = (d / "dockerd.log").open("wb")
+        self.process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"second dockerd exited at start: {self.log_tail()}")
+            with contextlib.suppress(Exception):
+                docker.DockerClient(base_url=self.url, timeout=2).ping()
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"second dockerd not answering after {READY_TIMEOUT_S:g} s")
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = (self.dir / "dockerd.log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop dockerd (and the containerd it started) by pid; delete the namespace and veth."""
+        if self._stopped:
+            return
+        self._stopped = True
+        atexit.unregister(self.stop)
+        # Ctrl-C arriving during the teardown must not leave half of it undone.
+        with _signals_deferred():
+            self._stop_dockerd()
+            self._stop_leftover(self.dir / "exec" / "containerd" / "containerd.pid")
+            _sh("ip", "netns", "delete", self.netns, check=False)
+            _sh("ip", "link", "delete", self.veth_host, check=False)
+            self._remove_dir()
+
+    def _stop_dockerd(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()  # nsenter execs dockerd: this pid is dockerd's
+        try:
+            self.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+    def _stop_leftover(self, pid_file: Path) -> None:
+        try:
+            pid = int(pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    def _remove_dir(self) -> None:
+        # dockerd unmounts its layers when it stops; a mount left by a killed one goes first.
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        inside = [line.split()[1] for line in mounts if line.split()[1].startswith(str(self.dir))]
+        for target in sorted(inside, reverse=True):
+            _sh("umount", "-l", target, check=False)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            raise KeyboardInterrupt
