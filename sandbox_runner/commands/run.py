@@ -91,33 +91,27 @@ def run(
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
+    if more and resume is None:
+        raise UsageError("--more only makes sense with --resume RUN")
+    # Already typed by the CLI: model_construct skips building a validator (start-up time).
+    options = RunOptions.model_construct(
+        chain=chain,
+        dsl=None,
+        variables=parse_vars(targets if chain else targets[1:]) if resume is None else {},
+        prompt=prompt,
+        prompt_file=str(prompt_file) if prompt_file else None,
+        config=str(config) if config else None,
+        sandbox=sandbox,
+        base=base,
+        image=image,
+        engine=engine,
+        allow=list(allow),
+        max_cost=max_cost,
+        global_args=list(global_args),
+    )
     if resume is not None:
-        fixed = (
-            *(prompt, prompt_file, config, sandbox, base, image, engine),
-            *(list(allow), list(global_args)),
-        )
-        planned, record = _plan_resumed(
-            resume, workdir, targets=targets, chain=chain, more=more, max_cost=max_cost, fixed=fixed
-        )
+        planned, record = _plan_resumed(resume, workdir, options, targets=targets, more=more)
     else:
-        if more:
-            raise UsageError("--more only makes sense with --resume RUN")
-        # Already typed by the CLI: model_construct skips building a validator (start-up time).
-        options = RunOptions.model_construct(
-            chain=chain,
-            dsl=None,
-            variables=parse_vars(targets if chain else targets[1:]),
-            prompt=prompt,
-            prompt_file=str(prompt_file) if prompt_file else None,
-            config=str(config) if config else None,
-            sandbox=sandbox,
-            base=base,
-            image=image,
-            engine=engine,
-            allow=list(allow),
-            max_cost=max_cost,
-            global_args=list(global_args),
-        )
         planned, record = _plan_new(options, workdir, targets=targets), None
     planned.no_progress_limit = no_progress_limit
     return _run_planned(
@@ -161,29 +155,25 @@ def _run_planned(
 
 
 def _plan_resumed(
-    resume: str,
-    workdir: Path,
-    *,
-    targets: Sequence[str],
-    chain: str | None,
-    more: int,
-    max_cost: float | None,
-    fixed: Sequence[object],
+    resume: str, workdir: Path, given_options: RunOptions, *, targets: Sequence[str], more: int
 ) -> tuple[Planned, RunRecord]:
-    """The recorded run `resume` names, planned again; `fixed` are the values of the flags
-    `_FIXED_ON_RESUME` names, which must not be given.
+    """The recorded run `resume` names, planned again; the flags `_FIXED_ON_RESUME` names must
+    not be given again (`given_options`: what this command was given).
     """
     from sandbox_runner.records.resume import plan_resume
 
-    given = [name for name, value in zip(_FIXED_ON_RESUME, fixed, strict=True) if value]
+    o = given_options
+    fixed = (o.prompt, o.prompt_file, o.config, o.sandbox, o.base, o.image, o.engine)
+    values = (*fixed, o.allow, o.global_args)
+    given = [name for name, value in zip(_FIXED_ON_RESUME, values, strict=True) if value]
     if given:
         raise UsageError(
             f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"
         )
-    resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
+    resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=o.chain, more=more)
     planned, record = resumed.planned, resumed.record
-    if max_cost is not None:  # a new budget for the rest of the run
-        planned.options.max_cost = max_cost
+    if o.max_cost is not None:  # a new budget for the rest of the run
+        planned.options.max_cost = o.max_cost
     return planned, record
 
 
