@@ -124,7 +124,10 @@ class SecondEngine:
             "-H", f"unix://{d / 'sock'}",
             "--bip", self.bip,
             "--tls=false",
+            # Not the host engine's /etc/docker/daemon.json: nothing of its setup applies here.
+            "--config-file", str(d / "daemon.json"),
         ]  # fmt: skip
+        (d / "daemon.json").write_text("{}\n")
         log = (d / "dockerd.log").open("wb")
         self.process = subprocess.Popen(
             argv,

@@ -48,16 +48,16 @@ def _url_kwargs(url: str) -> dict[str, Any]:
     if url.startswith("ssh://"):
         return {"base_url": url, "use_ssh_client": True}
     environment = {**os.environ, "DOCKER_HOST": url}
+    if environment.get("DOCKER_TLS_VERIFY") or environment.get("DOCKER_CERT_PATH"):
+        cert_dir = Path(environment.get("DOCKER_CERT_PATH") or Path.home() / ".docker")
+        missing = [n for n in ("ca.pem", "cert.pem", "key.pem") if not (cert_dir / n).is_file()]
+        if missing:
+            raise SandboxError(
+                f"engine {url}: DOCKER_TLS_VERIFY/DOCKER_CERT_PATH ask for TLS but {cert_dir} has "
+                f"no {', '.join(missing)}; set DOCKER_CERT_PATH to the directory with ca.pem, "
+                "cert.pem and key.pem"
+            )
     kwargs: dict[str, Any] = docker.utils.kwargs_from_env(environment=environment)
-    tls = kwargs.get("tls")
-    if tls is not None:
-        for path in (tls.ca_cert, *(tls.cert or ())):
-            if path and not Path(path).is_file():
-                raise SandboxError(
-                    f"engine {url}: TLS file {path} not found (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH "
-                    "ask for TLS); set DOCKER_CERT_PATH to the directory with ca.pem, cert.pem "
-                    "and key.pem"
-                )
     return kwargs
 
 

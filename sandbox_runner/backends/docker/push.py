@@ -30,15 +30,17 @@ def push_images(engine: EngineSpec, images: Iterable[str], *, out: TextIO) -> No
             f"fks image push --engine {engine}: pushing to every node of a swarm is not "
             "supported yet; push to each node's engine (--engine tcp://HOST:PORT or ssh://USER@HOST)"
         )
-    source = docker_client(timeout=TRANSFER_TIMEOUT_S)
     wanted = list(images)
-    for name in wanted:
-        require_image(source, name)
     if engine.is_local:
         for name in wanted:
+            require_image(docker_client(), name)
             print(f"{name} is on the local engine already; nothing to do", file=out, flush=True)
         return
+    # The remote engine first: TLS variables meant for it are its problems, named as such.
     target = engine_client(engine, timeout=TRANSFER_TIMEOUT_S)
+    source = docker_client(timeout=TRANSFER_TIMEOUT_S)
+    for name in wanted:
+        require_image(source, name)
     for name in wanted:
         push_image(source, target, name, engine=engine, out=out)
 
