@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import second_engine  # noqa: F401  (a fixture)
 from helpers import FAKE_AGENT, Result
 
 
@@ -50,13 +51,3 @@ def cli() -> Iterator[Any]:
 
     yield invoke
     cli_module._global_agent_args.clear()
-
-
-@pytest.fixture(scope="session")
-def second_engine() -> Iterator[Any]:
-    """A second Docker engine in its own network namespace, reached over TCP (tests/engines.py);
-    started by the first test that asks for it, stopped and its namespace deleted at the end."""
-    from engines import SecondEngine
-
-    with SecondEngine() as engine:
-        yield engine

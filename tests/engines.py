@@ -26,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 
 import docker
+import pytest
 
 PORT = 2375
 READY_TIMEOUT_S = 60.0
@@ -135,6 +136,7 @@ class SecondEngine:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
+            start_new_session=True,  # a terminal's Ctrl-C reaches the tests, which stop it
         )
         log.close()
 
@@ -211,3 +213,11 @@ def _signals_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
         if received:
             raise KeyboardInterrupt
+
+
+@pytest.fixture(scope="session")
+def second_engine() -> Iterator[SecondEngine]:
+    """A second Docker engine in its own network namespace, reached over TCP: started by the
+    first test that asks for it, stopped (and its namespace deleted) when the session ends."""
+    with SecondEngine() as engine:
+        yield engine
