@@ -4,7 +4,10 @@ The recipe of ../shared/ENVIRONMENT.md: a veth pair joins the namespace to the h
 end `host_ip`, the engine's end `ip`); `dockerd` runs inside it through `nsenter --net` with
 its data, exec root, socket and pid file in a temporary directory. `SecondEngine` is a `with`
 block: everything it started is stopped by pid and its namespace and veth deleted on success,
-failure and Ctrl-C (and, as a last resort, at interpreter exit).
+failure and Ctrl-C (and, as a last resort, at interpreter exit). `TwoNodeSwarm` makes a swarm
+of the main engine and a SecondEngine, and both leave it at the end.
+
+Fixtures: `second_engine` (session) and `two_node_swarm`, registered in conftest.py.
 """
 
 from __future__ import annotations
@@ -221,3 +224,84 @@ def second_engine() -> Iterator[SecondEngine]:
     first test that asks for it, stopped (and its namespace deleted) when the session ends."""
     with SecondEngine() as engine:
         yield engine
+
+
+class TwoNodeSwarm:
+    """A real swarm of the main engine (manager) and a SecondEngine (worker), made by `with`
+    and left by both nodes at the end. Refuses to touch a main engine already in a swarm."""
+
+    def __init__(self, second: SecondEngine) -> None:
+        self.second = second
+        self.main = docker.from_env(timeout=120)
+        self.manager_id = ""
+        self.worker_id = ""
+        self._had_gwbridge = False
+        self._joined = False
+
+    def __enter__(self) -> TwoNodeSwarm:
+        state = self.main.info()["Swarm"]["LocalNodeState"]
+        if state != "inactive":
+            raise RuntimeError(
+                f"the main Docker engine is in a swarm already ({state}); not touching it"
+            )
+        self._had_gwbridge = bool(self.main.networks.list(names=["docker_gwbridge"]))
+        host_ip = self.second.host_ip
+        self.main.swarm.init(advertise_addr=host_ip, listen_addr=f"{host_ip}:2377")
+        try:
+            self._join()
+        except BaseException:
+            self.leave()
+            raise
+        return self
+
+    def _join(self) -> None:
+        token = self.main.swarm.attrs["JoinTokens"]["Worker"]
+        worker = self.second.client()
+        worker.swarm.join(
+            remote_addrs=[f"{self.second.host_ip}:2377"],
+            join_token=token,
+            advertise_addr=self.second.ip,
+            listen_addr=f"{self.second.ip}:2377",
+        )
+        self._joined = True
+        self.manager_id = self.main.info()["Swarm"]["NodeID"]
+        self.worker_id = worker.info()["Swarm"]["NodeID"]
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            nodes = self.main.nodes.list()
+            if len(nodes) == 2 and all(n.attrs["Status"]["State"] == "ready" for n in nodes):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the second engine's node did not become ready in the swarm")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.leave()
+
+    def leave(self) -> None:
+        """Both nodes leave (services go with the swarm); the gateway bridge the swarm made on
+        the main engine is removed when nothing uses it."""
+        with _signals_deferred():
+            if self._joined:
+                with contextlib.suppress(docker.errors.APIError):
+                    self.second.client().swarm.leave(force=True)
+            with contextlib.suppress(docker.errors.APIError):
+                self.main.swarm.leave(force=True)
+            if not self._had_gwbridge:
+                for network in self.main.networks.list(names=["docker_gwbridge"]):
+                    network.reload()
+                    if not network.attrs.get("Containers"):
+                        with contextlib.suppress(docker.errors.APIError):
+                            network.remove()
+
+
+@pytest.fixture
+def two_node_swarm(second_engine: SecondEngine) -> Iterator[TwoNodeSwarm]:
+    """The main engine (manager) and the second engine (worker) in one swarm, left by both
+    nodes when the test ends."""
+    with TwoNodeSwarm(second_engine) as swarm:
+        yield swarm
