@@ -66,7 +66,7 @@ def _context_kwargs(name: str) -> dict[str, Any]:
     import docker
 
     contexts = _config_dir() / "contexts"
-    meta = _find_context(contexts / "meta", name)
+    meta, store_dir = _find_context(contexts / "meta", name)
     endpoint = meta.get("Endpoints", {}).get("docker", {})
     host = endpoint.get("Host")
     if not isinstance(host, str) or not host:
@@ -75,7 +75,7 @@ def _context_kwargs(name: str) -> dict[str, Any]:
         )
     if host.startswith("ssh://"):
         return {"base_url": host, "use_ssh_client": True}
-    tls_dir = contexts / "tls" / meta["_dir"] / "docker"
+    tls_dir = contexts / "tls" / store_dir / "docker"
     if not tls_dir.is_dir():
         return {"base_url": host}
     files = {name: tls_dir / f"{name}.pem" for name in ("ca", "cert", "key")}
@@ -92,16 +92,16 @@ def _config_dir() -> Path:
     return Path(configured) if configured else Path.home() / ".docker"
 
 
-def _find_context(meta_dir: Path, name: str) -> dict[str, Any]:
-    """The meta.json of context `name` (its directory is named by a hash of the name)."""
+def _find_context(meta_dir: Path, name: str) -> tuple[dict[str, Any], str]:
+    """The meta.json of context `name` and the name of its directory in the store (a hash of
+    the context's name, the same under `tls/`)."""
     for path in sorted(meta_dir.glob("*/meta.json")):
         try:
             meta = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(meta, dict) and meta.get("Name") == name:
-            meta["_dir"] = path.parent.name
-            return meta
+            return meta, path.parent.name
     raise SandboxError(
         f"Docker context {name!r} not found in {meta_dir}; list them with 'docker context ls'"
     )
