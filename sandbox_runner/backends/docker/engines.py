@@ -22,12 +22,14 @@ CONNECT_TIMEOUT_S = 15
 
 def require_local_workspaces(engine: str | None) -> None:
     """SandboxError unless runs may use `engine` (only the local engine, for now)."""
-    if engine is None or EngineSpec.parse(engine).is_local:
+    spec = EngineSpec.parse(engine) if engine is not None else None
+    if spec is None or spec.is_local:
         return
+    pushable = spec.kind in ("tcp", "ssh", "context")
+    hint = f" - 'fks image push --engine {engine}' already prepares the image there"
     raise SandboxError(
         f"sandbox engine {engine!r}: running steps on another engine is not supported yet "
-        "(remote workspaces are not); run with engine 'local' - 'fks image push --engine "
-        f"{engine}' already prepares the image there"
+        f"(remote workspaces are not); run with engine 'local'{hint if pushable else ''}"
     )
 
 
