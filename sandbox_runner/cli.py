@@ -38,7 +38,9 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-image_app = typer.Typer(help="Build the agent image the sandbox runs.", no_args_is_help=True)
+image_app = typer.Typer(
+    help="Build the agent image the sandbox runs; push it to other engines.", no_args_is_help=True
+)
 app.add_typer(image_app, name="image")
 
 # Arguments after a bare `--` on `fks run` are passed to every agent (the seed's "global args").
@@ -170,6 +172,17 @@ RunImageOption = Annotated[
         help="Agent image for --sandbox (default: config, else fks-agent:latest).",
     ),
 ]
+RunEngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        metavar="ENGINE",
+        help=(
+            "Docker engine for --sandbox (default: config sandbox.engine, else local); only "
+            "`local` runs for now."
+        ),
+    ),
+]
 RunAllowOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -249,6 +262,7 @@ def run_cmd(
     sandbox: RunSandboxOption = False,
     base: RunBaseOption = None,
     image: RunImageOption = None,
+    engine: RunEngineOption = None,
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
     junit: RunJunitOption = None,
@@ -274,6 +288,7 @@ def run_cmd(
         sandbox=sandbox,
         base=base,
         image=image,
+        engine=engine,
         allow=list(allow or []),
         max_cost=max_cost,
         junit=junit,
@@ -412,6 +427,38 @@ def image_build_cmd(
     from sandbox_runner.commands import image
 
     return image.build(base_image=base_image, ca_certs=list(ca_cert or []), tag=tag)
+
+
+@image_app.command(
+    "push",
+    help=(
+        "Make the agent image (and the egress proxy's) present on another Docker engine through "
+        "its API, with no registry: sent as `docker save | docker load` unless that engine has "
+        "an image with the same id already."
+    ),
+)
+@_handled
+def image_push_cmd(
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            metavar="ENGINE",
+            help="tcp://HOST:PORT (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply), ssh://USER@HOST or context:NAME.",
+        ),
+    ],
+    image: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image",
+            metavar="IMAGE",
+            help="Image to push (repeatable; default: fks-agent:latest and fks-proxy:latest).",
+        ),
+    ] = None,
+) -> int:
+    from sandbox_runner.commands import image as image_command
+
+    return image_command.push(engine=engine, images=list(image or []))
 
 
 @app.command(

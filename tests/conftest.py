@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
 from helpers import FAKE_AGENT, Result
 
 

@@ -58,6 +58,7 @@ _FIXED_ON_RESUME = (
     "--sandbox",
     "--base",
     "--image",
+    "--engine",
     "--allow",
     "arguments after --",
 )
@@ -77,6 +78,7 @@ def run(
     sandbox: bool = False,
     base: str | None = None,
     image: str | None = None,
+    engine: str | None = None,
     allow: Sequence[str] = (),
     max_cost: float | None = None,
     junit: Path | None = None,
@@ -89,29 +91,27 @@ def run(
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
     workdir = project_dir(cwd)
+    if more and resume is None:
+        raise UsageError("--more only makes sense with --resume RUN")
+    # Already typed by the CLI: model_construct skips building a validator (start-up time).
+    options = RunOptions.model_construct(
+        chain=chain,
+        dsl=None,
+        variables=parse_vars(targets if chain else targets[1:]) if resume is None else {},
+        prompt=prompt,
+        prompt_file=str(prompt_file) if prompt_file else None,
+        config=str(config) if config else None,
+        sandbox=sandbox,
+        base=base,
+        image=image,
+        engine=engine,
+        allow=list(allow),
+        max_cost=max_cost,
+        global_args=list(global_args),
+    )
     if resume is not None:
-        fixed = (prompt, prompt_file, config, sandbox, base, image, list(allow), list(global_args))
-        planned, record = _plan_resumed(
-            resume, workdir, targets=targets, chain=chain, more=more, max_cost=max_cost, fixed=fixed
-        )
+        planned, record = _plan_resumed(resume, workdir, options, targets=targets, more=more)
     else:
-        if more:
-            raise UsageError("--more only makes sense with --resume RUN")
-        # Already typed by the CLI: model_construct skips building a validator (start-up time).
-        options = RunOptions.model_construct(
-            chain=chain,
-            dsl=None,
-            variables=parse_vars(targets if chain else targets[1:]),
-            prompt=prompt,
-            prompt_file=str(prompt_file) if prompt_file else None,
-            config=str(config) if config else None,
-            sandbox=sandbox,
-            base=base,
-            image=image,
-            allow=list(allow),
-            max_cost=max_cost,
-            global_args=list(global_args),
-        )
         planned, record = _plan_new(options, workdir, targets=targets), None
     planned.no_progress_limit = no_progress_limit
     return _run_planned(
@@ -155,29 +155,25 @@ def _run_planned(
 
 
 def _plan_resumed(
-    resume: str,
-    workdir: Path,
-    *,
-    targets: Sequence[str],
-    chain: str | None,
-    more: int,
-    max_cost: float | None,
-    fixed: Sequence[object],
+    resume: str, workdir: Path, given_options: RunOptions, *, targets: Sequence[str], more: int
 ) -> tuple[Planned, RunRecord]:
-    """The recorded run `resume` names, planned again; `fixed` are the values of the flags
-    `_FIXED_ON_RESUME` names, which must not be given.
+    """The recorded run `resume` names, planned again; the flags `_FIXED_ON_RESUME` names must
+    not be given again (`given_options`: what this command was given).
     """
     from sandbox_runner.records.resume import plan_resume
 
-    given = [name for name, value in zip(_FIXED_ON_RESUME, fixed, strict=True) if value]
+    o = given_options
+    fixed = (o.prompt, o.prompt_file, o.config, o.sandbox, o.base, o.image, o.engine)
+    values = (*fixed, o.allow, o.global_args)
+    given = [name for name, value in zip(_FIXED_ON_RESUME, values, strict=True) if value]
     if given:
         raise UsageError(
             f"--resume continues a run as it was started; {', '.join(given)} cannot be changed"
         )
-    resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=chain, more=more)
+    resumed = plan_resume(resume, cwd=workdir, targets=targets, chain=o.chain, more=more)
     planned, record = resumed.planned, resumed.record
-    if max_cost is not None:  # a new budget for the rest of the run
-        planned.options.max_cost = max_cost
+    if o.max_cost is not None:  # a new budget for the rest of the run
+        planned.options.max_cost = o.max_cost
     return planned, record
 
 
@@ -296,6 +292,11 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
     settings = settings.merged(planned.plan.sandbox)
     if planned.options.image:
         settings = settings.merged(SandboxSettings(image=planned.options.image))
+    if planned.options.engine:
+        try:
+            settings = settings.merged(SandboxSettings(engine=planned.options.engine))
+        except ValueError as exc:
+            raise UsageError(f"--engine: {_first_error(exc)}") from None
     if planned.options.allow:
         try:
             settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
@@ -316,6 +317,8 @@ def _backend(planned: Planned) -> Backend:
         )
     if planned.options.base:
         raise UsageError("--base only applies to --sandbox runs")
+    if planned.options.engine:
+        raise UsageError("--engine only applies to --sandbox runs")
     return LocalBackend(cwd=planned.cwd, agents=planned.agents)
 
 

@@ -18,6 +18,7 @@ from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import path_kind
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
+from sandbox_runner.plan.engine import EngineSpec
 
 DEFAULT_CONFIG = Path("forge") / "chains.json"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -61,6 +62,11 @@ class SandboxSettings(_Model):
     """Names of host environment variables passed into the container (values never logged)."""
     mounts: tuple[str, ...] = ()
     """Extra host paths mounted read-only at the same path."""
+    engine: str | None = None
+    """Docker engine the sandbox runs on: `local` (default: the engine of DOCKER_HOST / the
+    current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
+    `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL`. Runs need `local` for now
+    (remote workspaces are not supported yet); `fks image push --engine` takes the others."""
 
     @field_validator("memory")
     @classmethod
@@ -74,6 +80,13 @@ class SandboxSettings(_Model):
     def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for entry in value:
             AllowEntry.parse(entry)  # a ValueError names the entry
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_form(cls, value: str | None) -> str | None:
+        if value is not None:
+            EngineSpec.parse(value)  # a ValueError names the value and the forms it may take
         return value
 
     @field_validator("env")
@@ -127,6 +140,16 @@ class AgentConfig(_Model):
     """Tool blacklist."""
     sandbox: SandboxSettings | None = None
     """Sandbox settings for this agent, over the chain's."""
+
+    @field_validator("sandbox")
+    @classmethod
+    def _no_engine_per_agent(cls, value: SandboxSettings | None) -> SandboxSettings | None:
+        if value is not None and value.engine is not None:
+            raise ValueError(
+                "engine is chosen for a whole run; set sandbox.engine at the top level or on "
+                "the chain"
+            )
+        return value
 
     @property
     def is_claude(self) -> bool:

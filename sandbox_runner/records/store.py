@@ -140,6 +140,8 @@ class RunOptions(_Record):
     sandbox: bool = False
     base: str | None = None
     image: str | None = None
+    engine: str | None = None
+    """`--engine`: the Docker engine of a `--sandbox` run."""
     allow: list[str] = Field(default_factory=list)
     """`--allow` entries added to the sandbox's allow-list for this run."""
     max_cost: float | None = None

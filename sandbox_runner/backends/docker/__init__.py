@@ -1,7 +1,8 @@
 """The Docker backend: `client` (connecting, daemon diagnosis, retries), `container` (settings and
 one container's execution), `workspace`/`export`/`iteration.sh` (the step's volume and the bundle
 that leaves it), `egress` (the allowlist proxy), `checks` (settings checked before a run),
-`images` and `base_image` (building the images), `backend` (the `Backend` that ties them
+`images` and `base_image` (building the images), `engines` (a `sandbox.engine` value turned into
+a client of that engine), `push` (images sent to another engine through the API), `backend` (the `Backend` that ties them
 together and lands each step through `sandbox_runner.git`). The `docker` package is imported
 lazily, inside functions, so `fks --help` never loads it.
 """

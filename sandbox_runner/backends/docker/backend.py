@@ -88,8 +88,10 @@ class SandboxBackend:
         """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
         resumes from the task's branch in a new run, so it has no use for it)."""
+        from sandbox_runner.backends.docker.engines import require_local_workspaces
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
+        require_local_workspaces(settings.engine)  # before anything is opened or started
         self._cwd = cwd
         self._agents = agents
         self._settings = settings

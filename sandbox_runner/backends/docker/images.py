@@ -65,7 +65,7 @@ def pull_image(client: docker.DockerClient, name: str) -> None:
     """Pull `name`, bounded by PULL_TIMEOUT_S of silence; SandboxError with the reason on failure."""
     import docker
 
-    repository, tag = _split_tag(name)
+    repository, tag = split_tag(name)
     saved_timeout = client.api.timeout  # docker-py's pull() takes no timeout of its own
     client.api.timeout = PULL_TIMEOUT_S
     try:
@@ -81,7 +81,7 @@ def pull_image(client: docker.DockerClient, name: str) -> None:
         client.api.timeout = saved_timeout
 
 
-def _split_tag(name: str) -> tuple[str, str]:
+def split_tag(name: str) -> tuple[str, str]:
     repository, sep, tag = name.rpartition(":")
     if not sep or "/" in tag:  # no tag, or the colon belongs to a registry port
         return name, "latest"

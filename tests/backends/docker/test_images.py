@@ -359,7 +359,7 @@ def test_unpullable_explicit_base_is_an_error_not_a_fallback() -> None:
     ],
 )
 def test_split_tag(name: str, expected: tuple[str, str]) -> None:
-    assert images._split_tag(name) == expected
+    assert images.split_tag(name) == expected
 
 
 # --- build output ----------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""`fks image push`: make an image of the local engine present on another one, through the
+two engines' APIs with no registry: `docker save` streamed into `docker load`, skipped when the
+other engine already has an image with the same id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
+from sandbox_runner.backends.docker.engines import engine_client
+from sandbox_runner.backends.docker.images import require_image, split_tag
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.plan.engine import EngineSpec
+
+if TYPE_CHECKING:
+    import docker
+
+CHUNK_BYTES = 1 << 20
+# One silent stretch of a save or load (the engine writing a large layer) may take this long.
+TRANSFER_TIMEOUT_S = 1800
+
+
+def push_images(engine: EngineSpec, images: Iterable[str], *, out: TextIO) -> None:
+    """Make every image in `images` present on `engine` (by id), saying what was done."""
+    if engine.kind == "swarm":
+        raise SandboxError(
+            f"fks image push --engine {engine}: pushing to every node of a swarm is not "
+            "supported yet; push to each node's engine (--engine tcp://HOST:PORT or ssh://USER@HOST)"
+        )
+    wanted = list(images)
+    if engine.is_local:
+        for name in wanted:
+            require_image(docker_client(), name)
+            print(f"{name} is on the local engine already; nothing to do", file=out, flush=True)
+        return
+    # The remote engine first: TLS variables meant for it are its problems, named as such.
+    target = engine_client(engine, timeout=TRANSFER_TIMEOUT_S)
+    source = docker_client(timeout=TRANSFER_TIMEOUT_S)
+    for name in wanted:
+        require_image(source, name)
+    for name in wanted:
+        push_image(source, target, name, engine=engine, out=out)
+
+
+def push_image(
+    source: docker.DockerClient,
+    target: docker.DockerClient,
+    name: str,
+    *,
+    engine: EngineSpec,
+    out: TextIO,
+) -> None:
+    """Send image `name` from `source` to `target` unless `target` has its id already."""
+    image_id: str = source.images.get(name).id
+    short = image_id.removeprefix("sha256:")[:12]
+    if _has_image(target, image_id):
+        if _tag_id(target, name) == image_id:
+            print(f"{name} ({short}) is on {engine} already; nothing sent", file=out, flush=True)
+            return
+        _tag(target, image_id, name, engine)
+        print(f"{name} ({short}) was on {engine} already; tagged it {name}", file=out, flush=True)
+        return
+    started = time.monotonic()
+    sent = _save_into_load(source, target, name, engine)
+    if _tag_id(target, name) != image_id:
+        raise SandboxError(
+            f"cannot push {name} to {engine}: after loading, {name} there is not image {short}"
+        )
+    print(
+        f"pushed {name} ({short}, {sent / 1e6:.0f} MB) to {engine} in "
+        f"{time.monotonic() - started:.1f} s",
+        file=out,
+        flush=True,
+    )
+
+
+def _save_into_load(
+    source: docker.DockerClient, target: docker.DockerClient, name: str, engine: EngineSpec
+) -> int:
+    """Stream `docker save NAME` from `source` into `docker load` on `target` chunk by chunk
+    (never the whole archive in memory); the number of bytes sent."""
+    import docker
+
+    counter = _Counted(source.api.get_image(name, chunk_size=CHUNK_BYTES))
+    try:
+        # requests sends a generator body chunk by chunk (Transfer-Encoding: chunked).
+        for event in target.api.load_image(counter, quiet=True):
+            _raise_for_event(event, name, engine)
+    except docker.errors.APIError as exc:
+        detail = one_line(exc.explanation or exc)
+        raise SandboxError(f"cannot push {name} to {engine}: {detail}") from None
+    except (docker.errors.DockerException, OSError) as exc:
+        raise SandboxError(f"cannot push {name} to {engine}: {one_line(root_cause(exc))}") from None
+    return counter.sent
+
+
+def _raise_for_event(event: dict[str, Any], name: str, engine: EngineSpec) -> None:
+    error = event.get("error") or (event.get("errorDetail") or {}).get("message")
+    if error:
+        raise SandboxError(f"cannot push {name} to {engine}: {one_line(str(error))}")
+
+
+class _Counted:
+    """An iterable of byte chunks that counts what passes through it."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self._chunks = chunks
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.sent += len(chunk)
+            yield chunk
+
+
+def _has_image(client: docker.DockerClient, image_id: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(image_id)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def _tag_id(client: docker.DockerClient, name: str) -> str | None:
+    """The id of the image `name` names on `client`'s engine, None when it names none."""
+    import docker
+
+    try:
+        image_id: str = client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        return None
+    return image_id
+
+
+def _tag(client: docker.DockerClient, image_id: str, name: str, engine: EngineSpec) -> None:
+    import docker
+
+    repository, tag = split_tag(name)
+    try:
+        client.api.tag(image_id, repository, tag, force=True)
+    except docker.errors.APIError as exc:
+        detail = one_line(exc.explanation or exc)
+        raise SandboxError(f"cannot tag {name} on {engine}: {detail}") from None
