@@ -49,6 +49,7 @@ class ForgeOptions:
     sandbox: bool = False
     base: str | None = None
     image: str | None = None
+    engine: str | None = None
     allow: Sequence[str] = ()
     max_cost: float | None = None
     resume: bool = False
@@ -79,14 +80,27 @@ def _setup(options: ForgeOptions) -> _Setup:
         sandbox = SandboxSettings().merged(cfg.sandbox if cfg else None)
         if options.image:
             sandbox = sandbox.merged(SandboxSettings(image=options.image))
+        if options.engine:
+            try:
+                sandbox = sandbox.merged(SandboxSettings(engine=options.engine))
+            except ValueError as exc:
+                raise UsageError(f"--engine: {_first_error(exc)}") from None
         if options.allow:
             try:
                 sandbox = sandbox.merged(SandboxSettings(allow=tuple(options.allow)))
             except ValueError as exc:
-                raise UsageError(f"--allow: {str(exc).splitlines()[-1]}") from None
-    elif options.image or options.allow:
-        raise UsageError("--image and --allow only apply to --sandbox runs")
+                raise UsageError(f"--allow: {_first_error(exc)}") from None
+    elif options.image or options.allow or options.engine:
+        raise UsageError("--image, --engine and --allow only apply to --sandbox runs")
     return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))
+
+
+def _first_error(exc: ValueError) -> str:
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+    return str(exc)
 
 
 def forge_base(project: Path, base: str | None) -> str:
@@ -262,6 +276,8 @@ def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
         args.append("--sandbox")
     if options.image:
         args += ["--image", options.image]
+    if options.engine:
+        args += ["--engine", options.engine]
     for entry in options.allow:
         args += ["--allow", entry]
     if options.max_cost is not None:

@@ -78,7 +78,9 @@ def test_nothing_to_do_without_ready_tasks(repo: Path) -> None:
         (["--max-cost", "-1"], "--max-cost must be a positive amount"),
         (["TASK-zzzzzz"], "no task TASK-zzzzzz"),
         (["--base", "nope"], "--base nope: no such branch"),
-        (["--image", "x"], "--image and --allow only apply to --sandbox runs"),
+        (["--image", "x"], "--image, --engine and --allow only apply to --sandbox runs"),
+        (["--engine", "tcp://127.0.0.1:9"], "only apply to --sandbox runs"),
+        (["--sandbox", "--engine", "tcp://box"], "--engine: 'tcp://box'"),
     ],
 )
 def test_usage_errors_are_one_line_and_start_nothing(
