@@ -405,10 +405,23 @@ def image_build_cmd(
     tag: Annotated[
         str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")
     ] = None,
+    claude_version: Annotated[
+        str | None,
+        typer.Option(
+            "--claude-version",
+            metavar="X.Y.Z|latest",
+            help="Claude Code release to put in the image (default: the one this fks pins).",
+        ),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import image
 
-    return image.build(base_image=base_image, ca_certs=list(ca_cert or []), tag=tag)
+    return image.build(
+        base_image=base_image,
+        ca_certs=list(ca_cert or []),
+        tag=tag,
+        claude_version=claude_version,
+    )
 
 
 @app.command(

@@ -100,6 +100,8 @@ class SandboxBackend:
         """The run's egress proxies: started with the first step that needs one."""
         self._kept: set[str] = set()
         """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
+        self._image_warnings: list[str] = []
+        """Images that hold another fks or Claude Code than expected: said once per run."""
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -173,7 +175,7 @@ class SandboxBackend:
             check_static,
         )
         from sandbox_runner.backends.docker.client import docker_client, ping
-        from sandbox_runner.backends.docker.images import require_image
+        from sandbox_runner.backends.docker.images import require_image, stale_image_warning
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
@@ -186,6 +188,8 @@ class SandboxBackend:
             image = settings.image or self._image_default
             if image not in programs:
                 require_image(self._client, image)
+                if warning := stale_image_warning(self._client, image):
+                    self._image_warnings.append(warning)
             programs.setdefault(image, set()).add(self.resolve(step).program)
         for image, names in programs.items():
             check_agents_in_image(self._client, image, names)
@@ -222,6 +226,8 @@ class SandboxBackend:
     @contextmanager
     def session(self, run: ActiveRun, reporter: Notices) -> Iterator[None]:
         self._run, self._reporter = run, reporter
+        for warning in dict.fromkeys(self._image_warnings):
+            reporter.warn(warning)
         run.set_base(self._base, rev(self._repo, self._base))
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
