@@ -413,6 +413,15 @@ def image_build_cmd(
             help="Claude Code release to put in the image (default: the one this fks pins).",
         ),
     ] = None,
+    from_image: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="IMAGE",
+            help="Put the agent layer on your own (Debian/Ubuntu based) image instead; the "
+            "result is tagged fks-agent:from-<image>-<hash of its inputs>.",
+        ),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import image
 
@@ -421,6 +430,7 @@ def image_build_cmd(
         ca_certs=list(ca_cert or []),
         tag=tag,
         claude_version=claude_version,
+        from_image=from_image,
     )
 
 

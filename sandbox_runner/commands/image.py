@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sandbox_runner.errors import UsageError
+
 
 def build(
     *,
@@ -11,10 +13,23 @@ def build(
     ca_certs: list[Path],
     tag: str | None,
     claude_version: str | None = None,
+    from_image: str | None = None,
 ) -> int:
     from sandbox_runner.backends.docker import images, versions
 
+    if from_image is not None and base_image is not None:
+        raise UsageError(
+            "--from and --base-image cannot be used together: --from puts the agent layer on "
+            "your image, --base-image chooses the base of the default one"
+        )
+    if from_image is not None and not from_image.strip():
+        raise UsageError("--from needs an image name (e.g. --from my-toolchain:latest)")
     version = versions.resolve_claude_version(claude_version, ca_certs=ca_certs)
+    if from_image is not None:
+        from sandbox_runner.backends.docker.derived import build_derived_image
+
+        build_derived_image(from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
+        return 0
     images.build_agent_image(
         base_image=base_image,
         ca_certs=ca_certs,

@@ -26,6 +26,7 @@ from sandbox_runner.backends.docker.base_image import (
 from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
 from sandbox_runner.backends.docker.versions import (
     CLAUDE_CODE_VERSION,
+    LABEL_FROM,
     image_labels,
     npm_registry,
     version_warning,
@@ -79,15 +80,17 @@ def build_command(name: str) -> str:
 
 def stale_image_warning(client: docker.DockerClient, name: str) -> str | None:
     """A line saying `name` holds another fks or Claude Code than expected (see versions)."""
-    labels = client.images.get(name).labels
-    return version_warning(name, labels, rebuild=build_command(name))
+    labels = client.images.get(name).labels or {}
+    base = labels.get(LABEL_FROM)
+    rebuild = f"fks image build --from {base}" if base else build_command(name)
+    return version_warning(name, labels, rebuild=rebuild)
 
 
 def pull_image(client: docker.DockerClient, name: str) -> None:
     """Pull `name`, bounded by PULL_TIMEOUT_S of silence; SandboxError with the reason on failure."""
     import docker
 
-    repository, tag = _split_tag(name)
+    repository, tag = split_tag(name)
     saved_timeout = client.api.timeout  # docker-py's pull() takes no timeout of its own
     client.api.timeout = PULL_TIMEOUT_S
     try:
@@ -103,7 +106,7 @@ def pull_image(client: docker.DockerClient, name: str) -> None:
         client.api.timeout = saved_timeout
 
 
-def _split_tag(name: str) -> tuple[str, str]:
+def split_tag(name: str) -> tuple[str, str]:
     repository, sep, tag = name.rpartition(":")
     if not sep or "/" in tag:  # no tag, or the colon belongs to a registry port
         return name, "latest"
@@ -114,11 +117,15 @@ def _split_tag(name: str) -> tuple[str, str]:
 
 
 def assemble_context(
-    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+    dest: Path,
+    *,
+    ca_certs: Sequence[Path],
+    package_dir: Path = PACKAGE_DIR,
+    dockerfile: str = DOCKERFILE_NAME,
 ) -> Path:
-    """Write the agent's build context into `dest`: Dockerfile.agent, build_helper.py, ca-certs/,
-    fks/ (see the Dockerfile)."""
-    _dockerfile_and_certs(dest, DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
+    """Write the agent's build context into `dest`: Dockerfile.agent (or `dockerfile`),
+    build_helper.py, ca-certs/, fks/ (see the Dockerfile)."""
+    _dockerfile_and_certs(dest, dockerfile, ca_certs=ca_certs, package_dir=package_dir)
     shutil.copyfile(
         package_dir / "backends" / "docker" / BUILD_HELPER.name, dest / BUILD_HELPER.name
     )
@@ -329,11 +336,13 @@ def build_context(
 
 def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[str]:
     """Whole lines from docker's build events; the first error event ends it with SandboxError."""
-    pending = ""
+    pending, said = "", ""
     for event in events:
         if "error" in event:
             if pending:
                 yield _plain(pending) if plain else pending
+            if said:  # a step that explains itself in one `fks: …` line (see Dockerfile.layer)
+                raise SandboxError(said)
             message = one_line(event["error"])
             raise SandboxError(
                 f"docker build failed: {message} (the build output above shows why; behind a "
@@ -347,6 +356,8 @@ def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[s
         pending += text
         *complete, pending = pending.split("\n")
         for line in complete:
+            if _plain(line).startswith("fks: "):  # stderr comes wrapped in colour codes
+                said = one_line(_plain(line)[len("fks: ") :])
             yield _plain(line) if plain else line
     if pending:
         yield _plain(pending) if plain else pending

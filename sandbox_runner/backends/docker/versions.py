@@ -22,6 +22,10 @@ LABEL_CLAUDE_VERSION = "fks.claude-code.version"
 LABEL_CLAUDE_PINNED = "fks.claude-code.pinned"
 """"true" when the image holds the version its fks pinned, "false" for --claude-version."""
 LABEL_TITLE = "org.opencontainers.image.title"
+LABEL_FROM = "fks.from"
+"""`--from` images: the image the agent layer is on (and its id, and the inputs' hash)."""
+LABEL_FROM_ID = "fks.from.id"
+LABEL_INPUTS = "fks.inputs"
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")

@@ -113,7 +113,7 @@ def test_context_from_an_installed_package_without_checkout(tmp_path: Path) -> N
         images.assemble_context(tmp_path / "ctx2", ca_certs=[], package_dir=installed)
 
 
-@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy"])
+@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"])
 def test_dockerfile_is_package_data(name: str) -> None:
     assert (REPO / "sandbox_runner" / name).resolve() == REPO / name
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -129,7 +129,10 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
         symlinks=True,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for name in ("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "README.md"):
+    for name in (
+        *("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"),
+        "README.md",
+    ):
         if (REPO / name).exists():
             shutil.copy(REPO / name, project / name)
     assert (project / "sandbox_runner" / "Dockerfile.agent").is_symlink()
@@ -144,7 +147,7 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("fks-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        for name in ("Dockerfile.agent", "Dockerfile.proxy"):
+        for name in ("Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"):
             assert zf.read(f"sandbox_runner/{name}").decode() == (REPO / name).read_text()
 
 
@@ -372,7 +375,7 @@ def test_unpullable_explicit_base_is_an_error_not_a_fallback() -> None:
     ],
 )
 def test_split_tag(name: str, expected: tuple[str, str]) -> None:
-    assert images._split_tag(name) == expected
+    assert images.split_tag(name) == expected
 
 
 # --- build output ----------------------------------------------------------------------------
@@ -431,6 +434,21 @@ def test_build_error_event_raises_one_line() -> None:
     assert str(caught.value).startswith(
         "docker build failed: The command '/bin/sh -c apt-get update' returned a non-zero code: 100"
     )
+
+
+def test_a_step_that_explains_itself_gives_the_error_line() -> None:
+    """A build step's own `fks: …` line (stderr, in colour codes) is the error, not the command."""
+    events = [
+        {"stream": "Step 6/18 : RUN set -eu; ...\n"},
+        {
+            "stream": "\x1b[91mfks: img:1 has no apt-get; --from needs a Debian or Ubuntu based image\n"
+        },
+        {"stream": "\x1b[0mRemoving intermediate container bb2e79a52ab1\n"},
+        {"errorDetail": {"code": 3}, "error": "The command '/bin/sh -c set -eu; ...' returned 3"},
+    ]
+    with pytest.raises(SandboxError) as caught:
+        list(images._build_lines(events, plain=True))
+    assert str(caught.value) == "img:1 has no apt-get; --from needs a Debian or Ubuntu based image"
 
 
 # --- the built image (needs Docker and `fks image build` / scripts/build-images) -------------
