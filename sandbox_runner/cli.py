@@ -422,15 +422,30 @@ def image_build_cmd(
             "result is tagged fks-agent:from-<image>-<hash of its inputs>.",
         ),
     ] = None,
+    devcontainer: Annotated[
+        bool,
+        typer.Option(
+            "--devcontainer",
+            help="Build from the devcontainer.json in PATH (default: the current directory's "
+            ".devcontainer/), with the agent layer on top.",
+        ),
+    ] = False,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="With --devcontainer: a devcontainer.json or the folder holding it."),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import image
 
+    if path is not None and not devcontainer:
+        raise UsageError(f"unexpected argument {str(path)!r}; did you mean --devcontainer PATH?")
     return image.build(
         base_image=base_image,
         ca_certs=list(ca_cert or []),
         tag=tag,
         claude_version=claude_version,
         from_image=from_image,
+        devcontainer=(path or Path.cwd()) if devcontainer else None,
     )
 
 

@@ -14,6 +14,7 @@ def build(
     tag: str | None,
     claude_version: str | None = None,
     from_image: str | None = None,
+    devcontainer: Path | None = None,
 ) -> int:
     from sandbox_runner.backends.docker import images, versions
 
@@ -24,7 +25,14 @@ def build(
         )
     if from_image is not None and not from_image.strip():
         raise UsageError("--from needs an image name (e.g. --from my-toolchain:latest)")
+    if devcontainer is not None and (from_image is not None or base_image is not None):
+        raise UsageError("--devcontainer cannot be used with --from or --base-image")
     version = versions.resolve_claude_version(claude_version, ca_certs=ca_certs)
+    if devcontainer is not None:
+        from sandbox_runner.backends.docker.devcontainer import build_devcontainer_image
+
+        build_devcontainer_image(devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag)
+        return 0
     if from_image is not None:
         from sandbox_runner.backends.docker.derived import build_derived_image
 

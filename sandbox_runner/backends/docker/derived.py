@@ -74,6 +74,7 @@ def build_derived_image(
     claude_version: str,
     tag: str | None = None,
     out: TextIO | None = None,
+    say_use: bool = True,
 ) -> str:
     """Build (or find, when nothing changed) the agent layer on `base`; return its tag."""
     stream = out if out is not None else sys.stdout
@@ -109,5 +110,6 @@ def build_derived_image(
         repository, version = split_tag(tag)
         client.images.get(derived).tag(repository, version)
     final = tag or derived
-    print(f"Use it with: fks run --sandbox --image {final}", file=stream, flush=True)
+    if say_use:
+        print(f"Use it with: fks run --sandbox --image {final}", file=stream, flush=True)
     return final

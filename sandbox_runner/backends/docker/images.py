@@ -78,6 +78,12 @@ def build_command(name: str) -> str:
     return "fks image build" if built_by_default else f"fks image build --tag {name}"
 
 
+def image_user(client: docker.DockerClient, name: str) -> str | None:
+    """The user an image asks its containers to run as (label fks.user), if any."""
+    user = (client.images.get(name).labels or {}).get("fks.user")
+    return user if isinstance(user, str) and user else None
+
+
 def stale_image_warning(client: docker.DockerClient, name: str) -> str | None:
     """A line saying `name` holds another fks or Claude Code than expected (see versions)."""
     labels = client.images.get(name).labels or {}
