@@ -13,12 +13,15 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted, UsageError
+
+if TYPE_CHECKING:
+    from sandbox_runner.commands.forge import ForgeOptions as ForgeOptionsT
 
 P = ParamSpec("P")
 
@@ -460,6 +463,188 @@ def tasks_cmd(ctx: typer.Context) -> None:
     from sandbox_runner.tasks.cli import app as tasks_app
 
     tasks_app(args=list(ctx.args), prog_name="fks tasks")
+
+
+forge_app = typer.Typer(
+    help=(
+        "The analyze -> implement -> review pipeline over forge-tasks: each ready task is analyzed, "
+        "implemented on its own branch, reviewed (and sent back when rejected), then landed through "
+        "a merge queue. Tasks run in parallel, each in its own worktree or, with --sandbox, containers."
+    ),
+    no_args_is_help=True,
+)
+app.add_typer(forge_app, name="forge")
+
+ForgeTasksArgument = Annotated[
+    list[str] | None,
+    typer.Argument(metavar="[TASK_ID]...", help="Tasks to process (default: every ready one)."),
+]
+ForgeParallelOption = Annotated[
+    int | None,
+    typer.Option("--parallel", "-j", help="Tasks processed at once (default: forge.parallel, 1)."),
+]
+ForgeResumeOption = Annotated[
+    bool,
+    typer.Option("--resume", help="Also continue tasks an interrupted run left unfinished."),
+]
+ForgeJsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the tasks' results as JSON on stdout.")
+]
+ForgeJunitOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--junit", metavar="FILE", help="Write a JUnit XML report (one test case per task)."
+    ),
+]
+
+
+def _forge_options(**values: object) -> "ForgeOptionsT":
+    from sandbox_runner.commands.forge import ForgeOptions
+
+    return ForgeOptions(**values)  # type: ignore[arg-type]
+
+
+@forge_app.command(
+    "run",
+    help=(
+        "Process ready tasks (To Do, dependencies Done), or the given ones, up to --parallel at a "
+        "time. Exit codes: 0 every task landed, 1 one did not (failed, waiting for an answer, "
+        "or --max-cost), 2 usage/config error, 130 interrupted."
+    ),
+)
+@_handled
+def forge_run_cmd(
+    tasks: ForgeTasksArgument = None,
+    parallel: ForgeParallelOption = None,
+    sandbox: RunSandboxOption = False,
+    base: RunBaseOption = None,
+    image: RunImageOption = None,
+    allow: RunAllowOption = None,
+    max_cost: RunMaxCostOption = None,
+    resume: ForgeResumeOption = False,
+    json_output: ForgeJsonOption = False,
+    junit: ForgeJunitOption = None,
+    cwd: CwdOption = None,
+    config: ConfigOption = None,
+) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.run(
+        _forge_options(
+            tasks=list(tasks or []),
+            parallel=parallel,
+            sandbox=sandbox,
+            base=base,
+            image=image,
+            allow=list(allow or []),
+            max_cost=max_cost,
+            resume=resume,
+            json_output=json_output,
+            junit=junit,
+            cwd=cwd,
+            config=config,
+        )
+    )
+
+
+@forge_app.command("_worker", hidden=True)
+@_handled
+def forge_worker_cmd(
+    task: Annotated[str, typer.Argument()],
+    session: Annotated[str, typer.Option("--session")],
+    sandbox: RunSandboxOption = False,
+    base: RunBaseOption = None,
+    image: RunImageOption = None,
+    allow: RunAllowOption = None,
+    max_cost: RunMaxCostOption = None,
+    resume: ForgeResumeOption = False,
+    cwd: CwdOption = None,
+    config: ConfigOption = None,
+) -> int:
+    from sandbox_runner.commands import forge
+
+    options = _forge_options(
+        sandbox=sandbox,
+        base=base,
+        image=image,
+        allow=list(allow or []),
+        max_cost=max_cost,
+        resume=resume,
+        cwd=cwd,
+        config=config,
+        session=session,
+    )
+    return forge.worker(options, task)
+
+
+@forge_app.command(
+    "status", help="Each task's status, stage, attempts, cost, branch, and what it waits for."
+)
+@_handled
+def forge_status_cmd(cwd: CwdOption = None, json_output: ForgeJsonOption = False) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.status(cwd=cwd, json_output=json_output)
+
+
+@forge_app.command("clarifications", help="Questions the agents need a human to answer.")
+@_handled
+def forge_clarifications_cmd(cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.clarifications(cwd=cwd)
+
+
+@forge_app.command(
+    "answer", help="Answer a task's question; the next `fks forge run` continues the task."
+)
+@_handled
+def forge_answer_cmd(
+    task: Annotated[str, typer.Argument(metavar="TASK_ID")],
+    text: Annotated[str | None, typer.Argument(metavar="[TEXT]", help="The answer.")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", metavar="FILE", help="Read the answer from FILE.")
+    ] = None,
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.answer(cwd=cwd, task=task, text=text, file=file)
+
+
+@forge_app.command("create", help="Add a task (the same as `forge-tasks create`).")
+@_handled
+def forge_create_cmd(
+    title: Annotated[str, typer.Argument(metavar="TITLE")],
+    description: Annotated[str, typer.Option("--description", "-d", help="Why and what.")] = "",
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.create(cwd=cwd, title=title, description=description)
+
+
+@forge_app.command(
+    "parent",
+    help=(
+        "Talk to an interactive Claude that drives these subcommands for you (fks is replaced by "
+        "`claude`; arguments after -- go to it)."
+    ),
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+@_handled
+def forge_parent_cmd(ctx: typer.Context, cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.parent(cwd=cwd, args=list(ctx.args))
+
+
+@app.command("schema", help="Print the JSON Schema of forge/chains.json (for editors).")
+@_handled
+def schema_cmd() -> int:
+    from sandbox_runner.commands import forge
+
+    return forge.schema()
 
 
 def _split_global_args(argv: list[str]) -> list[str]:

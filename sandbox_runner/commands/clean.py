@@ -50,6 +50,7 @@ def run(*, older_than: float | None, branches: bool, cwd: Path | None, every: bo
     repos = _repos_of(project, records)
     removed = _clean_docker(repos, records, every)
     removed += _clean_legacy_dirs(repos, records)
+    removed += _clean_task_worktrees(project)
     if branches:
         removed += _clean_branches(records)
     if older_than is not None:
@@ -222,6 +223,28 @@ def _image_user(client: docker.DockerClient, image: str) -> str | None:
         return image_user(client, image) if image else None
     except docker_module.errors.DockerException:
         return None
+
+
+def _clean_task_worktrees(project: Path) -> int:
+    """`fks forge`'s per-task worktrees that no live process holds (a killed run's)."""
+    from sandbox_runner.forge.stages import WORKTREES
+    from sandbox_runner.forge.work import WorkStore
+    from sandbox_runner.git.runner import git, git_common_dir
+
+    folder = ForgeLayout(project).root / WORKTREES
+    if not folder.is_dir() or folder.is_symlink() or git_common_dir(project) is None:
+        return 0
+    store = WorkStore(project)
+    count = 0
+    for entry in sorted(folder.iterdir()):
+        item = store.get(entry.name)
+        if item is not None and item.held:
+            continue
+        git(project, "worktree", "remove", "--force", str(entry), check=False)
+        shutil.rmtree(entry, ignore_errors=True)
+        count += 1
+    git(project, "worktree", "prune", check=False)
+    return count
 
 
 def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:

@@ -1,4 +1,5 @@
-"""`fks init`: scaffold the Ralph defaults (ralph/, system-prompts/fk/, forge/chains.json).
+"""`fks init`: scaffold the Ralph defaults (ralph/, system-prompts/fk/, forge/chains.json), the
+`fks forge` agents' prompts (system-prompts/forge/) and the config's JSON Schema for editors.
 
 Existing files are never touched; the templates live in `sandbox_runner/templates/init/`.
 """
@@ -21,8 +22,13 @@ FILES = (
     "system-prompts/fk/planner.md",
     "system-prompts/fk/builder.md",
     "system-prompts/fk/reviewer.md",
+    "system-prompts/forge/analyze.md",
+    "system-prompts/forge/architect.md",
+    "system-prompts/forge/implement.md",
+    "system-prompts/forge/review.md",
     "forge/chains.json",
 )
+SCHEMA = "forge/chains.schema.json"
 CONFIG = "forge/chains.json"
 FK_AGENTS = ("fk:planner", "fk:builder", "fk:reviewer")
 FK_CHAINS = ("ralph", "plan", "build", "review")
@@ -56,6 +62,7 @@ def run(*, cwd: Path | None) -> int:
             print(f"kept {relative} (exists)")
             if relative == CONFIG:
                 _report_missing(project / CONFIG)
+    _write_schema(project)
     print()
     if git_common_dir(project) is None:
         print(
@@ -85,6 +92,21 @@ def _create(project: Path, relative: str) -> bool:
     except OSError as exc:
         raise FksError(f"cannot create {relative} in {project}: {exc.strerror}") from None
     return True
+
+
+def _write_schema(project: Path) -> None:
+    """The schema follows this version of fks: written anew every time."""
+    from sandbox_runner.plan.config import config_schema
+
+    target = project / SCHEMA
+    text = json.dumps(config_schema(), indent=2) + "\n"
+    try:
+        if target.is_symlink():
+            raise FksError(f"{SCHEMA} is a symlink in {project}; remove it")
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise FksError(f"cannot write {SCHEMA} in {project}: {exc.strerror}") from None
+    print(f"wrote {SCHEMA} (the JSON Schema forge/chains.json refers to)")
 
 
 def _report_missing(config: Path) -> None:

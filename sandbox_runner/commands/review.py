@@ -22,6 +22,9 @@ def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
     if not any(step.branch for step in record.steps):
         if record.options.sandbox:
             _say("No step of this run got a branch (it stopped before the first step started).")
+        elif record.options.forge_task:
+            _say(f"Its stages committed on the task's branch {record.base_branch}:")
+            _say(f"  git log --stat {record.options.base or 'main'}..{record.base_branch}")
         else:
             _say(
                 f"This run ran in place in {record.cwd}, without --sandbox: its steps made no branches to review."

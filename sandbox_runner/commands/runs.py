@@ -221,7 +221,7 @@ def _field(label: str, value: str) -> str:
 def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     state = run_status(record)
     yield f"Run {record.id}"
-    kind = "chain" if record.options.chain else "dsl"
+    kind = "forge" if record.options.forge_task else "chain" if record.options.chain else "dsl"
     yield _field(kind, record.label)
     status = state
     if record.reason:
@@ -238,6 +238,8 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     where = (
         "sandbox (Docker, one branch per step)"
         if record.options.sandbox
+        else "in a worktree of the task's branch (no sandbox)"
+        if record.options.forge_task
         else "in place (no sandbox)"
     )
     if record.options.sandbox and record.options.image:

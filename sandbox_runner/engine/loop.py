@@ -298,6 +298,7 @@ def _claude_stats(result: Result) -> ClaudeStats:
         subtype=result.subtype,
         session_id=result.session_id,
         duration_ms=result.duration_ms,
+        structured_output=result.structured_output,
     )
 
 

@@ -37,20 +37,45 @@ class Monitor(Protocol):
         ...
 
 
-class LineBuffer:
-    """Reassembles lines from chunks."""
+MAX_LINE = 8 * 1024 * 1024
+"""Longer stream-json lines are dropped: a container's output must not fill fks's memory."""
 
-    def __init__(self) -> None:
-        self._pending = b""
+
+class LineBuffer:
+    """Reassembles lines from chunks; a line over `limit` bytes is dropped (counted in `dropped`)."""
+
+    def __init__(self, limit: int = MAX_LINE) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._skipping = False
+        self._limit = limit
+        self.dropped = 0
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        data = self._pending + chunk
-        lines = data.split(b"\n")
-        self._pending = lines.pop()
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            piece = chunk[start:end]
+            if self._skipping:
+                self._skipping = False
+            elif self._size + len(piece) > self._limit:
+                self.dropped += 1
+            else:
+                lines.append(b"".join([*self._parts, piece]))
+            self._parts, self._size, start = [], 0, end + 1
+        rest = chunk[start:]
+        if rest and not self._skipping:
+            if self._size + len(rest) > self._limit:
+                self._parts, self._size, self._skipping = [], 0, True
+                self.dropped += 1
+            else:
+                self._parts.append(rest)
+                self._size += len(rest)
         return lines
 
     def finish(self) -> list[bytes]:
-        rest, self._pending = self._pending, b""
+        rest = b"".join(self._parts)
+        self._parts, self._size, self._skipping = [], 0, False
         return [rest] if rest else []
 
 

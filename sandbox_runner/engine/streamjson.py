@@ -76,6 +76,8 @@ class Result:
     output_tokens: int | None
     session_id: str | None
     api_error_status: int | None
+    structured_output: dict[str, Any] | None = None
+    """The answer of a `--json-schema` run (the `StructuredOutput` tool's input), if it was an object."""
 
     @property
     def rate_limited(self) -> bool:
@@ -185,6 +187,7 @@ class StreamJsonParser:
             output_tokens=_int(usage.get("output_tokens")),
             session_id=_str(obj.get("session_id")),
             api_error_status=_int(obj.get("api_error_status")),
+            structured_output=_object(obj.get("structured_output")),
         )
         if text is not None and not result.is_error and has_marker(text):
             self.marker_seen = True
@@ -240,6 +243,10 @@ def _abbreviate(text: str) -> str:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _object(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
 
 
 def _int(value: Any) -> int | None:

@@ -28,7 +28,13 @@ _Float = Annotated[float, Strict()]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, defer_build=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        frozen=True,
+        defer_build=True,
+        use_attribute_docstrings=True,
+    )
 
 
 class SandboxSettings(_Model):
@@ -169,8 +175,58 @@ class ChainConfig(_Model):
     """Stop a looping step after this many iterations without a commit or file change (0: never)."""
 
 
+class ForgeModels(_Model):
+    """Which model each `fks forge` stage uses."""
+
+    triage_deep: str = Field(default="sonnet", alias="triageDeep", min_length=1)
+    """Analyze and Architect."""
+    default: str = Field(default="sonnet", min_length=1)
+    """Implement for low/medium complexity, and Review."""
+    complex: str = Field(default="opus", min_length=1)
+    """Implement for high complexity."""
+
+
+class ForgePrompts(_Model):
+    """System prompt files of the `fks forge` agents (relative to the project; `fks init` writes them)."""
+
+    analyze: str | None = None
+    """Default: system-prompts/forge/analyze.md if it exists, else the packaged text."""
+    architect: str | None = None
+    """Default: system-prompts/forge/architect.md if it exists, else the packaged text."""
+    implement: str | None = None
+    """Default: system-prompts/forge/implement.md if it exists, else the packaged text."""
+    review: str | None = None
+    """Default: system-prompts/forge/review.md if it exists, else the packaged text."""
+
+
+class ForgeSettings(_Model):
+    """`fks forge`: the analyze → implement → review pipeline over forge-tasks."""
+
+    models: ForgeModels = ForgeModels()
+    """Model per stage."""
+    triage_tools: tuple[str, ...] = Field(
+        default=("Read", "Glob", "Grep"), alias="triageTools", min_length=1
+    )
+    """Tools of the read-only agents (Analyze, Architect, Review)."""
+    worker_tools: tuple[str, ...] = Field(
+        default=("Bash", "Read", "Write", "Edit", "Glob", "Grep"), alias="workerTools", min_length=1
+    )
+    """Tools of the Implement agent."""
+    max_review_retries: _Int = Field(default=2, alias="maxReviewRetries", ge=0, le=20)
+    """How often a rejected (or conflicting) task goes back to Implement before it is in error."""
+    parallel: _Int = Field(default=1, gt=0, le=64)
+    """Tasks processed at once (`--parallel` overrides)."""
+    max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
+    """Turn limit of every forge agent (default 100)."""
+    prompts: ForgePrompts = ForgePrompts()
+    """System prompt files."""
+
+
 class ForgeConfig(_Model):
     """The whole of forge/chains.json."""
+
+    schema_ref: str | None = Field(default=None, alias="$schema")
+    """Where editors find this file's JSON Schema (`fks schema` prints it)."""
 
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     """Agent definitions by name."""
@@ -184,6 +240,8 @@ class ForgeConfig(_Model):
         default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
     )
     """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
+    forge: ForgeSettings = ForgeSettings()
+    """`fks forge` settings."""
 
     @field_validator("agents", "chains")
     @classmethod
@@ -342,6 +400,21 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
                 raise ConfigError(
                     f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
                 )
+    for stage, ref in config.forge.prompts.model_dump().items():
+        if ref and not _is_file(cwd / ref, shown):
+            raise ConfigError(
+                f"{shown}: forge.prompts.{stage} references '{ref}' which does not exist"
+            )
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema of forge/chains.json (`fks schema`; `fks init` saves it for editors)."""
+    data = ForgeConfig.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        **data,
+        "title": "fks forge/chains.json",
+    }
 
 
 def _is_file(path: Path, shown: str) -> bool:

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -48,6 +48,8 @@ class ClaudeStats(_Record):
     """Result subtype: success, error_max_turns, error_during_execution, …"""
     session_id: str | None = None
     duration_ms: int | None = None
+    structured_output: dict[str, Any] | None = None
+    """The answer of a `--json-schema` run (forge stages), as the model gave it."""
 
 
 class DeniedRecord(_Record):
@@ -142,6 +144,8 @@ class RunOptions(_Record):
     """`--allow` entries added to the sandbox's allow-list for this run."""
     max_cost: float | None = None
     global_args: list[str] = Field(default_factory=list)
+    forge_task: str | None = None
+    """The forge-tasks id of a `fks forge run` task (its stages are the run's steps)."""
 
 
 class RunRecord(_Record):
@@ -164,6 +168,8 @@ class RunRecord(_Record):
 
     @property
     def label(self) -> str:
+        if self.options.forge_task:
+            return f"forge {self.options.forge_task}"
         return self.options.chain or self.options.dsl or "?"
 
     @property
@@ -398,6 +404,15 @@ class ActiveRun(RecordWriter):
         self.record.ended = None
         self.save()
 
+    def add_step(self, agent: str) -> StepRecord:
+        """A new step at the end of the run (forge stages are added as they start)."""
+        step = StepRecord(
+            index=len(self.record.steps) + 1, agent=agent, iterations_max=1, loop=False
+        )
+        self.record.steps.append(step)
+        self.save()
+        return step
+
     def set_base(self, branch: str | None, commit: str | None) -> None:
         self.record.base_branch = branch
         self.record.base_commit = commit
@@ -421,6 +436,11 @@ class ActiveRun(RecordWriter):
         self.record.failed_at = failed_at
         self.record.reason = reason
         self.record.ended = now()
+        self.save()
+
+    def end(self, status: Literal["interrupted", "failed"], reason: str | None) -> None:
+        """The run stopped between steps (a forge task interrupted, or failed on an error)."""
+        self.record.status, self.record.reason, self.record.ended = status, reason, now()
         self.save()
 
     def log_path(self, step: StepRecord, attempt: int) -> Path:

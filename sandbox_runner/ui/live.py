@@ -40,7 +40,7 @@ def _decode(raw: bytes) -> str:
     return clean_line(raw[raw.rfind(b"\r") + 1 :].decode("utf-8", "replace"))
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
@@ -227,10 +227,10 @@ class LiveReporter:
                 header.append(f"  ·  {self._iteration}")
             if self._iteration_started is not None:
                 header.append(
-                    f" ({_clock((self._iteration_ended or now) - self._iteration_started)})",
+                    f" ({clock((self._iteration_ended or now) - self._iteration_started)})",
                     style="dim",
                 )
-            header.append(f"  ·  run {_clock(now - self._started)}")
+            header.append(f"  ·  run {clock(now - self._started)}")
             if self._cost:
                 header.append(f"  ·  ${self._cost:.4f}", style="green")
             tail = self._tail_lines()

@@ -108,3 +108,16 @@ def test_secrets_from_env_takes_credentials_and_named_vars_but_not_short_values(
         "OTHER": "not-passed",
     }
     assert sorted(secrets_from_env(["MY_TOKEN", "SHORT"], env)) == ["sk-long-enough", "tok-123456"]
+
+
+def test_a_line_longer_than_the_limit_is_dropped_not_kept() -> None:
+    from sandbox_runner.engine.marker import LineBuffer
+
+    buffer = LineBuffer(limit=10)
+    assert buffer.feed(b"short\n0123") == [b"short"]
+    assert buffer.feed(b"456789abcdef") == []  # over the limit: no longer held
+    assert buffer.feed(b"ghij\nok\n") == [b"ok"]
+    assert buffer.dropped == 1
+    assert buffer.feed(b"x" * 11 + b"\nlast") == []
+    assert buffer.dropped == 2
+    assert buffer.finish() == [b"last"]

@@ -83,7 +83,12 @@ class SandboxBackend:
         agents: dict[str, AgentConfig],
         settings: SandboxSettings,
         base: str | None,
+        checked_base: bool = False,
+        keep_interrupted: bool = True,
     ) -> None:
+        """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
+        `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
+        resumes from the task's branch in a new run, so it has no use for it)."""
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
         self._cwd = cwd
@@ -91,7 +96,7 @@ class SandboxBackend:
         self._settings = settings
         self._image_default = DEFAULT_AGENT_IMAGE
         self._repo = open_repo(cwd)
-        self._base = require_base(self._repo, base)
+        self._base = base if checked_base and base else require_base(self._repo, base)
         self._client: docker.DockerClient | None = None
         self._run: ActiveRun | None = None
         self._reporter: Notices | None = None
@@ -106,6 +111,7 @@ class SandboxBackend:
         self._devcontainer: str | None = None
         self._image_warnings: list[str] = []
         """Images that hold another fks or Claude Code than expected: said once per run."""
+        self._keep_interrupted = keep_interrupted
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -368,13 +374,8 @@ class SandboxBackend:
 
         agent = self._container_agent(host_view, repo, relative)
         env = self._env(agent, settings, repo)
-        container = container_settings(
-            image,
-            self._mounts(agent, settings, workspace),
-            _labels(run_id, index, repo),
-            settings,
-            user=self._users.get(image),
-        )
+        mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
+        container = container_settings(image, mounts, _labels(run_id, index, repo), settings, user)
         proxy = self._egress(agent, settings, repo)
         if proxy is not None:
             container, env = _through_proxy(proxy, container, env, settings.env)
@@ -386,6 +387,7 @@ class SandboxBackend:
                 branch=branch,
                 leftover=leftover_ref(run_id, index),
                 scratch=Path(scratch),
+                new_step=not resumed,
             )
             if resumed and workspace.exists():
                 self._salvage(sandbox, env, record, "the killed run had not saved yet")
@@ -409,7 +411,8 @@ class SandboxBackend:
                     raise
                 # Interrupted or failed mid-step: keep what the agent committed so far, and its
                 # workspace as it is (for --resume).
-                self._kept.add(workspace.name)
+                if self._keep_interrupted:
+                    self._kept.add(workspace.name)
                 with deferred_signals():
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise

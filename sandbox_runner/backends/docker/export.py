@@ -185,6 +185,63 @@ def _copy(source: IO[bytes], target: Path, limit: int) -> None:
             out.write(chunk)
 
 
+def _held_back(data: bytes, token: bytes) -> int:
+    """How many bytes at the end of `data` could begin `token`."""
+    return next(
+        (n for n in range(min(len(token) - 1, len(data)), 0, -1) if token.startswith(data[-n:])),
+        0,
+    )
+
+
+_BASE_INDEX = re.compile(r"[0-9]{1,20}:[0-9]{1,12}\.[0-9]{9}:[0-9]{1,15}")
+
+
+class PreparedLine:
+    """Takes the script's `fks-prepared <nonce> <value>` line, printed before the agent starts,
+    out of a stderr stream. Only the first one counts: the agent, which can read the nonce,
+    can print the same line only after it.
+
+    `value`: `kept` (the step's workspace as the last iteration left it), or the base index the
+    script just wrote as `<inode>:<ctime>:<size>` (see `iteration.sh`); None while not seen.
+    """
+
+    def __init__(self, nonce: str) -> None:
+        self._token = f"fks-prepared {nonce} ".encode()
+        self._held = b""
+        self._done = False
+        self.value: str | None = None
+
+    @property
+    def base_index(self) -> str | None:
+        """The base index the line names, if it is well-formed."""
+        value = self.value or ""
+        return value if _BASE_INDEX.fullmatch(value) else None
+
+    def feed(self, data: bytes) -> bytes:
+        if self._done:
+            return data
+        data, self._held = self._held + data, b""
+        found = data.find(self._token)
+        if found >= 0:
+            end = data.find(b"\n", found)
+            if end < 0 and len(data) - found < 256:
+                self._held = data[found:]
+                return data[:found]
+            self._done = True
+            if end < 0:  # not the script's line
+                return data
+            self.value = data[found + len(self._token) : end].decode("ascii", "replace")
+            return data[:found] + data[end + 1 :]
+        keep = _held_back(data, self._token)
+        self._held = data[len(data) - keep :]
+        return data[: len(data) - keep]
+
+    def finish(self) -> bytes:
+        held, self._held = self._held, b""
+        self._done = True
+        return held
+
+
 class ReportFilter:
     """Takes the script's closing `fks-export <nonce> …` line out of a stderr stream.
 
@@ -206,14 +263,7 @@ class ReportFilter:
         if found >= 0:
             self._held, self.report = b"", data[found + len(self._token) :][:MAX_INFO_BYTES]
             return data[:found]
-        keep = next(
-            (
-                n
-                for n in range(min(len(self._token) - 1, len(data)), 0, -1)
-                if self._token.startswith(data[-n:])
-            ),
-            0,
-        )
+        keep = _held_back(data, self._token)
         self._held = data[len(data) - keep :]
         return data[: len(data) - keep]
 

@@ -5,6 +5,10 @@
 #   FKS_BRANCH  the step's branch; FKS_START the commit it starts at when not checked out yet
 #   FKS_SINCE   the branch tip the host already has: the bundle holds only what is newer
 #   FKS_BEFORE  the previous iteration's snapshot, if any (saves a scan of the tree)
+#   FKS_NEW_STEP  set for a step's first iteration: prepare even if HEAD is on FKS_BRANCH
+#   FKS_START_TREE  FKS_START's tree; FKS_BASE_INDEX see prepare
+#   FKS_TASK_YAML, FKS_REVIEW_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml
+#               and .forge/review.yaml (kept out of git)
 #
 # The workspace is a Docker volume at /workspace: a git repository whose object store borrows
 # the user's objects (read-only at /fks/objects) as an alternate. What leaves it is data in
@@ -14,28 +18,105 @@ set -u
 ex=.git/fks-export
 say() { printf '%s\n' "$*" >>"$ex/info"; }
 
+# Folders the agent made read-only or unreadable, opened again (top down): files can then be
+# removed and written; their ctimes, which prepare relies on, do not change.
+writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; true; }
+
+# A new step gets a git dir of fks's making, never the last agent's: every byte of the volume,
+# .git included (config, hooks, HEAD, refs, objects, index), may be hostile, and git obeys its
+# config and reads its local objects unchecked. So .git is emptied and rebuilt here (HEAD,
+# config, alternates: no hooks, no local objects), then `clean -ffdx` and `checkout -f -B`
+# make the tree exactly the commit. Both trust an index's stat data to skip what is
+# unchanged; the one they use is the base index (.git/fks-base-index): the index this function
+# wrote at the volume's last checkout, before any agent ran (the agent gets a copy as
+# .git/index). It is used only when its inode,
+# ctime and size are what the host was told at that checkout (FKS_BASE_INDEX, from the
+# `fks-prepared` line this script prints before the agent starts; see base_index); else the
+# step starts from an empty index: every file removed and written, a full checkout. A file the
+# agent changed since has a later ctime, which no one without CAP_SYS_TIME can set back, so
+# git rewrites it (a file written in the same second as the base index, git re-reads). A step
+# that fails (folders the agent made read-only) runs again once they are writable.
+
 prepare() {
-    if [ ! -d .git ]; then
-        git init -q . || return 1
-        echo /fks/objects >.git/objects/info/alternates
-        git config gc.auto 0
-        git config maintenance.auto false
-        git config core.logAllRefUpdates false
+    if [ -z "${FKS_NEW_STEP:-}" ] && [ "$(git symbolic-ref -q HEAD 2>/dev/null)" = "refs/heads/$FKS_BRANCH" ]; then
+        prepared=kept full=  # a later iteration of the step: the workspace as the agent left it
+        return 0
     fi
-    if [ "$(git symbolic-ref -q HEAD)" != "refs/heads/$FKS_BRANCH" ]; then
-        # A new step. When the last export found the tree exactly at its commit, only the
-        # files that differ are touched (read-tree); otherwise every file is checked.
-        if [ -f .git/fks-clean ] && git read-tree -m -u HEAD "$FKS_START" 2>/dev/null; then
-            git update-ref "refs/heads/$FKS_BRANCH" "$FKS_START" &&
-                git symbolic-ref HEAD "refs/heads/$FKS_BRANCH" || return 1
-        else
-            git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" || return 1
+    base=.git/fks-base-index prepared=
+    trusted= empty= full=
+    if [ -n "${FKS_BASE_INDEX:-}" ] && [ -d .git ] && [ ! -h .git ] && [ -f "$base" ] && [ ! -h "$base" ] &&
+        [ "$(stat -c %i:%.9Z:%s "$base")" = "$FKS_BASE_INDEX" ]; then
+        trusted=1
+    fi
+    if [ -n "$trusted" ]; then
+        set -- .git/* .git/.[!.]* .git/..?*
+        for f; do
+            shift
+            [ "$f" = "$base" ] || { [ ! -e "$f" ] && [ ! -h "$f" ]; } || set -- "$@" "$f"
+        done
+        [ $# -eq 0 ] || rm -rf -- "$@" 2>/dev/null || { writable && rm -rf -- "$@"; } || return 1
+    else
+        set -- * .[!.]* ..?*
+        [ "$*" = "* .[!.]* ..?*" ] && [ ! -e "*" ] && empty=1
+        rm -rf .git 2>/dev/null || { writable && rm -rf .git; } || return 1
+        full=1
+    fi
+    mkdir -p .git/objects/info .git/refs || return 1
+    printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n\tcheckStat = default\n\ttrustctime = true\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n' >.git/config &&
+        echo /fks/objects >.git/objects/info/alternates &&
+        printf 'ref: refs/heads/%s\n' "$FKS_BRANCH" >.git/HEAD || return 1
+    # Untracked and ignored files first (a new volume has none), so that nothing is in the way.
+    if [ -n "$trusted" ] || [ -z "$empty" ]; then
+        GIT_INDEX_FILE=$base git clean -q -ffdx 2>/dev/null ||
+            { writable && GIT_INDEX_FILE=$base git clean -q -ffdx; } || return 1
+    fi
+    GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" 2>/dev/null ||
+        { writable && GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START"; } ||
+        return 1
+    # Exactly the commit now: no need to scan a tree just written (git would re-read every file
+    # whose time equals the index's).
+    FKS_BEFORE="$FKS_START ${FKS_START_TREE:-$(git rev-parse "$FKS_START^{tree}")}"
+}
+
+# After a full checkout nearly every file shares the base index's second, and git compares
+# whole seconds: the next step would re-read every one of them (racily clean). For more than a
+# few thousand files (a base index over 256 KiB) the agent waits instead: it starts only once
+# the file clock has left that second, and the base index is dated then, so whatever the agent
+# changes gets a later ctime, in whole seconds, than every file's recorded one. That wait is
+# under a second whatever the tree; the re-read grows with it (20,000 files: ~0.25 s with a
+# warm page cache, more without). Once per workspace volume: later steps write only the files
+# that differ.
+settle() {
+    # shellcheck disable=SC2046
+    set -- $(stat -c '%.9Y %s' "$base") || return 1
+    [ "$2" -ge 262144 ] || return 0
+    mtime=$1
+    while :; do
+        touch "$base" && now=$(stat -c %.9Y "$base") || return 1
+        [ "${now%.*}" -gt "${mtime%.*}" ] && break
+        ns=1${now#*.}
+        sleep "$(printf '0.%09d' $((2000000000 - ns)))"
+    done
+}
+
+# What the host may trust of the base index: its inode number, ctime and size. Neither its
+# content nor its mtime can change without its ctime changing, except within the same tick of
+# the file clock: so the agent starts only once that clock has moved past it (checked on the
+# export directory, made since).
+base_index() {
+    cp "$base" .git/index || return 1  # the agent's (a hard link's count would change its ctime)
+    while :; do
+        # shellcheck disable=SC2046
+        set -- $(stat -c '%i:%.9Z:%s' "$base" "$ex") || return 1
+        made=${1#*:} since=${2#*:}
+        made=${made%:*} since=${since%:*}
+        if [ "${since%.*}" -gt "${made%.*}" ] ||
+            { [ "${since%.*}" -eq "${made%.*}" ] && [ "1${since#*.}" -gt "1${made#*.}" ]; }; then
+            prepared=$1
+            return 0
         fi
-        git clean -q -ffdx
-        # Exactly the commit now: no need to scan a tree just written (git would re-read
-        # every file whose time equals the index's).
-        FKS_BEFORE="$(git rev-parse HEAD) $(git rev-parse "HEAD^{tree}")"
-    fi
+        touch "$ex" || return 1
+    done
 }
 
 # The commit tip and the tree of every file as it is now (tracked and untracked, ignores
@@ -68,10 +149,7 @@ export_work() {
     [ "$tip" = "$FKS_SINCE" ] || refs="refs/heads/$FKS_BRANCH"
     now=$(snapshot)
     tree=${now#* }
-    rm -f .git/fks-clean
-    if [ "$tree" = "$(git rev-parse -q --verify "$tip^{tree}")" ]; then
-        : >.git/fks-clean  # nothing uncommitted: the next step may switch by read-tree
-    elif [ -n "$tree" ]; then
+    if [ -n "$tree" ] && [ "$tree" != "$(git rev-parse -q --verify "$tip^{tree}")" ]; then
         leftover=$(echo "fks: uncommitted work" | git commit-tree "$tree" -p "$tip") &&
             git update-ref refs/fks/leftover "$leftover" && refs="$refs refs/fks/leftover"
     fi
@@ -90,11 +168,27 @@ if [ "$FKS_MODE" = export ]; then
     say "end=1"
     exit 0
 fi
-if ! prepare; then
+ready=
+if prepare; then
+    if [ -n "$full" ]; then settle && ready=1; else ready=1; fi
+fi
+[ -z "$ready" ] || { rm -rf "$ex" && mkdir -p "$ex"; } || ready=
+[ -z "$ready" ] || [ "$prepared" = kept ] || base_index || ready=
+if [ -z "$ready" ]; then
     echo "fks: could not prepare the workspace (branch $FKS_BRANCH at $FKS_START)" >&2
     exit 125
 fi
-rm -rf "$ex" && mkdir -p "$ex" || exit 125
+# Before anything the agent could print: the host trusts only the first such line.
+printf 'fks-prepared %s %s\n' "${FKS_NONCE:-}" "$prepared" >&2
+if [ -n "${FKS_TASK_YAML:-}" ]; then
+    mkdir -p .git/info || exit 125
+    grep -qx '/.forge/' .git/info/exclude 2>/dev/null || echo '/.forge/' >>.git/info/exclude
+    mkdir -p .forge && printf '%s\n' "$FKS_TASK_YAML" >.forge/task.yaml || exit 125
+    rm -f .forge/review.yaml
+    if [ -n "${FKS_REVIEW_YAML:-}" ]; then
+        printf '%s\n' "$FKS_REVIEW_YAML" >.forge/review.yaml || exit 125
+    fi
+fi
 if ! command -v "$1" >/dev/null 2>&1; then
     say "missing=1"
     echo "fks: agent '$1' not found in the image" >&2

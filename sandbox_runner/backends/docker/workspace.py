@@ -33,14 +33,15 @@ from sandbox_runner.backends.docker.export import (
     WORKSPACE,
     Export,
     ExportError,
+    PreparedLine,
     ReportFilter,
     read_export,
     wrapped,
 )
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
-from sandbox_runner.git.repo import Repo, rev
-from sandbox_runner.git.runner import GitError
+from sandbox_runner.git.repo import Repo
+from sandbox_runner.git.runner import GitError, git
 
 if TYPE_CHECKING:
     import docker
@@ -64,6 +65,10 @@ class VolumeWorkspace:
         self.repo = repo
         self.name = name
         self._labels = dict(labels)
+        self.base_index: str | None = None
+        """What the last checkout in the volume reported of its base index (`<inode>:<ctime>:<size>`,
+        see `iteration.sh`), taken from a container before its agent started; None: unknown
+        (a new volume, or one this process did not check out), so a new step checks out in full."""
 
     def exists(self) -> bool:
         import docker.errors
@@ -137,6 +142,15 @@ def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
         remove_volume(client, volume.name)
 
 
+def start_of(repo: Repo, branch: str) -> tuple[str, str]:
+    """The branch's commit and its tree, in one git call."""
+    found = git(repo.top, "rev-parse", "--revs-only", f"{branch}^{{commit}}", f"{branch}^{{tree}}")
+    ids = found.split()
+    if len(ids) != 2:
+        raise GitError(f"branch {branch} has no commit")
+    return ids[0], ids[1]
+
+
 @dataclass
 class Synced:
     """What the host took from an iteration."""
@@ -161,6 +175,7 @@ class WorkspaceSandbox:
         branch: str,
         leftover: str,
         scratch: Path,
+        new_step: bool = False,
     ) -> None:
         self._client = client
         self._settings = settings
@@ -171,16 +186,23 @@ class WorkspaceSandbox:
         self._scratch = scratch
         self._last: Export | None = None
         self._error: str | None = None
+        self._new_step = new_step
+        """Until an iteration has prepared it: whatever the volume holds is not this step's."""
 
     def _env(self, mode: str) -> dict[str, str]:
-        tip = rev(self.workspace.repo, self.branch)
+        tip, tree = start_of(self.workspace.repo, self.branch)
         env = {
             "FKS_MODE": mode,
             "FKS_BRANCH": self.branch,
             "FKS_START": tip,
+            "FKS_START_TREE": tree,
             "FKS_SINCE": tip,
             "TINI_KILL_PROCESS_GROUP": "1",
         }
+        if self._new_step:
+            env["FKS_NEW_STEP"] = "1"
+        if self.workspace.base_index:
+            env["FKS_BASE_INDEX"] = self.workspace.base_index
         after = self._last.first("after") if self._last is not None else None
         if after:
             env["FKS_BEFORE"] = after  # the workspace has not changed since
@@ -193,7 +215,16 @@ class WorkspaceSandbox:
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
         with self._docker.start(inner) as execution:
-            yield _Exporting(execution, self, spec.argv[0], ReportFilter(nonce))
+            yield _Exporting(
+                execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce)
+            )
+
+    def prepared(self, line: PreparedLine) -> None:
+        """The container's script prepared the workspace (its line came before the agent)."""
+        if line.value == "kept":
+            return
+        self.workspace.base_index = line.base_index
+        self._new_step = False
 
     def accept(self, export: Export) -> None:
         self._last, self._error = export, None
@@ -246,11 +277,17 @@ class _Exporting:
     """A running iteration; reading its exit status also reads what it exported."""
 
     def __init__(
-        self, execution: DockerExecution, owner: WorkspaceSandbox, agent: str, report: ReportFilter
+        self,
+        execution: DockerExecution,
+        owner: WorkspaceSandbox,
+        agent: str,
+        prepared: PreparedLine,
+        report: ReportFilter,
     ) -> None:
         self._execution = execution
         self._owner = owner
         self._agent = agent
+        self._prepared = prepared
         self._report = report
 
     @property
@@ -264,10 +301,14 @@ class _Exporting:
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         for stream, data in self._execution.chunks():
             if stream == "stderr":
+                seen = self._prepared.value is not None
+                data = self._prepared.feed(data)
+                if not seen and self._prepared.value is not None:
+                    self._owner.prepared(self._prepared)
                 data = self._report.feed(data)
             if data:
                 yield stream, data
-        rest = self._report.finish()
+        rest = self._report.feed(self._prepared.finish()) + self._report.finish()
         if rest:
             yield "stderr", rest
 

@@ -209,6 +209,98 @@ git reset -q --hard $commit 2>/dev/null || git update-ref HEAD $commit
     one_line(res, "the agent's commits were refused")
 
 
+# What one step leaves in the workspace that its snapshot does not see (so it is not committed
+# as leftovers): a forged index hiding changed files, folders swapped behind it (one left
+# read-only), ignored files (one folder unreadable) and a nested repository, hostile git config
+# and hooks, a poisoned local object.
+DIRTY_AGENT = """#!/bin/sh
+set -u
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+printf 'evil!\\n' > README.md
+mtime=$(stat -c %Y racy.txt) && printf 'RACY\\n' > racy.txt && touch -d "@$mtime" racy.txt
+mv dir1 tmp-dir && mv dir2 dir1 && mv tmp-dir dir2
+git update-index --assume-unchanged README.md racy.txt dir1/f dir2/f
+echo junk > debug.log && mkdir -p cache/nested && git -C cache/nested init -q && echo x > cache/x
+good=$(git rev-parse HEAD:README.md) && bad=$(printf 'evil!\\n' | git hash-object -w --stdin)
+g=$(echo "$good" | cut -c1-2)/$(echo "$good" | cut -c3-) && b=$(echo "$bad" | cut -c1-2)/$(echo "$bad" | cut -c3-)
+mkdir -p .git/objects/${good%${good#??}} && cp .git/objects/$b .git/objects/$g
+printf '#!/bin/sh\\necho hooked > /workspace/HOOKED.log\\n' > .git/hooks/post-checkout
+chmod +x .git/hooks/post-checkout && git config core.hooksPath .git/hooks
+git config core.sparseCheckout true && echo README.md > .git/info/sparse-checkout
+git config core.checkStat minimal && git config core.trustctime false
+git config core.fsmonitor 'echo fsmonitor > /workspace/FSMONITOR.log; false'
+mkdir -p cache/locked && touch cache/locked/x && chmod 000 cache/locked && chmod a-w dir2
+TAMPER
+echo FORKHESTRA_COMPLETE
+"""
+
+CHECK_AGENT = """#!/bin/sh
+bad() { echo "CHECK-FAIL $*"; }
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+echo "HEAD $(git rev-parse HEAD)"
+left=$(GIT_INDEX_FILE=/tmp/fresh sh -c 'git read-tree HEAD && git status --porcelain --ignored -uall')
+[ -z "$left" ] || bad "not exactly the commit: $left"
+[ -z "$(git status --porcelain --ignored -uall)" ] || bad "the index disagrees"
+[ "$(cat README.md racy.txt dir1/f dir2/f)" = "$(printf 'hello\\nracy\\none\\ntwo')" ] || bad files
+[ -z "$(git ls-files -v | grep -v '^H ')" ] || bad "index flags"
+[ -z "$(git config --get-regexp 'core[.](hookspath|fsmonitor|sparsecheckout|worktree)')" ] || bad config
+[ "$(git config core.checkStat)/$(git config core.trustctime)" = default/true ] || bad config
+[ -z "$(ls .git/hooks .git/info 2>/dev/null)" ] || bad "hooks or info"
+[ -z "$(find .git/objects -type f ! -path '*/info/*')" ] || bad "local objects"
+echo CHECK-DONE
+echo FORKHESTRA_COMPLETE
+"""
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param("", id="base-index-kept"),
+        pytest.param("", id="base-index-kept-4000-files"),
+        pytest.param("touch -d '+1 hour' .git/fks-base-index", id="base-index-retimed"),
+        pytest.param("cp .git/index .git/fks-base-index", id="base-index-replaced"),
+        pytest.param(
+            "rm -rf .git/fks-base-index && mkdir .git/fks-base-index", id="base-index-dir"
+        ),
+    ],
+)
+def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
+    repo: Path, tamper: str, request: pytest.FixtureRequest
+) -> None:
+    """Two steps dirty the recycled workspace in ways their snapshots miss, the second on a
+    workspace switched by the fast path; the third step still finds exactly its commit, a git
+    dir of fks's making, and (unless the base index was touched) the files no step changed
+    never rewritten. With 4000 files, the first step waits out its checkout's second instead
+    of leaving the second to re-read them."""
+    if request.node.callspec.id.endswith("4000-files"):
+        (repo / "many").mkdir()
+        for n in range(4000):
+            (repo / "many" / f"f{n:04d}.txt").write_text(f"{n}\n")
+    for name, content in {
+        "untouched.txt": "same\n",
+        "racy.txt": "racy\n",
+        "dir1/f": "one\n",
+        "dir2/f": "two\n",
+        ".gitignore": "*.log\ncache/\n",
+    }.items():
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "files to dirty")
+    add_script(repo, "dirty.sh", DIRTY_AGENT.replace("TAMPER", tamper))
+    add_script(repo, "check.sh", CHECK_AGENT)
+    main = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/dirty.sh:1 -> ./scripts/dirty.sh:1 -> ./scripts/check.sh:1")
+    assert res.code == 0, res.output[-3000:]
+    assert "CHECK-DONE" in res.stdout and "CHECK-FAIL" not in res.stdout, res.stdout[-3000:]
+    assert not (repo / "HOOKED.log").exists()
+    assert git(repo, "rev-parse", "main") == main  # nothing the snapshots saw, nothing merged
+    assert f"HEAD {main}" in res.stdout
+    inodes = [line for line in res.stdout.splitlines() if line.startswith("INODE ")]
+    assert len(inodes) == 3, res.stdout[-3000:]
+    assert (len(set(inodes)) == 1) is (tamper == ""), inodes  # a full checkout rewrites all
+
+
 # --- 2. symlinks ---------------------------------------------------------------------------------
 
 

@@ -1,0 +1,457 @@
+"""`fks forge …`: run the analyze → implement → review pipeline over forge-tasks, and look at
+and answer what it left for a human."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NoReturn
+
+from sandbox_runner.errors import (
+    EXIT_COMPLETE,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    FksError,
+    Interrupted,
+    UsageError,
+)
+from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.scheduler import ForgeView
+from sandbox_runner.forge.stages import ForgeContext, stage_agents
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.paths import project_dir
+from sandbox_runner.plan.config import (
+    ForgeConfig,
+    ForgeSettings,
+    SandboxSettings,
+    config_path,
+    load_config,
+)
+from sandbox_runner.plan.dsl import Step
+
+EXIT_SKIPPED = 3
+"""A worker found its task held by another `fks forge run`."""
+
+
+@dataclass
+class ForgeOptions:
+    """`fks forge run`'s options (also what each worker process is started with)."""
+
+    tasks: Sequence[str] = ()
+    cwd: Path | None = None
+    config: Path | None = None
+    parallel: int | None = None
+    sandbox: bool = False
+    base: str | None = None
+    image: str | None = None
+    allow: Sequence[str] = ()
+    max_cost: float | None = None
+    resume: bool = False
+    json_output: bool = False
+    junit: Path | None = None
+    session: str | None = None
+    worker_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Setup:
+    project: Path
+    config: ForgeConfig | None
+    settings: ForgeSettings
+    sandbox: SandboxSettings | None
+    base: str
+
+
+def _setup(options: ForgeOptions) -> _Setup:
+    from sandbox_runner.git.repo import open_repo
+
+    workdir = project_dir(options.cwd)
+    repo = open_repo(workdir, what="fks forge")
+    cfg = load_config(config_path(workdir, options.config), cwd=workdir, required=False)
+    settings = cfg.forge if cfg is not None else ForgeSettings()
+    sandbox = None
+    if options.sandbox:
+        sandbox = SandboxSettings().merged(cfg.sandbox if cfg else None)
+        if options.image:
+            sandbox = sandbox.merged(SandboxSettings(image=options.image))
+        if options.allow:
+            try:
+                sandbox = sandbox.merged(SandboxSettings(allow=tuple(options.allow)))
+            except ValueError as exc:
+                raise UsageError(f"--allow: {str(exc).splitlines()[-1]}") from None
+    elif options.image or options.allow:
+        raise UsageError("--image and --allow only apply to --sandbox runs")
+    return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))
+
+
+def forge_base(project: Path, base: str | None) -> str:
+    """--base, else the checked-out branch; tracked changes outside forge/tasks/ are refused."""
+    from sandbox_runner.git.repo import (
+        branch_exists,
+        checkout_of,
+        current_branch,
+        dirty_tracked,
+        open_repo,
+    )
+
+    repo = open_repo(project, what="fks forge")
+    if base is None:
+        base = current_branch(project)
+        if base is None:
+            raise UsageError(
+                f"HEAD is detached in {project}; check out a branch or pass --base BRANCH"
+            )
+    elif not branch_exists(project, base):
+        raise UsageError(f"--base {base}: no such branch in {project}")
+    checkout = checkout_of(repo, base)
+    dirty = (
+        [p for p in dirty_tracked(checkout) if not p.startswith("forge/tasks/")] if checkout else []
+    )
+    if dirty:
+        raise UsageError(
+            f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "
+            f"commit or stash them first - fks forge lands approved tasks on '{base}' there"
+        )
+    return base
+
+
+def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContext:
+    from sandbox_runner.git.repo import open_repo
+    from sandbox_runner.records.masking import secrets_from_env
+    from sandbox_runner.ui.output import PlainReporter
+
+    return ForgeContext(
+        repo=open_repo(setup.project, what="fks forge"),
+        base=setup.base,
+        settings=setup.settings,
+        reporter=PlainReporter(out=sys.stdout, agent_out=sys.stdout.buffer),
+        session=session,
+        sandbox=setup.sandbox,
+        secrets=secrets_from_env(setup.sandbox.env if setup.sandbox else ()),
+        max_cost=max_cost,
+    )
+
+
+def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
+    """Everything a worker would find wrong, found before any worker starts."""
+    agents = stage_agents(ctx)
+    steps = [Step(agent=name) for name in agents]
+    if setup.sandbox is not None:
+        from sandbox_runner.backends.docker.backend import SandboxBackend
+
+        backend = SandboxBackend(
+            cwd=setup.project,
+            agents=agents,
+            settings=setup.sandbox,
+            base=setup.base,
+            checked_base=True,
+        )
+        backend.preflight(steps)
+    else:
+        from sandbox_runner.backends.local import LocalBackend
+
+        local = LocalBackend(cwd=setup.project, agents=agents)
+        for step in steps:
+            local.resolve(step)
+
+
+def _selected(setup: _Setup, options: ForgeOptions) -> list[str]:
+    board, store = TaskBoard(setup.project), WorkStore(setup.project)
+    if options.tasks:
+        wanted = [board.normalize(ref) for ref in options.tasks]
+        for task_id in wanted:
+            board.task(task_id)
+        return list(dict.fromkeys(wanted))
+    chosen = board.ready()
+    for item in store.items():
+        again = (
+            (item.status == "waiting" and item.answer)
+            or item.status == "pending"
+            or (options.resume and item.interrupted)
+        )
+        if again and item.task_id not in chosen:
+            chosen.insert(0, item.task_id)
+    return chosen
+
+
+def run(options: ForgeOptions) -> int:
+    """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
+    from sandbox_runner.forge.scheduler import Conductor, worker_argv
+    from sandbox_runner.records.store import new_run_id
+    from sandbox_runner.signals import signals_as_interrupts
+
+    _check_numbers(options)
+    setup = _setup(options)
+    session = new_run_id()
+    ctx = _context(setup, session, options.max_cost)
+    tasks = _selected(setup, options)
+    if not tasks:
+        out = sys.stderr if options.json_output else sys.stdout
+        print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
+        if options.json_output:
+            print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))
+        return EXIT_COMPLETE
+    _preflight(setup, ctx)
+    parallel = options.parallel or setup.settings.parallel
+    view = _view(options)
+    view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
+    conductor = Conductor(
+        tasks=tasks,
+        parallel=parallel,
+        argv_for=worker_argv([*_worker_args(options, setup), "--session", session]),
+        view=view,
+        cwd=setup.project,
+        keep_going=lambda: not _over_budget(setup.project, session, options.max_cost),
+    )
+    try:
+        with signals_as_interrupts():
+            codes = conductor.run()
+    except Interrupted as exc:
+        view.close()
+        print(
+            f"[fks] Interrupted ({exc.signal_name}); continue with: fks forge run --resume",
+            file=sys.stderr,
+        )
+        _write_outputs(setup, tasks, session, options)
+        return EXIT_INTERRUPTED
+    except BaseException:
+        view.close()
+        raise
+    view.close()
+    items = _write_outputs(setup, tasks, session, options)
+    done = all(i.status == "completed" for i in items) and len(items) == len(tasks)
+    return EXIT_COMPLETE if done and all(c == 0 for c in codes.values()) else EXIT_INCOMPLETE
+
+
+def _view(options: ForgeOptions) -> ForgeView:
+    from sandbox_runner.forge.scheduler import ForgeView
+
+    out = sys.stderr if options.json_output else sys.stdout
+    if out.isatty() and os.environ.get("TERM") != "dumb":
+        from sandbox_runner.ui.forge_view import LiveForgeView
+
+        return LiveForgeView(out)
+    return ForgeView(out)
+
+
+def _check_numbers(options: ForgeOptions) -> None:
+    if options.max_cost is not None and not (
+        math.isfinite(options.max_cost) and options.max_cost > 0
+    ):
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost}")
+    if options.parallel is not None and not 0 < options.parallel <= 64:
+        raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
+
+
+def _over_budget(project: Path, session: str, max_cost: float | None) -> bool:
+    if max_cost is None:
+        return False
+    return sum(i.cost_usd for i in WorkStore(project).items() if i.session == session) >= max_cost
+
+
+def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
+    args = ["--cwd", str(setup.project), "--base", setup.base]
+    if options.config is not None:
+        args += ["--config", str(options.config.resolve())]
+    if options.sandbox:
+        args.append("--sandbox")
+    if options.image:
+        args += ["--image", options.image]
+    for entry in options.allow:
+        args += ["--allow", entry]
+    if options.max_cost is not None:
+        args += ["--max-cost", repr(options.max_cost)]
+    if options.resume:
+        args.append("--resume")
+    return args
+
+
+def worker(options: ForgeOptions, task_id: str) -> int:
+    """One task in this process (what `fks forge run` starts per task)."""
+    from sandbox_runner.forge.worker import process_task
+    from sandbox_runner.signals import signals_as_interrupts
+
+    if not options.session:
+        raise UsageError("a forge worker needs --session")
+    setup = _setup(options)
+    ctx = _context(setup, options.session, options.max_cost)
+    try:
+        with signals_as_interrupts():
+            item = process_task(ctx, task_id, max_cost=options.max_cost)
+    except Interrupted:
+        print("[fks] Interrupted: the task's branch is kept; fks forge run --resume continues it")
+        return EXIT_INTERRUPTED
+    if item is None:
+        return EXIT_SKIPPED
+    return EXIT_COMPLETE if item.status == "completed" else EXIT_INCOMPLETE
+
+
+def _write_outputs(
+    setup: _Setup, tasks: Sequence[str], session: str, options: ForgeOptions
+) -> list[WorkItem]:
+    store = WorkStore(setup.project)
+    items = [i for i in store.items() if i.task_id in tasks]
+    total = sum(i.cost_usd for i in items)
+    out = sys.stderr if options.json_output else sys.stdout
+    for item in items:
+        print(f"[fks] {_summary_line(item)}", file=out)
+    print(f"[fks] Total cost ${total:.4f}", file=out)
+    if options.json_output:
+        print(
+            json.dumps(
+                {
+                    "session": session,
+                    "costUsd": round(total, 6),
+                    "tasks": [_item_json(i) for i in items],
+                },
+                indent=2,
+            )
+        )
+    if options.junit is not None:
+        from sandbox_runner.forge.report import write_junit
+
+        write_junit(options.junit, items)
+    return items
+
+
+def _summary_line(item: WorkItem) -> str:
+    what = {
+        "completed": f"landed ({(item.merge_commit or '')[:12]})",
+        "failed": f"failed: {item.error}",
+        "waiting": f"waiting for an answer: {item.question}",
+        "pending": f"stopped before {item.stage} (--max-cost)",
+        "executing": f"interrupted during {item.stage}",
+    }[item.status]
+    return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
+
+
+def _item_json(item: WorkItem) -> dict[str, object]:
+    return {
+        "task": item.task_id,
+        "title": item.title,
+        "status": item.status,
+        "stage": item.stage,
+        "attempts": item.attempts,
+        "retries": item.retries,
+        "costUsd": round(item.cost_usd, 6),
+        "branch": item.branch,
+        "mergeCommit": item.merge_commit,
+        "error": item.error,
+        "question": item.question,
+        "runs": item.runs,
+    }
+
+
+# --- looking and answering -------------------------------------------------------------------
+
+
+def status(*, cwd: Path | None, json_output: bool = False) -> int:
+    project = _project(cwd)
+    items = WorkStore(project).items()
+    if json_output:
+        print(json.dumps([_item_json(i) for i in items], indent=2))
+        return EXIT_COMPLETE
+    if not items:
+        print("No task has been through fks forge yet (fks forge run starts the ready ones).")
+        return EXIT_COMPLETE
+    print(
+        f"{'TASK':<16} {'STATUS':<10} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
+    )
+    for i in items:
+        waits = i.waiting_for or i.error or ""
+        print(
+            f"{i.task_id:<16} {i.status:<10} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
+            f"{i.branch or '-'}{'  ' + waits if waits else ''}"
+        )
+    return EXIT_COMPLETE
+
+
+def clarifications(*, cwd: Path | None) -> int:
+    project = _project(cwd)
+    store = WorkStore(project)
+    open_items = [i for i in store.items() if i.status == "waiting" and not i.answer]
+    if not open_items:
+        print("No open questions.")
+        return EXIT_COMPLETE
+    for item in open_items:
+        print(f"{item.task_id}: {item.title}")
+        print(f"  {item.question}")
+        print(
+            f'  ({store.clarifications / (item.task_id + ".md")}; answer: fks forge answer {item.task_id} "...")'
+        )
+    return EXIT_COMPLETE
+
+
+def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) -> int:
+    if (text is None) == (file is None):
+        raise UsageError("give the answer as text or with --file FILE (one of them)")
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--file {file}: cannot read it ({exc})") from None
+    assert text is not None
+    if not text.strip():
+        raise UsageError("the answer is empty")
+    project = _project(cwd)
+    task_id = TaskBoard(project).normalize(task)
+    WorkStore(project).record_answer(task_id, text)
+    print(f"Recorded the answer for {task_id}; the next 'fks forge run' continues it.")
+    return EXIT_COMPLETE
+
+
+def create(*, cwd: Path | None, title: str, description: str = "") -> int:
+    from sandbox_runner.tasks.commands import create as create_task
+    from sandbox_runner.tasks.errors import TaskError
+
+    try:
+        return create_task(root=_project(cwd), title=title, description=description)
+    except TaskError as exc:
+        raise FksError(str(exc)) from None
+
+
+PARENT_PROMPT = """# You orchestrate fks forge
+
+You talk with the user about the project's tasks and drive `fks forge` for them with Bash:
+- `fks forge status`: every task's stage, attempts, cost, branch, and what it waits for.
+- `fks forge run [TASK_ID...] [--parallel N] [--sandbox]`: process ready tasks (analyze, implement, review, land).
+- `fks forge clarifications`: questions the agents could not answer; ask the user, then
+  `fks forge answer TASK_ID "answer"` and run again.
+- `fks forge create "title" --description "..."`: add a task; `forge-tasks list` shows them.
+- `fks runs`, `fks show RUN`, `fks review RUN`: what each agent did.
+"""
+
+
+def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
+    """Replace this process with an interactive `claude` that drives the subcommands above."""
+    import shutil
+
+    project = _project(cwd)
+    program = shutil.which("claude")
+    if program is None:
+        raise UsageError(
+            "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"
+        )
+    argv = [program, "--append-system-prompt", PARENT_PROMPT, "--allowedTools", "Bash", *args]
+    sys.stdout.flush()
+    os.chdir(project)
+    os.execv(program, argv)
+
+
+def _project(cwd: Path | None) -> Path:
+    from sandbox_runner.records.store import project_root
+
+    return project_root(project_dir(cwd))
+
+
+def schema() -> int:
+    """The JSON Schema of forge/chains.json."""
+    from sandbox_runner.plan.config import config_schema
+
+    print(json.dumps(config_schema(), indent=2))
+    return EXIT_COMPLETE

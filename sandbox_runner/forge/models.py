@@ -1,0 +1,80 @@
+"""What the forge agents answer: pydantic models whose JSON Schema goes to `claude --json-schema`
+and which validate the answer (`structured_output`) that comes back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+_TEXT = 20_000
+_ITEMS = 200
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class AnalysisResult(_Answer):
+    """How to implement one task."""
+
+    complexity: Literal["low", "medium", "high"]
+    """low: a few lines in one place; medium: several files; high: design work or risky change."""
+    plan: str = Field(min_length=1, max_length=_TEXT)
+    """The approach, in a few sentences."""
+    relevant_files: list[str] = Field(default_factory=list, max_length=_ITEMS)
+    """Paths relative to the repository root."""
+    implementation_steps: list[str] = Field(default_factory=list, max_length=_ITEMS)
+    """Concrete, ordered steps."""
+    context: str = Field(default="", max_length=_TEXT)
+    """What the implementer must know."""
+    sufficient: bool = True
+    """False: the task cannot be planned without more thought (the Architect takes over)."""
+
+
+class ArchitectResult(_Answer):
+    """The Architect's verdict: a resolved analysis, or a question for a human."""
+
+    resolved: bool
+    """True: `analysis` says how to do the task; false: only a human can answer `question`."""
+    analysis: AnalysisResult | None = None
+    """The complete analysis (when resolved)."""
+    question: str | None = Field(default=None, max_length=_TEXT)
+    """One clear, answerable question (when not resolved)."""
+
+
+class ReviewResult(_Answer):
+    """The reviewer's verdict on an implementation."""
+
+    approved: bool
+    """True when the task is done completely and correctly."""
+    issues: list[str] = Field(default_factory=list, max_length=_ITEMS)
+    """What must be fixed before approval."""
+    suggestions: list[str] = Field(default_factory=list, max_length=_ITEMS)
+    """Optional improvements."""
+
+
+Answer = TypeVar("Answer", bound=_Answer)
+
+
+def json_schema(model: type[_Answer]) -> str:
+    """The schema passed to `claude --json-schema` (compact: it is one argv entry)."""
+    return json.dumps(model.model_json_schema(), separators=(",", ":"))
+
+
+def parse_answer(model: type[Answer], raw: dict[str, Any] | None) -> Answer | str:
+    """The validated answer, or one line saying why it is not one."""
+    if raw is None:
+        return "the agent gave no structured answer"
+    try:
+        answer = model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        return f"invalid {model.__name__}: {where}: {first['msg']}"
+    if isinstance(answer, ArchitectResult) and answer.resolved != (answer.analysis is not None):
+        return "invalid ArchitectResult: a resolved answer needs an analysis (and only then)"
+    if isinstance(answer, ArchitectResult) and not answer.resolved and not answer.question:
+        return "invalid ArchitectResult: an unresolved answer needs a question"
+    return answer

@@ -1,0 +1,204 @@
+"""One task's state machine: analyze → (architect) → implement ⇄ review → integrate.
+
+`TaskPipeline` decides; a `Stages` object does (runs the agents, moves branches). Every
+transition is saved in the task's work item before the next stage starts, so a killed
+process leaves the task where `--resume` continues it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from sandbox_runner.forge.models import AnalysisResult, ArchitectResult, ReviewResult
+from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
+
+T = TypeVar("T")
+STRUCTURED_ATTEMPTS = 2
+"""An invalid structured answer is asked for once more, then the task fails."""
+
+
+@dataclass(frozen=True)
+class Answered(Generic[T]):
+    """What one read-only stage run gave: the validated answer, or why there is none."""
+
+    answer: T | None
+    cost_usd: float = 0.0
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Implemented:
+    commits: int
+    cost_usd: float = 0.0
+    problem: str | None = None
+    """Why the agent run failed (None: it ran; `commits` says whether it did anything)."""
+
+
+@dataclass(frozen=True)
+class Integrated:
+    merged: bool
+    commit: str | None = None
+    conflicts: tuple[str, ...] = ()
+    blocked: str | None = None
+
+
+class Stages(Protocol):
+    """Runs the stages of one task."""
+
+    def analyze(self, item: WorkItem) -> Answered[AnalysisResult]: ...
+
+    def architect(self, item: WorkItem) -> Answered[ArchitectResult]: ...
+
+    def implement(self, item: WorkItem) -> Implemented: ...
+
+    def review(self, item: WorkItem) -> Answered[ReviewResult]: ...
+
+    def integrate(self, item: WorkItem) -> Integrated:
+        """Land the task's branch on the base (one task at a time)."""
+        ...
+
+    def restart_on_base(self, item: WorkItem) -> str:
+        """Move the task's branch to the base's tip; returns the commit it left behind."""
+        ...
+
+
+class TaskEvents(Protocol):
+    """Where the pipeline says what happens (and the forge-tasks database follows)."""
+
+    def stage(self, item: WorkItem, stage: str) -> None: ...
+
+    def info(self, message: str) -> None: ...
+
+    def finished(self, item: WorkItem) -> None:
+        """The item reached a rest state: completed, failed, waiting, or pending (budget)."""
+        ...
+
+
+@dataclass
+class TaskPipeline:
+    item: WorkItem
+    store: WorkStore
+    stages: Stages
+    events: TaskEvents
+    max_retries: int = 2
+    over_budget: Callable[[], bool] = lambda: False
+
+    def run(self) -> WorkItem:
+        """Advance the task until it completes, fails, waits for a human, or the budget ends."""
+        item = self.item
+        steps: dict[str, Callable[[], WorkStatus | None]] = {
+            "analyze": self._analyze,
+            "architect": self._architect,
+            "implement": self._implement,
+            "review": self._review,
+            "integrate": self._integrate,
+        }
+        while True:
+            if item.stage == "done":
+                return self._rest("completed")
+            if self.over_budget():
+                self.events.info("--max-cost reached: the task stops here and continues next run")
+                return self._rest("pending")
+            self.events.stage(item, item.stage)
+            rest = steps[item.stage]()
+            self.store.write(item)
+            if rest is not None:
+                return self._rest(rest)
+
+    def _rest(self, status: WorkStatus) -> WorkItem:
+        if status != "waiting":
+            self.store.release(self.item, status)
+        self.events.finished(self.item)
+        return self.item
+
+    def _fail(self, why: str) -> WorkStatus:
+        self.item.error = why
+        return "failed"
+
+    def _ask(self, run: Callable[[WorkItem], Answered[T]], what: str) -> T | str:
+        problem = "no answer"
+        for attempt in range(1, STRUCTURED_ATTEMPTS + 1):
+            answered = run(self.item)
+            self.item.cost_usd += answered.cost_usd
+            if answered.answer is not None:
+                return answered.answer
+            problem = answered.problem or "no answer"
+            if attempt < STRUCTURED_ATTEMPTS:
+                self.events.info(f"{what} gave no valid answer ({problem}); asking once more")
+        return f"{what}: {problem}"
+
+    def _analyze(self) -> WorkStatus | None:
+        answer = self._ask(self.stages.analyze, "Analyze")
+        if isinstance(answer, str):
+            return self._fail(answer)
+        self.item.analysis = answer
+        self.item.stage = "implement" if answer.sufficient else "architect"
+        return None
+
+    def _architect(self) -> WorkStatus | None:
+        answer = self._ask(self.stages.architect, "Architect")
+        if isinstance(answer, str):
+            return self._fail(answer)
+        if answer.resolved and answer.analysis is not None:
+            self.item.analysis = answer.analysis
+            self.item.stage = "implement"
+            return None
+        path = self.store.ask(self.item, answer.question or "")
+        self.events.info(f"Needs a clarification: {answer.question} ({path})")
+        return "waiting"
+
+    def _implement(self) -> WorkStatus | None:
+        self.item.attempts += 1
+        done = self.stages.implement(self.item)
+        self.item.cost_usd += done.cost_usd
+        if done.problem is not None:
+            return self._fail(f"Implement failed: {done.problem}")
+        if done.commits == 0:
+            return self._fail("Implement made no commit")
+        self.item.stage = "review"
+        return None
+
+    def _review(self) -> WorkStatus | None:
+        answer = self._ask(self.stages.review, "Review")
+        if isinstance(answer, str):
+            return self._fail(answer)
+        self.item.review = answer
+        if answer.approved:
+            self.item.feedback = None
+            self.item.stage = "integrate"
+            return None
+        issues = "\n".join(f"- {issue}" for issue in answer.issues) or "- (no reason given)"
+        return self._send_back(f"The reviewer rejected the last attempt:\n{issues}", "rejected")
+
+    def _send_back(self, feedback: str, why: str) -> WorkStatus | None:
+        if self.item.retries >= self.max_retries:
+            return self._fail(f"{why} after {self.item.retries + 1} attempt(s); branch kept")
+        self.item.retries += 1
+        self.item.feedback = feedback
+        self.item.stage = "implement"
+        self.events.info(f"Back to Implement ({why}; retry {self.item.retries}/{self.max_retries})")
+        return None
+
+    def _integrate(self) -> WorkStatus | None:
+        landed = self.stages.integrate(self.item)
+        if landed.merged:
+            self.item.merge_commit = landed.commit
+            self.item.stage = "done"
+            return None
+        if landed.blocked:
+            return self._fail(f"could not land: {landed.blocked}")
+        if self.item.retries >= self.max_retries:
+            return self._fail(
+                f"conflicts with the base in {', '.join(landed.conflicts)}; branch kept"
+            )
+        previous = self.stages.restart_on_base(self.item)
+        files = ", ".join(landed.conflicts)
+        feedback = (
+            f"Work that landed meanwhile conflicts with your previous implementation in: {files}. "
+            f"The branch now starts from the new base. Your previous implementation is commit "
+            f"{previous}: re-apply it on the new base (e.g. `git cherry-pick {previous}`), "
+            "resolve the conflicts keeping both changes' intent, and commit."
+        )
+        return self._send_back(feedback, "conflict on landing")

@@ -1,0 +1,128 @@
+"""What each forge agent is told: its system prompt (packaged default, or the project's file) and
+its prompt, which always names the task it works on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from sandbox_runner.errors import ConfigError
+from sandbox_runner.forge.models import ReviewResult
+from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.paths import read_in_project
+from sandbox_runner.plan.config import ForgeSettings
+
+STAGES = ("analyze", "architect", "implement", "review")
+PROJECT_PROMPTS = Path("system-prompts") / "forge"
+MAX_DIFF = 200_000
+MAX_TASK_YAML = 100_000
+
+
+@dataclass(frozen=True)
+class TaskText:
+    """The task as the forge-tasks database has it."""
+
+    id: str
+    title: str
+    description: str = ""
+    criteria: tuple[str, ...] = ()
+
+    def block(self) -> str:
+        lines = [f"Task {self.id}: {self.title}"]
+        if self.description:
+            lines += ["", "Description:", self.description]
+        if self.criteria:
+            lines += ["", "Acceptance criteria:", *(f"- {c}" for c in self.criteria)]
+        return "\n".join(lines)
+
+
+def system_prompt(stage: str, settings: ForgeSettings, project: Path) -> str:
+    """The configured file, else `system-prompts/forge/<stage>.md`, else the packaged text."""
+    configured = getattr(settings.prompts, stage)
+    path = project / (configured or PROJECT_PROMPTS / f"{stage}.md")
+    if configured or path.is_file():
+        try:
+            return read_in_project(path, f"forge.prompts.{stage}")
+        except OSError as exc:
+            raise ConfigError(
+                f"forge.prompts.{stage}: cannot read {path} ({exc.strerror}); fix the path in forge/chains.json"
+            ) from None
+    packaged = resources.files("sandbox_runner") / "templates" / "init" / "system-prompts"
+    return (packaged / "forge" / f"{stage}.md").read_text(encoding="utf-8")
+
+
+def analyze_prompt(task: TaskText) -> str:
+    return f"{task.block()}\n\nAnalyze this task and answer with the structured output."
+
+
+def architect_prompt(task: TaskText, item: WorkItem) -> str:
+    parts = [task.block()]
+    if item.analysis is not None:
+        parts.append("The analysis so far:\n" + _yaml(item.analysis.model_dump()))
+    if item.question:
+        parts.append(f"Question asked earlier: {item.question}\nThe human's answer: {item.answer}")
+    parts.append("Resolve what is open and answer with the structured output.")
+    return "\n\n".join(parts)
+
+
+def implement_prompt(task: TaskText, item: WorkItem) -> str:
+    parts = [
+        task.block(),
+        "Implement this task. The plan is in .forge/task.yaml (and the last review, if any, in "
+        ".forge/review.yaml); read it first. Commit your work.",
+    ]
+    if item.feedback:
+        parts.append(f"This is attempt {item.attempts}. Address this first:\n{item.feedback}")
+    return "\n\n".join(parts)
+
+
+def task_yaml(task: TaskText, item: WorkItem) -> str:
+    """`.forge/task.yaml` for the Implement agent."""
+    data: dict[str, object] = {
+        "id": task.id,
+        "title": task.title,
+        "description": task.description,
+        "acceptance_criteria": list(task.criteria),
+    }
+    if item.analysis is not None:
+        data.update(item.analysis.model_dump(exclude={"sufficient"}))
+    if item.answer:
+        data["clarification"] = {"question": item.question, "answer": item.answer}
+    if item.feedback:
+        data["feedback"] = item.feedback
+    return _yaml(data)[:MAX_TASK_YAML]
+
+
+def review_yaml(review: ReviewResult) -> str:
+    """`.forge/review.yaml`: the last review, for the Implement agent that addresses it."""
+    return _yaml(review.model_dump())[:MAX_TASK_YAML]
+
+
+def review_prompt(task: TaskText, item: WorkItem, base_commit: str, diff: str) -> str:
+    if len(diff) > MAX_DIFF:
+        diff = diff[:MAX_DIFF] + f"\n… (diff cut at {MAX_DIFF} characters; read the files)"
+    plan = item.analysis.plan if item.analysis is not None else "(none)"
+    return (
+        f"{task.block()}\n\nThe plan was: {plan}\n\n"
+        f"Review the implementation: the diff of the branch against its base {base_commit}:\n\n"
+        f"```diff\n{diff}\n```\n\nAnswer with the structured output."
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line text as `|` blocks: the agent reads the file as it would a note."""
+
+
+def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _text)
+
+
+def _yaml(data: object) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,43 @@
+"""`fks forge run --junit FILE`: one test case per task (landed, failed, or waiting)."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.records.store import write_atomic
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
+    suite = ET.Element("testsuite", name="fks forge", tests=str(len(items)))
+    failures = skipped = 0
+    for item in items:
+        case = ET.SubElement(
+            suite, "testcase", classname="fks.forge", name=_clean(f"{item.task_id} {item.title}")
+        )
+        ET.SubElement(case, "system-out").text = _clean(
+            f"stage {item.stage}, {item.attempts} attempt(s), {item.retries} retries, "
+            f"${item.cost_usd:.4f}, branch {item.branch}, runs {' '.join(item.runs)}"
+        )
+        if item.status == "failed":
+            failures += 1
+            ET.SubElement(case, "failure", message=_clean(item.error or "failed"))
+        elif item.status != "completed":
+            skipped += 1
+            why = item.question if item.status == "waiting" else f"{item.status} at {item.stage}"
+            ET.SubElement(case, "skipped", message=_clean(f"not finished: {why}"))
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suite.set("errors", "0")
+    ET.indent(suite)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("?", text)

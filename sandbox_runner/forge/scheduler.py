@@ -1,0 +1,157 @@
+"""`fks forge run`'s conductor: pick the tasks, keep up to N worker processes going (one task
+each), show their lines as they come, and stop them all on Ctrl-C.
+
+Workers run in sessions of their own so that exactly one signal reaches each, from here.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from sandbox_runner.errors import Interrupted
+
+WORKER_GRACE = 60.0
+"""Seconds interrupted workers get to stop their containers and save their records."""
+
+
+@dataclass
+class Worker:
+    """One task in flight."""
+
+    task_id: str
+    proc: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+    last: str = ""
+    stage: str = "starting"
+
+
+class ForgeView:
+    """Where the conductor shows what happens: plain lines (stderr under --json)."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def line(self, task_id: str, text: str) -> None:
+        print(f"[{task_id}] {text}", file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"[fks] {text}", file=self.out, flush=True)
+
+    def tick(self, workers: Sequence[Worker]) -> None:
+        """Called about every 0.2 s with the workers in flight."""
+
+    def close(self) -> None:
+        """The run is over."""
+
+
+@dataclass
+class Conductor:
+    """Runs `argv_for(task_id)` for each task, `parallel` at a time."""
+
+    tasks: Sequence[str]
+    parallel: int
+    argv_for: Callable[[str], list[str]]
+    view: ForgeView
+    cwd: Path
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    keep_going: Callable[[], bool] = lambda: True
+    """Checked before each start (e.g. the budget)."""
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    _lines: queue.Queue[tuple[str, str | None]] = field(default_factory=queue.Queue)
+
+    def run(self) -> dict[str, int]:
+        """Exit code of each worker that ran; raises Interrupted after stopping them all."""
+        pending = list(self.tasks)
+        running: dict[str, Worker] = {}
+        try:
+            while pending or running:
+                while pending and len(running) < self.parallel and self.keep_going():
+                    task_id = pending.pop(0)
+                    running[task_id] = self._start(task_id)
+                if not self.keep_going():
+                    pending.clear()
+                self._drain(running, timeout=0.2)
+                self.view.tick(list(running.values()))
+        except (KeyboardInterrupt, Interrupted) as exc:
+            self._stop(running, exc)
+            raise Interrupted(getattr(exc, "signal_name", "SIGINT")) from None
+        return self.exit_codes
+
+    def _start(self, task_id: str) -> Worker:
+        proc = subprocess.Popen(
+            self.argv_for(task_id),
+            cwd=self.cwd,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        threading.Thread(target=self._read, args=(task_id, proc.stdout), daemon=True).start()
+        return Worker(task_id, proc)
+
+    def _read(self, task_id: str, pipe: IO[bytes]) -> None:
+        for raw in pipe:
+            self._lines.put((task_id, raw.decode("utf-8", "replace").rstrip("\r\n")))
+        self._lines.put((task_id, None))
+
+    def _drain(self, running: dict[str, Worker], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                task_id, text = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return
+            worker = running.get(task_id)
+            if text is None:
+                if worker is not None:
+                    self.exit_codes[task_id] = worker.proc.wait()
+                    del running[task_id]
+                continue
+            if worker is not None:
+                worker.last = text
+                if text.startswith("[fks] Stage: "):
+                    worker.stage = text.removeprefix("[fks] Stage: ")
+            self.view.line(task_id, text)
+
+    def _stop(self, running: dict[str, Worker], exc: BaseException) -> None:
+        name = getattr(exc, "signal_name", "SIGINT")
+        sig = signal.SIGINT if name == "SIGINT" else signal.SIGTERM
+        self.view.note(f"Interrupted: stopping {len(running)} task(s) in flight")
+        for worker in running.values():
+            if worker.proc.poll() is None:
+                os.kill(worker.proc.pid, sig)
+        deadline = time.monotonic() + WORKER_GRACE
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not orphan them
+        try:
+            while running and time.monotonic() < deadline:
+                self._drain(running, timeout=0.2)
+            for worker in running.values():
+                worker.proc.kill()
+                self.exit_codes[worker.task_id] = worker.proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, old)
+
+
+def worker_argv(args: Sequence[str]) -> Callable[[str], list[str]]:
+    """The command of one worker: this fks, `forge _worker TASK` and the run's options."""
+    return lambda task_id: [
+        sys.executable,
+        "-m",
+        "sandbox_runner",
+        "forge",
+        "_worker",
+        task_id,
+        *args,
+    ]

@@ -1,0 +1,410 @@
+"""The stages of one task, for real: each stage is one Claude run (a one-iteration step of the
+task's run record) on the task's branch `fks/forge/<task-id>`, in a git worktree of its own or,
+with `--sandbox`, in containers on a workspace of its own (whose commits come home as checked
+bundles, like every sandboxed step's)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
+from sandbox_runner.engine.loop import StepContext, StepLoop
+from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.errors import Interrupted
+from sandbox_runner.forge import prompts
+from sandbox_runner.forge.models import (
+    AnalysisResult,
+    ArchitectResult,
+    ReviewResult,
+    json_schema,
+    parse_answer,
+)
+from sandbox_runner.forge.pipeline import Answered, Implemented, Integrated
+from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.git.repo import (
+    Repo,
+    branch_exists,
+    create_branch,
+    delete_branch,
+    exclude_forge_dir,
+    identity_env,
+    rev,
+)
+from sandbox_runner.git.runner import git
+from sandbox_runner.plan.config import AgentConfig, ForgeSettings, SandboxSettings
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.results import StepOutcome
+from sandbox_runner.records.store import (
+    ActiveRun,
+    RunOptions,
+    RunRecord,
+    RunStore,
+    StepRecord,
+    new_run_id,
+    now,
+)
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+A = TypeVar("A", bound="BaseModel")
+TASK_BRANCH_PREFIX = "fks/forge"
+WORKTREES = "task-worktrees"
+DEFAULT_MAX_TURNS = 100
+
+
+def task_branch(task_id: str) -> str:
+    return f"{TASK_BRANCH_PREFIX}/{task_id}"
+
+
+@dataclass
+class ForgeContext:
+    """What the stages of every task share."""
+
+    repo: Repo
+    base: str
+    settings: ForgeSettings
+    reporter: Reporter
+    session: str
+    sandbox: SandboxSettings | None = None
+    """None: stages run as local processes in a worktree."""
+    local_sandbox: Sandbox | None = None
+    """Where local stages run (tests pass a fake)."""
+    secrets: Sequence[str] = ()
+    max_cost: float | None = None
+    merge_lock: Path | None = None
+
+    @property
+    def project(self) -> Path:
+        return self.repo.top
+
+
+def stage_agents(ctx: ForgeContext) -> dict[str, AgentConfig]:
+    """The forge agents as Claude agent configs (Implement twice: by complexity)."""
+    s = ctx.settings
+    turns = s.max_turns or DEFAULT_MAX_TURNS
+    agents = {
+        "analyze": ("analyze", s.models.triage_deep),
+        "architect": ("architect", s.models.triage_deep),
+        "implement": ("implement", s.models.default),
+        "implement-complex": ("implement", s.models.complex),
+        "review": ("review", s.models.default),
+    }
+    return {
+        f"forge:{name}": AgentConfig(
+            systemPromptText=prompts.system_prompt(stage, s, ctx.project),
+            model=model,
+            maxTurns=turns,
+        )
+        for name, (stage, model) in agents.items()
+    }
+
+
+def _tools(ctx: ForgeContext, stage: str) -> list[str]:
+    tools = ctx.settings.worker_tools if stage == "implement" else ctx.settings.triage_tools
+    return ["--tools", ",".join(tools)]
+
+
+@dataclass
+class TaskStages:
+    """Runs one task's stages; a context manager that holds its run record and workspace."""
+
+    ctx: ForgeContext
+    item: WorkItem
+    task: prompts.TaskText
+    _stack: ExitStack = field(default_factory=ExitStack)
+    _run: ActiveRun | None = None
+    _backend: Backend | None = None
+    _worktree: Path | None = None
+
+    def __enter__(self) -> TaskStages:
+        exclude_forge_dir(self.ctx.project)  # .forge/ (task.yaml in worktrees) is never committed
+        self._start_branch()
+        with self._stack:
+            self._run = self._stack.enter_context(_task_run(self.ctx, self.item))
+            self._backend = self._make_backend()
+            self._stack.enter_context(self._backend.session(self._run, self.ctx.reporter))
+            self._stack = self._stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def run(self) -> ActiveRun:
+        assert self._run is not None, "enter first"
+        return self._run
+
+    # --- the task's branch and where its stages run -----------------------------------------
+
+    def _start_branch(self) -> None:
+        """A new work item starts its branch afresh at the base's tip; a resumed one keeps it."""
+        repo, item = self.ctx.repo, self.item
+        branch = task_branch(item.task_id)
+        if item.start_commit is None:
+            tip = rev(repo, self.ctx.base)
+            git(repo.top, "update-ref", f"refs/heads/{branch}", tip)
+            item.branch, item.base, item.start_commit = branch, self.ctx.base, tip
+        elif not branch_exists(repo.top, branch):
+            create_branch(repo, branch, item.start_commit)
+        item.branch = branch
+
+    def _make_backend(self) -> Backend:
+        agents = stage_agents(self.ctx)
+        steps = [Step(agent=name) for name in agents]
+        if self.ctx.sandbox is not None:
+            from sandbox_runner.backends.docker.backend import SandboxBackend
+
+            backend: Backend = SandboxBackend(
+                cwd=self.ctx.project,
+                agents=agents,
+                settings=self.ctx.sandbox,
+                base=self.item.branch,
+                keep_interrupted=False,
+            )
+        else:
+            from sandbox_runner.backends.local import LocalBackend
+
+            self._worktree = self._stack.enter_context(_worktree(self.ctx.repo, self.item))
+            backend = LocalBackend(
+                cwd=self._worktree, agents=agents, sandbox=self.ctx.local_sandbox
+            )
+        backend.preflight(steps)
+        return backend
+
+    @property
+    def _complexity(self) -> str | None:
+        return self.item.analysis.complexity if self.item.analysis is not None else None
+
+    # --- one stage ----------------------------------------------------------------------------
+
+    def _stage(
+        self, stage: str, prompt: str, args: Sequence[str], env: dict[str, str] | None = None
+    ) -> tuple[StepRecord, StepOutcome]:
+        """Run the stage's agent once; its commits land on the task's branch."""
+        run, backend = self.run, self._backend
+        assert backend is not None
+        agent = f"forge:{stage}"
+        if stage == "implement" and self._complexity == "high":
+            agent = "forge:implement-complex"
+        record = run.add_step(agent)
+        step = Step(agent=agent, args=(*_tools(self.ctx, stage), *args))
+        run.begin_step(record)
+        try:
+            with backend.step(record.index, step, record) as prepared:
+                prepared.env = {**prepared.env, **(env or {})}
+                loop = StepLoop(self._context(step, prompt, prepared, record))
+                outcome = loop.run()
+                if prepared.land is not None:
+                    outcome = prepared.land(outcome)
+        except (Interrupted, KeyboardInterrupt):
+            run.abort(record, record.index, "interrupted", "interrupted")
+            raise
+        except Exception as exc:
+            run.abort(record, record.index, "failed", str(exc)[:500])
+            raise
+        run.finish_step(record, complete=outcome.complete, reason=outcome.reason)
+        if record.branch and record.merged and record.start_commit == record.head_commit:
+            delete_branch(self.ctx.repo, record.branch)  # a read-only stage: nothing to review
+        self.item.runs = sorted({*self.item.runs, run.record.id})
+        return record, outcome
+
+    def _context(
+        self, step: Step, prompt: str, prepared: PreparedStep, record: StepRecord
+    ) -> StepContext:
+        return StepContext(
+            step=step,
+            agent=prepared.agent,
+            prompt=PromptSource(origin="forge", text=prompt),
+            sandbox=prepared.sandbox,
+            reporter=self.ctx.reporter,
+            record=record,
+            run=self.run,
+            args=list(step.args),
+            env=prepared.env,
+            labels=prepared.labels,
+            timeout=prepared.timeout,
+            secrets=self.ctx.secrets,
+            no_progress_limit=0,
+            after_iteration=prepared.after_iteration,
+        )
+
+    def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
+        record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])  # type: ignore[arg-type]
+        last = outcome.last
+        cost = record.cost_usd
+        if not outcome.complete or last is None:
+            return Answered(None, cost, _run_problem(outcome))
+        raw = last.claude.structured_output if last.claude is not None else None
+        if raw is None and last.note:  # the CLI reported an error: say that
+            return Answered(None, cost, last.note)
+        answer = parse_answer(model, raw)  # type: ignore[type-var]
+        if isinstance(answer, str):
+            return Answered(None, cost, answer)
+        return Answered(answer, cost)
+
+    # --- Stages -----------------------------------------------------------------------------
+
+    def analyze(self, item: WorkItem) -> Answered[AnalysisResult]:
+        return self._ask("analyze", AnalysisResult, prompts.analyze_prompt(self.task))
+
+    def architect(self, item: WorkItem) -> Answered[ArchitectResult]:
+        return self._ask("architect", ArchitectResult, prompts.architect_prompt(self.task, item))
+
+    def implement(self, item: WorkItem) -> Implemented:
+        assert item.branch is not None
+        before = rev(self.ctx.repo, item.branch)
+        files = {"task.yaml": prompts.task_yaml(self.task, item)}
+        if item.review is not None:
+            files["review.yaml"] = prompts.review_yaml(item.review)
+        if self._worktree is not None:
+            forge_dir = self._worktree / ".forge"
+            forge_dir.mkdir(exist_ok=True)
+            for name, text in files.items():
+                (forge_dir / name).write_text(text, encoding="utf-8")
+        env = {"FKS_TASK_YAML": files["task.yaml"], "FKS_REVIEW_YAML": files.get("review.yaml", "")}
+        record, outcome = self._stage(
+            "implement", prompts.implement_prompt(self.task, item), [], env
+        )
+        after = rev(self.ctx.repo, item.branch)
+        commits = 0 if after == before else _count(self.ctx.repo, before, after)
+        last = outcome.last
+        failed = not outcome.complete or (last is not None and bool(last.exit_code or last.note))
+        problem = _run_problem(outcome) if failed and not commits else None
+        return Implemented(commits=commits, cost_usd=record.cost_usd, problem=problem)
+
+    def review(self, item: WorkItem) -> Answered[ReviewResult]:
+        assert item.branch is not None and item.start_commit is not None
+        diff = git(
+            self.ctx.project,
+            "diff",
+            "--no-ext-diff",
+            "--no-textconv",
+            item.start_commit,
+            item.branch,
+        )
+        prompt = prompts.review_prompt(self.task, item, item.start_commit, diff)
+        return self._ask("review", ReviewResult, prompt)
+
+    def integrate(self, item: WorkItem) -> Integrated:
+        from sandbox_runner.git.landing import merge_back
+
+        assert item.branch is not None
+        with _merge_queue(self.ctx):
+            landing = merge_back(
+                self.ctx.repo,
+                self.ctx.base,
+                item.branch,
+                f"fks forge: {item.task_id} {item.title}"[:200],
+                identity_env(self.ctx.repo),
+            )
+        return Integrated(
+            merged=landing.merged,
+            commit=landing.commit,
+            conflicts=tuple(landing.conflicts),
+            blocked=landing.blocked,
+        )
+
+    def restart_on_base(self, item: WorkItem) -> str:
+        assert item.branch is not None
+        previous = rev(self.ctx.repo, item.branch)
+        tip = rev(self.ctx.repo, self.ctx.base)
+        if self._worktree is not None:
+            git(self._worktree, "reset", "-q", "--hard", tip)
+        else:
+            git(self.ctx.project, "update-ref", f"refs/heads/{item.branch}", tip, previous)
+        item.start_commit = tip
+        return previous
+
+
+def _run_problem(outcome: StepOutcome) -> str:
+    last = outcome.last
+    if last is not None and last.note:
+        return last.note
+    if last is not None and last.exit_code:
+        tail = (last.error_tail or "").strip().splitlines()[-1:]
+        return f"the agent exited {last.exit_code}" + (f": {tail[0][:200]}" if tail else "")
+    return f"the agent run did not finish ({outcome.reason})"
+
+
+def _count(repo: Repo, before: str, after: str) -> int:
+    return int(git(repo.top, "rev-list", "--count", f"{before}..{after}").strip() or 0)
+
+
+@contextlib.contextmanager
+def _task_run(ctx: ForgeContext, item: WorkItem) -> Iterator[ActiveRun]:
+    """The run record of this process's stages of `item` (`fks show`, `logs`, `review`)."""
+    store = RunStore(ctx.project)
+    options = RunOptions(
+        forge_task=item.task_id,
+        sandbox=ctx.sandbox is not None,
+        base=ctx.base,
+        max_cost=ctx.max_cost,
+    )
+    record = RunRecord(
+        id=new_run_id(), started=now(), pid=os.getpid(), cwd=str(ctx.project), options=options
+    )
+    active = store.create(record)
+    active.set_base(item.branch, item.start_commit)
+    item.runs = sorted({*item.runs, record.id})
+    try:
+        yield active
+    except (Interrupted, KeyboardInterrupt):
+        active.end("interrupted", "interrupted")
+        raise
+    except Exception as exc:
+        if not active.record.steps:
+            store.discard(record.id)
+            item.runs.remove(record.id)
+        else:
+            active.end("failed", str(exc)[:500])
+        raise
+    else:
+        complete = item.stage == "done"
+        active.finish(success=complete, failed_at=None, reason=None if complete else item.error)
+
+
+@contextlib.contextmanager
+def _worktree(repo: Repo, item: WorkItem) -> Iterator[Path]:
+    """A git worktree on the task's branch, removed when the task leaves this process."""
+    from sandbox_runner.records.layout import ForgeLayout
+
+    assert item.branch is not None
+    path = ForgeLayout(repo.top).root / WORKTREES / item.task_id
+    git(repo.top, "worktree", "prune")
+    if path.exists():
+        git(repo.top, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(path, ignore_errors=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    git(repo.top, "worktree", "add", "-q", str(path), item.branch)
+    try:
+        yield path
+    finally:
+        git(repo.top, "worktree", "remove", "--force", str(path), check=False)
+        shutil.rmtree(path, ignore_errors=True)
+        git(repo.top, "worktree", "prune", check=False)
+
+
+@contextlib.contextmanager
+def _merge_queue(ctx: ForgeContext) -> Iterator[None]:
+    """One landing at a time on the base, across every worker (first come, first landed)."""
+    import fcntl
+
+    from sandbox_runner.records.layout import ForgeLayout
+
+    path = ctx.merge_lock or ForgeLayout(ctx.project).lock("forge-merge")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

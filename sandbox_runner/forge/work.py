@@ -1,0 +1,184 @@
+"""`.forge/work/<task-id>-<NNN>.yaml`: where each task is in the pipeline. Its `status` is also
+the lock: a process claims a task by turning it `executing` with its pid, under an flock, so two
+`fks forge run` at once never process the same task; a dead owner's claim is taken over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sandbox_runner.errors import FksError
+from sandbox_runner.forge.models import AnalysisResult, ReviewResult
+from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.store import now, pid_alive, write_atomic
+
+WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed"]
+Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
+_NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
+
+
+class WorkItem(BaseModel):
+    """One task's way through the pipeline."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    task_id: str
+    seq: int = 1
+    """NNN of the file name: a task processed again after it failed gets a new item."""
+    title: str = ""
+    status: WorkStatus = "pending"
+    """pending → executing → completed/failed; waiting: for the answer to `question`."""
+    stage: Stage = "analyze"
+    """The next (or current) stage."""
+    pid: int | None = None
+    """The process that holds the task while it is executing."""
+    analysis: AnalysisResult | None = None
+    review: ReviewResult | None = None
+    """The last review."""
+    feedback: str | None = None
+    """What the next Implement must address (review issues or a merge conflict)."""
+    question: str | None = None
+    answer: str | None = None
+    attempts: int = 0
+    """Implement attempts so far."""
+    retries: int = 0
+    """Times the task was sent back to Implement (rejected, or conflicting on landing)."""
+    branch: str | None = None
+    base: str | None = None
+    start_commit: str | None = None
+    """The base commit the task's branch started from (its latest start, after a conflict)."""
+    merge_commit: str | None = None
+    cost_usd: float = 0.0
+    runs: list[str] = Field(default_factory=list)
+    """The run records of this task's stages (`fks show RUN`)."""
+    session: str | None = None
+    """The `fks forge run` that last processed it (for --max-cost across its tasks)."""
+    error: str | None = None
+    updated: datetime = Field(default_factory=now)
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.task_id}-{self.seq:03d}.yaml"
+
+    @property
+    def held(self) -> bool:
+        """Another live process is processing it."""
+        return self.status == "executing" and self.pid is not None and pid_alive(self.pid)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "executing" and not self.held
+
+    @property
+    def waiting_for(self) -> str | None:
+        if self.status == "waiting":
+            return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
+        if self.status == "executing" and not self.held:
+            return "fks forge run --resume (interrupted)"
+        return None
+
+
+class WorkStore:
+    """The work items of one project."""
+
+    def __init__(self, project: Path) -> None:
+        layout = ForgeLayout(project)
+        self.dir = layout.root / "work"
+        self.clarifications = layout.root / "clarifications"
+        self._lock = layout.lock("forge-work")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self._lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def items(self) -> list[WorkItem]:
+        """The newest item of every task."""
+        newest: dict[str, WorkItem] = {}
+        for item in self._all():
+            if item.task_id not in newest or item.seq > newest[item.task_id].seq:
+                newest[item.task_id] = item
+        return sorted(newest.values(), key=lambda i: i.task_id)
+
+    def get(self, task_id: str) -> WorkItem | None:
+        return next((i for i in self.items() if i.task_id == task_id), None)
+
+    def _all(self) -> Iterator[WorkItem]:
+        if not self.dir.is_dir():
+            return
+        for path in sorted(self.dir.glob("*.yaml")):
+            if _NAME.match(path.name):
+                yield self._load(path)
+
+    def _load(self, path: Path) -> WorkItem:
+        try:
+            return WorkItem.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        except (OSError, yaml.YAMLError, ValidationError) as exc:
+            raise FksError(
+                f"{path} is not a valid forge work item ({str(exc).splitlines()[0]}); "
+                "fix or delete it"
+            ) from None
+
+    def write(self, item: WorkItem) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        item.updated = now()
+        data = item.model_dump(mode="json", exclude_none=True)
+        write_atomic(self.dir / item.file_name, yaml.safe_dump(data, sort_keys=False))
+
+    def claim(self, task_id: str, title: str, *, session: str) -> WorkItem | None:
+        """Hold `task_id` for this process (None: another process holds it, or it waits for an
+        answer). An interrupted item continues where it stopped; a finished one starts anew."""
+        with self.locked():
+            item = self.get(task_id)
+            if item is None or item.status in ("completed", "failed"):
+                seq = item.seq + 1 if item is not None else 1
+                item = WorkItem(task_id=task_id, seq=seq, title=title)
+            elif item.held or (item.status == "waiting" and not item.answer):
+                return None
+            item.status, item.pid, item.session = "executing", os.getpid(), session
+            self.write(item)
+            return item
+
+    def release(self, item: WorkItem, status: WorkStatus) -> None:
+        item.status, item.pid = status, None
+        self.write(item)
+
+    def ask(self, item: WorkItem, question: str) -> Path:
+        """Queue `question` for a human: `.forge/clarifications/<task-id>.md`."""
+        self.clarifications.mkdir(parents=True, exist_ok=True)
+        path = self.clarifications / f"{item.task_id}.md"
+        text = f"# {item.task_id}: {item.title}\n\n## Question\n\n{question.strip()}\n"
+        write_atomic(path, text)
+        item.question, item.answer, item.stage = question, None, "architect"
+        self.release(item, "waiting")
+        return path
+
+    def record_answer(self, task_id: str, answer: str) -> WorkItem:
+        with self.locked():
+            item = self.get(task_id)
+            if item is None or item.status != "waiting":
+                raise FksError(
+                    f"{task_id} has no open question; 'fks forge clarifications' lists them"
+                )
+            item.answer = answer.strip()
+            self.write(item)
+        path = self.clarifications / f"{task_id}.md"
+        with contextlib.suppress(OSError):
+            question = path.read_text(encoding="utf-8").rstrip()
+            write_atomic(path, f"{question}\n\n## Answer\n\n{item.answer}\n")
+        return item

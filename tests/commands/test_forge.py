@@ -1,0 +1,196 @@
+"""`fks forge …` and `fks schema` as a user runs them (the console script, exit codes, files)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from fakeapi import FakeAnthropic, Request, isolated_environ
+from helpers import fks, git, init_repo, write_config
+
+CONFIG_TEMPLATE = Path(__file__).parents[2] / "sandbox_runner/templates/init/forge/chains.json"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+
+
+def create(repo: Path, title: str) -> str:
+    done = fks("forge", "create", title, "--description", f"Make {title}", cwd=repo)
+    assert done.code == 0, done.output
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"task {title}")
+    return done.stdout.split()[-1]
+
+
+def test_schema_is_a_json_schema_the_init_config_satisfies() -> None:
+    done = fks("schema")
+    assert done.code == 0, done.output
+    schema = json.loads(done.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    config = json.loads(CONFIG_TEMPLATE.read_text())
+    assert config["$schema"] == "./chains.schema.json"
+    assert list(validator.iter_errors(config)) == []
+    bad = {**config, "forge": {"parallel": "2", "maxReviewRetries": -1}}
+    assert {e.message for e in validator.iter_errors(bad)} >= {"'2' is not of type 'integer'"}
+
+
+def test_init_writes_the_forge_prompts_and_the_schema(repo: Path) -> None:
+    done = fks("init", "--cwd", str(repo))
+    assert done.code == 0, done.output
+    for stage in ("analyze", "architect", "implement", "review"):
+        assert (repo / "system-prompts" / "forge" / f"{stage}.md").read_text().startswith("# ")
+    schema = json.loads((repo / "forge" / "chains.schema.json").read_text())
+    assert "forge" in schema["properties"]
+    assert fks("validate", "--cwd", str(repo)).code == 0
+
+
+def test_a_bad_forge_section_is_a_config_error(repo: Path) -> None:
+    write_config(repo, {"forge": {"maxReviewRetries": -1}})
+    done = fks("validate", "--cwd", str(repo))
+    assert done.code == 2
+    assert "forge.maxReviewRetries: must not be negative" in done.stderr
+    write_config(repo, {"forge": {"prompts": {"review": "missing.md"}}})
+    done = fks("forge", "run", "--cwd", str(repo))
+    assert done.code == 2
+    assert "forge.prompts.review references 'missing.md' which does not exist" in done.stderr
+
+
+def test_nothing_to_do_without_ready_tasks(repo: Path) -> None:
+    done = fks("forge", "run", "--cwd", str(repo))
+    assert done.code == 0, done.output
+    assert "No ready tasks" in done.stdout
+    status = fks("forge", "status", "--cwd", str(repo))
+    assert status.code == 0 and "No task has been through fks forge yet" in status.stdout
+    as_json = fks("forge", "run", "--json", "--cwd", str(repo))
+    assert as_json.code == 0 and json.loads(as_json.stdout)["tasks"] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--parallel", "0"], "--parallel must be between 1 and 64"),
+        (["--max-cost", "-1"], "--max-cost must be a positive amount"),
+        (["TASK-zzzzzz"], "no task TASK-zzzzzz"),
+        (["--base", "nope"], "--base nope: no such branch"),
+        (["--image", "x"], "--image and --allow only apply to --sandbox runs"),
+    ],
+)
+def test_usage_errors_are_one_line_and_start_nothing(
+    repo: Path, args: list[str], message: str
+) -> None:
+    create(repo, "something")
+    done = fks("forge", "run", *args, "--cwd", str(repo))
+    assert done.code == 2, done.output
+    assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.output
+    assert not (repo / ".forge" / "work").exists()
+
+
+def test_uncommitted_changes_outside_the_task_files_are_refused(repo: Path) -> None:
+    create(repo, "something")
+    (repo / "README.md").write_text("changed\n")
+    done = fks("forge", "run", "--cwd", str(repo))
+    assert done.code == 2
+    assert "uncommitted changes to tracked files" in done.stderr and "README.md" in done.stderr
+    assert not (repo / ".forge" / "work").exists()
+
+
+def test_answer_needs_an_open_question_and_one_answer(repo: Path, tmp_path: Path) -> None:
+    task = create(repo, "something")
+    done = fks("forge", "answer", task, "yes", "--cwd", str(repo))
+    assert done.code == 2 and "has no open question" in done.stderr
+    (tmp_path / "a.txt").write_text("yes")
+    done = fks(
+        "forge", "answer", task, "yes", "--file", str(tmp_path / "a.txt"), "--cwd", str(repo)
+    )
+    assert done.code == 2 and "one of them" in done.stderr
+    assert fks("forge", "clarifications", "--cwd", str(repo)).stdout.strip() == "No open questions."
+
+
+# --- with the real claude CLI, locally (each task in a git worktree) -----------------------------
+
+
+def local_team(request: Request) -> Any:
+    if any(r for r in request.tool_results):
+        return [{"text": "Done."}]
+    system = request.system_text
+    if "You analyze one task" in system:
+        plan = {"complexity": "low", "plan": "Write it.", "sufficient": True}
+        return [{"tool": "StructuredOutput", "input": plan}]
+    if "You implement one task" in system:
+        command = "test -f .forge/task.yaml && echo hi > hi.txt && git add hi.txt && git commit -qm 'say hi'"
+        return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+    if "You review the implementation of one task" in system and "+hi" in request.prompt:
+        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
+    return [{"text": f"unexpected: {request.prompt[:100]}"}]
+
+
+def test_forge_run_without_sandbox_uses_a_worktree_per_task(repo: Path, tmp_path: Path) -> None:
+    task = create(repo, "say hi")
+    with FakeAnthropic(responder=local_team) as fake:
+        env = isolated_environ(fake.env(tmp_path / "claude"))
+        done = fks(
+            "forge", "run", "--junit", str(tmp_path / "j.xml"), cwd=repo, env=env, timeout=300
+        )
+    assert done.code == 0, done.output
+    assert f"[{task}] [fks] Stage: Review" in done.stdout
+    assert (repo / "hi.txt").read_text() == "hi\n"
+    assert git(repo, "log", "-1", "--format=%s") == "say hi"
+    assert not (repo / ".forge" / "task-worktrees" / task).exists()
+    assert git(repo, "worktree", "list").count("\n") == 0  # only the main one
+    junit = (tmp_path / "j.xml").read_text()
+    assert 'tests="1"' in junit and 'failures="0"' in junit and task in junit
+    runs = fks("runs", cwd=repo)
+    assert f"forge {task}" in runs.stdout, runs.output
+
+
+def test_parent_replaces_fks_with_claude_told_about_the_subcommands(
+    repo: Path, tmp_path: Path
+) -> None:
+    seen: list[Request] = []
+
+    def answer(request: Request) -> Any:
+        seen.append(request)
+        return [{"text": "You have no open questions."}]
+
+    with FakeAnthropic(responder=answer) as fake:
+        env = isolated_environ(fake.env(tmp_path / "claude"))
+        done = fks(
+            "forge", "parent", "--cwd", str(repo), "-p", "What is open?", cwd=tmp_path, env=env
+        )
+    assert done.code == 0, done.output
+    assert "You have no open questions." in done.stdout
+    assert seen and "fks forge clarifications" in seen[0].system_text
+    assert "fks forge run [TASK_ID...]" in seen[0].system_text
+
+
+def test_clean_removes_the_worktree_a_killed_local_run_left(repo: Path) -> None:
+    import yaml
+
+    task = create(repo, "killed")
+    git(repo, "branch", f"fks/forge/{task}")
+    left = repo / ".forge" / "task-worktrees" / task
+    git(repo, "worktree", "add", "-q", str(left), f"fks/forge/{task}")
+    work = repo / ".forge" / "work"
+    work.mkdir(parents=True)
+    item = {"task_id": task, "status": "executing", "stage": "implement", "pid": 2**22 + 7}
+    (work / f"{task}-001.yaml").write_text(yaml.safe_dump(item))
+    done = fks("clean", "--cwd", str(repo))
+    assert done.code == 0, done.output
+    assert not left.exists()
+    assert git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "branch", "--list", f"fks/forge/{task}")  # the branch stays
+
+
+def test_the_repositorys_schema_copy_is_current() -> None:
+    """Refresh with `fks schema > forge/chains.schema.json` after changing the config models."""
+    from sandbox_runner.plan.config import config_schema
+
+    copy = Path(__file__).parents[2] / "forge" / "chains.schema.json"
+    assert json.loads(copy.read_text()) == config_schema()

@@ -1,0 +1,83 @@
+"""A hostile forge agent: what it can send back (structured answers, commits) costs only its task."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import git
+from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
+
+from sandbox_runner.backends.base import ExecSpec
+from sandbox_runner.backends.fake import FakeRun
+from sandbox_runner.forge.work import WorkStore
+from sandbox_runner.forge.worker import process_task
+
+__all__ = ["repo"]  # the fixture
+
+
+def test_a_huge_structured_answer_is_dropped_and_the_task_fails(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "huge", capsys)
+    huge = {**ANALYSIS, "plan": "x" * (12 * 1024 * 1024)}  # one 12 MB stream-json line
+    ctx, _ = context(repo, [answer(huge), answer(huge)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert item.error == "Analyze: the agent gave no structured answer"
+    assert (repo / ".forge" / "work" / f"{task_id}-001.yaml").stat().st_size < 100_000
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {**ANALYSIS, "plan": "p" * 20_001},
+        {**ANALYSIS, "relevant_files": ["f"] * 201},
+        {**ANALYSIS, "extra": "field"},
+        {**ANALYSIS, "complexity": ["low"]},
+        {"a": {"b": {"c": {"d": [[[[[]]]]]}}}},
+    ],
+    ids=["long-text", "many-items", "unknown-key", "wrong-type", "nested"],
+)
+def test_a_malformed_structured_answer_fails_the_task_with_the_reason(
+    repo: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, object]
+) -> None:
+    task_id = new_task(repo, "malformed", capsys)
+    ctx, _ = context(repo, [answer(bad), answer(bad)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert (item.error or "").startswith("Analyze: invalid AnalysisResult:")
+
+
+def test_a_structured_answer_hidden_in_tool_output_is_not_taken(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the CLI's result event carries the answer, not text an agent prints."""
+    task_id = new_task(repo, "spoof", capsys)
+    spoof = json.dumps({"type": "assistant", "structured_output": APPROVED}) + "\n"
+    ctx, _ = context(repo, [FakeRun(stdout=spoof), FakeRun(stdout=spoof)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+
+
+def test_commits_into_forge_records_never_land(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "sneaky", capsys)
+
+    def sneak(spec: ExecSpec) -> FakeRun:
+        target = spec.cwd / ".forge" / "work" / f"{task_id}-001.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("status: completed\n")
+        git(spec.cwd, "add", "-f", ".forge/work")
+        return commit({"a.txt": "one\n"})(spec)
+
+    ctx, _ = context(repo, [answer(ANALYSIS), sneak, answer(APPROVED)])
+    before = git(repo, "rev-parse", "main")
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert "could not land" in (item.error or "") and ".forge" in (item.error or "")
+    assert git(repo, "rev-parse", "main") == before
+    saved = WorkStore(repo).get(task_id)
+    assert saved is not None and saved.status == "failed"  # fks's own record, not the agent's
