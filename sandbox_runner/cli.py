@@ -423,10 +423,48 @@ def image_build_cmd(
     tag: Annotated[
         str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")
     ] = None,
+    claude_version: Annotated[
+        str | None,
+        typer.Option(
+            "--claude-version",
+            metavar="X.Y.Z|latest",
+            help="Claude Code release to put in the image (default: the one this fks pins).",
+        ),
+    ] = None,
+    from_image: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="IMAGE",
+            help="Put the agent layer on your own (Debian/Ubuntu based) image instead; the "
+            "result is tagged fks-agent:from-<image>-<hash of its inputs>.",
+        ),
+    ] = None,
+    devcontainer: Annotated[
+        bool,
+        typer.Option(
+            "--devcontainer",
+            help="Build from the devcontainer.json in PATH (default: the current directory's "
+            ".devcontainer/), with the agent layer on top.",
+        ),
+    ] = False,
+    path: Annotated[
+        Path | None,
+        typer.Argument(help="With --devcontainer: a devcontainer.json or the folder holding it."),
+    ] = None,
 ) -> int:
     from sandbox_runner.commands import image
 
-    return image.build(base_image=base_image, ca_certs=list(ca_cert or []), tag=tag)
+    if path is not None and not devcontainer:
+        raise UsageError(f"unexpected argument {str(path)!r}; did you mean --devcontainer PATH?")
+    return image.build(
+        base_image=base_image,
+        ca_certs=list(ca_cert or []),
+        tag=tag,
+        claude_version=claude_version,
+        from_image=from_image,
+        devcontainer=(path or Path.cwd()) if devcontainer else None,
+    )
 
 
 @image_app.command(

@@ -19,6 +19,8 @@ Benchmarks:
                                                                                    (target: <= 1.4x)
   output     an agent printing 200 MB: fks's peak memory, and its throughput against
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)
+  image      the agent image built from scratch (no layer cache; base present): its size against
+             the base's, the cold build time, and a rebuild with nothing changed   (target: <= 350 MB)
 
 The machines are noisy: every number is the median of --repeat runs after warm-up runs, and
 baselines run interleaved with what they are compared to.
@@ -41,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the package from this checkout
-IMAGE = "fks-agent:latest"
+IMAGE = os.environ.get("FKS_AGENT_IMAGE") or "fks-agent:latest"
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "bench",
@@ -510,6 +512,43 @@ def bench_output(work: Path, repeat: int) -> list[str]:
     ]
 
 
+def bench_image(work: Path, repeat: int) -> list[str]:
+    """One cold build (no layer cache; it downloads the packages and Claude Code) into a tag of
+    its own, removed afterwards; `repeat` does not apply."""
+    import io
+
+    from sandbox_runner.backends.docker import images, versions
+    from sandbox_runner.backends.docker.base_image import DEFAULT_BASE_IMAGE, LOCAL_BASE_IMAGE
+
+    client = images.docker_client()
+    present = images.image_exists(client, DEFAULT_BASE_IMAGE)
+    base = DEFAULT_BASE_IMAGE if present else LOCAL_BASE_IMAGE
+    certs = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
+    context = images.assemble_context(work / "image", ca_certs=certs)
+    tag = f"fks-agent:bench-{os.getpid()}"
+    version = versions.CLAUDE_CODE_VERSION
+    args = {"CLAUDE_CODE_VERSION": version, "NPM_REGISTRY": versions.npm_registry()}
+
+    def build(cold: bool) -> None:
+        out = io.StringIO()
+        images.build_context(
+            client, context, base_image=base, tag=tag, out=out, buildargs=args, no_cache=cold
+        )
+
+    try:
+        cold = timed(lambda: build(True))
+        again = timed(lambda: build(False))
+        size = client.images.get(tag).attrs["Size"] / 1e6
+    finally:
+        client.images.remove(tag, force=True)
+    base_size = client.images.get(base).attrs["Size"] / 1e6
+    return [
+        f"| image: agent image size (Claude Code {version}, no Node) | {size:.0f} MB | base {base} {base_size:.0f} MB | +{size - base_size:.0f} MB | <= 350 MB | {'ok' if size <= 350 else 'MISSED'} |",
+        f"| image: cold build (no layer cache, base present) | {cold:.0f} s | - | - | reported | |",
+        f"| image: build again, nothing changed | {again:.1f} s | - | - | reported | |",
+    ]
+
+
 STAGE_SECONDS = 5.0
 
 
@@ -603,6 +642,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "import": bench_import,
     "output": bench_output,
     "forge": bench_forge,
+    "image": bench_image,
 }
 
 

@@ -93,7 +93,9 @@ def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -
         return every or labels.get(LABEL_REPO) in repos
 
     count = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+    # ignore_removed: a container that goes away while listed (another run ending) is skipped.
+    listed = client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True)
+    for container in listed:
         if ours(container.labels) and _remove_container(container):
             print(f"removed container {container.short_id} (run {container.labels.get(LABEL_RUN)})")
             count += 1
@@ -180,8 +182,12 @@ def _salvage_step(
             return
         before = rev(repo, step.branch)
         workspace = VolumeWorkspace(client, repo, name, labels)
+        image = labels.get(LABEL_IMAGE, "")
         settings = container_settings(
-            labels.get(LABEL_IMAGE, ""), workspace.mounts(), {LABEL_RUN: labels[LABEL_RUN]}
+            image,
+            workspace.mounts(),
+            {LABEL_RUN: labels[LABEL_RUN]},
+            user=_image_user(client, image),
         )
         env = identity_env(repo)
         leftover = leftover_ref(record.id, index)
@@ -205,6 +211,18 @@ def _salvage_step(
         print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
     elif rev(repo, step.branch) != before:
         print(f"kept the last commits of {step.branch} (the run was stopped before saving them)")
+
+
+def _image_user(client: docker.DockerClient, image: str) -> str | None:
+    """The user the step's containers ran as (a devcontainer's remoteUser), if its image says."""
+    import docker as docker_module
+
+    from sandbox_runner.backends.docker.images import image_user
+
+    try:
+        return image_user(client, image) if image else None
+    except docker_module.errors.DockerException:
+        return None
 
 
 def _clean_task_worktrees(project: Path) -> int:

@@ -7,12 +7,45 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sandbox_runner.errors import UsageError
 
-def build(*, base_image: str | None, ca_certs: list[Path], tag: str | None) -> int:
-    from sandbox_runner.backends.docker import images
 
+def build(
+    *,
+    base_image: str | None,
+    ca_certs: list[Path],
+    tag: str | None,
+    claude_version: str | None = None,
+    from_image: str | None = None,
+    devcontainer: Path | None = None,
+) -> int:
+    from sandbox_runner.backends.docker import images, versions
+
+    if from_image is not None and base_image is not None:
+        raise UsageError(
+            "--from and --base-image cannot be used together: --from puts the agent layer on "
+            "your image, --base-image chooses the base of the default one"
+        )
+    if from_image is not None and not from_image.strip():
+        raise UsageError("--from needs an image name (e.g. --from my-toolchain:latest)")
+    if devcontainer is not None and (from_image is not None or base_image is not None):
+        raise UsageError("--devcontainer cannot be used with --from or --base-image")
+    version = versions.resolve_claude_version(claude_version, ca_certs=ca_certs)
+    if devcontainer is not None:
+        from sandbox_runner.backends.docker.devcontainer import build_devcontainer_image
+
+        build_devcontainer_image(devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag)
+        return 0
+    if from_image is not None:
+        from sandbox_runner.backends.docker.derived import build_derived_image
+
+        build_derived_image(from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
+        return 0
     images.build_agent_image(
-        base_image=base_image, ca_certs=ca_certs, tag=tag or images.DEFAULT_AGENT_IMAGE
+        base_image=base_image,
+        ca_certs=ca_certs,
+        tag=tag or images.DEFAULT_AGENT_IMAGE,
+        claude_version=version,
     )
     return 0
 

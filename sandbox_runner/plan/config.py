@@ -42,7 +42,8 @@ class SandboxSettings(_Model):
     """Docker sandbox settings; chain level, overridable per agent."""
 
     image: str | None = None
-    """Agent image (default: fks-agent:latest)."""
+    """Agent image (default: fks-agent:latest); `devcontainer` builds and uses the repository's
+    .devcontainer/devcontainer.json."""
     network: str | None = None
     """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
     egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model

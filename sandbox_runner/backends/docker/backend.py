@@ -5,6 +5,7 @@ and its own branch, merged back into the base branch when it completes.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -107,6 +108,11 @@ class SandboxBackend:
         """The run's egress proxies: started with the first step that needs one."""
         self._kept: set[str] = set()
         """Workspaces of interrupted steps: kept for --resume (and `fks clean`)."""
+        self._users: dict[str, str | None] = {}
+        """The user each image names (label fks.user), else None: the host's uid:gid."""
+        self._devcontainer: str | None = None
+        self._image_warnings: list[str] = []
+        """Images that hold another fks or Claude Code than expected: said once per run."""
         self._keep_interrupted = keep_interrupted
 
     # --- Backend protocol ---------------------------------------------------------------------
@@ -181,7 +187,11 @@ class SandboxBackend:
             check_static,
         )
         from sandbox_runner.backends.docker.client import docker_client, ping
-        from sandbox_runner.backends.docker.images import require_image
+        from sandbox_runner.backends.docker.images import (
+            image_user,
+            require_image,
+            stale_image_warning,
+        )
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
@@ -191,9 +201,12 @@ class SandboxBackend:
         for step in steps:
             settings = self.settings_for(step.agent)
             check_engine(self._client, settings, self._where(step.agent))
-            image = settings.image or self._image_default
+            image = self._image(settings)
             if image not in programs:
                 require_image(self._client, image)
+                if warning := stale_image_warning(self._client, image):
+                    self._image_warnings.append(warning)
+                self._users[image] = image_user(self._client, image)
             programs.setdefault(image, set()).add(self.resolve(step).program)
         for image, names in programs.items():
             check_agents_in_image(self._client, image, names)
@@ -204,6 +217,16 @@ class SandboxBackend:
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
                 )
+
+    def _image(self, settings: SandboxSettings) -> str:
+        """The image's name; `devcontainer` is the repository's, built on first use."""
+        from sandbox_runner.backends.docker.devcontainer import DEVCONTAINER, ensure_for_run
+
+        if settings.image != DEVCONTAINER:
+            return settings.image or self._image_default
+        if self._devcontainer is None:
+            self._devcontainer = ensure_for_run(self._repo.top, say=sys.stderr)
+        return self._devcontainer
 
     def _where(self, agent: str) -> str:
         cfg = self._agents.get(agent)
@@ -230,6 +253,8 @@ class SandboxBackend:
     @contextmanager
     def session(self, run: ActiveRun, reporter: Notices) -> Iterator[None]:
         self._run, self._reporter = run, reporter
+        for warning in dict.fromkeys(self._image_warnings):
+            reporter.warn(warning)
         run.set_base(self._base, rev(self._repo, self._base))
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
@@ -343,7 +368,7 @@ class SandboxBackend:
         host_view = self.resolve(step)
         repo, base, relative = self._step_repo(host_view)
         settings = self.settings_for(step.agent)
-        image = settings.image or self._image_default
+        image = self._image(settings)
         workspace = self._workspace(repo, image)
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
@@ -351,9 +376,8 @@ class SandboxBackend:
 
         agent = self._container_agent(host_view, repo, relative)
         env = self._env(agent, settings, repo)
-        container = container_settings(
-            image, self._mounts(agent, settings, workspace), _labels(run_id, index, repo), settings
-        )
+        mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
+        container = container_settings(image, mounts, _labels(run_id, index, repo), settings, user)
         proxy = self._egress(agent, settings, repo)
         if proxy is not None:
             container, env = _through_proxy(proxy, container, env, settings.env)
@@ -578,15 +602,20 @@ def _docker_network(settings: SandboxSettings) -> str:
 
 
 def container_settings(
-    image: str, mounts: list[Mount], labels: dict[str, str], settings: SandboxSettings | None = None
+    image: str,
+    mounts: list[Mount],
+    labels: dict[str, str],
+    settings: SandboxSettings | None = None,
+    user: str | None = None,
 ) -> ContainerSettings:
-    """The hardened container of every sandbox iteration (and of `fks clean`'s exports)."""
+    """The hardened container of every sandbox iteration (and of `fks clean`'s exports); it
+    runs as your uid:gid unless the image names its user (a devcontainer's remoteUser)."""
     from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
     settings = settings or SandboxSettings()
     return ContainerSettings(
         image=image or DEFAULT_AGENT_IMAGE,
-        user=f"{os.getuid()}:{os.getgid()}",
+        user=user or f"{os.getuid()}:{os.getgid()}",
         mounts=mounts,
         network=_docker_network(settings),
         memory=settings.memory or DEFAULT_MEMORY,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import re
 import shutil
 import sys
@@ -17,23 +18,35 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sandbox_runner import __version__
 from sandbox_runner.backends.docker.base_image import (
     make_base_image,
     resolve_base_image,
 )
 from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
+from sandbox_runner.backends.docker.versions import (
+    CLAUDE_CODE_VERSION,
+    LABEL_FROM,
+    image_labels,
+    npm_registry,
+    version_warning,
+)
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.ui.ansi import strip_escapes
 
 if TYPE_CHECKING:
     import docker
 
-DEFAULT_AGENT_IMAGE = "fks-agent:latest"
+# FKS_AGENT_IMAGE names another default (CI jobs of several checkouts on one engine).
+DEFAULT_AGENT_IMAGE = os.environ.get("FKS_AGENT_IMAGE") or "fks-agent:latest"
 DEFAULT_PROXY_IMAGE = "fks-proxy:latest"
 DOCKERFILE_NAME = "Dockerfile.agent"
 PROXY_DOCKERFILE_NAME = "Dockerfile.proxy"
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
+BUILD_HELPER = Path(__file__).resolve().with_name("build_helper.py")  # runs in the build
+# Only the host drives Docker; inside the image fks runs forge-tasks (and `fks --version`).
+HOST_ONLY_PACKAGES = frozenset({"docker", "tenacity"})
 
 # A pull that gets no answer for this long is given up (the daemon fails at once when DNS
 # cannot resolve the registry; this bounds a hanging one).
@@ -56,9 +69,27 @@ def require_image(client: docker.DockerClient, name: str) -> None:
     """SandboxError with the command that builds `name` when it is not present locally."""
     if image_exists(client, name):
         return
+    raise SandboxError(f"Image {name!r} not found; build it with {build_command(name)!r}")
+
+
+def build_command(name: str) -> str:
+    """The `fks image build` that makes the image `name`."""
     built_by_default = name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE)
-    how = "fks image build" if built_by_default else f"fks image build --tag {name}"
-    raise SandboxError(f"Image {name!r} not found; build it with {how!r}")
+    return "fks image build" if built_by_default else f"fks image build --tag {name}"
+
+
+def image_user(client: docker.DockerClient, name: str) -> str | None:
+    """The user an image asks its containers to run as (label fks.user), if any."""
+    user = (client.images.get(name).labels or {}).get("fks.user")
+    return user if isinstance(user, str) and user else None
+
+
+def stale_image_warning(client: docker.DockerClient, name: str) -> str | None:
+    """A line saying `name` holds another fks or Claude Code than expected (see versions)."""
+    labels = client.images.get(name).labels or {}
+    base = labels.get(LABEL_FROM)
+    rebuild = f"fks image build --from {base}" if base else build_command(name)
+    return version_warning(name, labels, rebuild=rebuild)
 
 
 def pull_image(client: docker.DockerClient, name: str) -> None:
@@ -92,10 +123,18 @@ def split_tag(name: str) -> tuple[str, str]:
 
 
 def assemble_context(
-    dest: Path, *, ca_certs: Sequence[Path], package_dir: Path = PACKAGE_DIR
+    dest: Path,
+    *,
+    ca_certs: Sequence[Path],
+    package_dir: Path = PACKAGE_DIR,
+    dockerfile: str = DOCKERFILE_NAME,
 ) -> Path:
-    """Write the agent's build context into `dest`: Dockerfile.agent, ca-certs/, fks/ (see the Dockerfile)."""
-    _dockerfile_and_certs(dest, DOCKERFILE_NAME, ca_certs=ca_certs, package_dir=package_dir)
+    """Write the agent's build context into `dest`: Dockerfile.agent (or `dockerfile`),
+    build_helper.py, ca-certs/, fks/ (see the Dockerfile)."""
+    _dockerfile_and_certs(dest, dockerfile, ca_certs=ca_certs, package_dir=package_dir)
+    shutil.copyfile(
+        package_dir / "backends" / "docker" / BUILD_HELPER.name, dest / BUILD_HELPER.name
+    )
     requirements, project = _project_files()
     source = dest / "fks"
     shutil.copytree(
@@ -175,9 +214,10 @@ def _project_files() -> tuple[str, str]:
             "'pip install -e .' in the checkout"
         ) from None
     dependencies = [req for req in dist.requires or [] if not re.search(r"\bextra\s*==", req)]
+    in_image = [req for req in dependencies if _requirement_name(req) not in HOST_ONLY_PACKAGES]
     scripts = {ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"}
     # setuptools/wheel: the image installs fks with --no-build-isolation (no PyPI at that step).
-    requirements = "\n".join([*dependencies, "setuptools>=68", "wheel"]) + "\n"
+    requirements = "\n".join([*in_image, "setuptools>=68", "wheel"]) + "\n"
     lines = [
         "[build-system]",
         'requires = ["setuptools>=68"]',
@@ -202,6 +242,10 @@ def _project_files() -> tuple[str, str]:
     return requirements, "\n".join(lines)
 
 
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0].lower()
+
+
 # --- Build -----------------------------------------------------------------------------------
 
 
@@ -209,16 +253,19 @@ def build_agent_image(
     *,
     base_image: str | None,
     ca_certs: Sequence[Path],
+    claude_version: str = CLAUDE_CODE_VERSION,
     tag: str = DEFAULT_AGENT_IMAGE,
     proxy_tag: str = DEFAULT_PROXY_IMAGE,
     out: TextIO | None = None,
 ) -> str:
-    """Build the egress proxy image, then the agent image, from one base; return the agent
-    image's id. Build output is streamed to `out` line by line."""
+    """Build the egress proxy image, then the agent image with Claude Code `claude_version`,
+    from one base; return the agent image's id. Build output is streamed to `out` line by line."""
     stream = out if out is not None else sys.stdout
     with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
         agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs)
         proxy_context = assemble_proxy_context(Path(tmp) / "proxy", ca_certs=ca_certs)
+        pinned = " (pinned by this fks)" if claude_version == CLAUDE_CODE_VERSION else ""
+        print(f"Claude Code {claude_version}{pinned}, fks {__version__}", file=stream, flush=True)
         client = docker_client()
         base = resolve_base_image(
             base_image,
@@ -235,7 +282,15 @@ def build_agent_image(
             out=stream,
             dockerfile=PROXY_DOCKERFILE_NAME,
         )
-        return build_context(client, agent_context, base_image=base, tag=tag, out=stream)
+        return build_context(
+            client,
+            agent_context,
+            base_image=base,
+            tag=tag,
+            out=stream,
+            buildargs={"CLAUDE_CODE_VERSION": claude_version, "NPM_REGISTRY": npm_registry()},
+            labels=image_labels(claude_version),
+        )
 
 
 def build_context(
@@ -246,7 +301,9 @@ def build_context(
     tag: str,
     out: TextIO,
     buildargs: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
     dockerfile: str = DOCKERFILE_NAME,
+    no_cache: bool = False,
 ) -> str:
     """`docker build` an assembled context; SandboxError when a step fails."""
     import docker
@@ -259,6 +316,8 @@ def build_context(
             dockerfile=dockerfile,
             tag=tag,
             buildargs={"BASE_IMAGE": base_image, **(buildargs or {})},
+            labels=labels,
+            nocache=no_cache,
             rm=True,
             forcerm=True,
             pull=False,
@@ -283,11 +342,13 @@ def build_context(
 
 def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[str]:
     """Whole lines from docker's build events; the first error event ends it with SandboxError."""
-    pending = ""
+    pending, said = "", ""
     for event in events:
         if "error" in event:
             if pending:
                 yield _plain(pending) if plain else pending
+            if said:  # a step that explains itself in one `fks: …` line (see Dockerfile.layer)
+                raise SandboxError(said)
             message = one_line(event["error"])
             raise SandboxError(
                 f"docker build failed: {message} (the build output above shows why; behind a "
@@ -301,6 +362,8 @@ def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[s
         pending += text
         *complete, pending = pending.split("\n")
         for line in complete:
+            if _plain(line).startswith("fks: "):  # stderr comes wrapped in colour codes
+                said = one_line(_plain(line)[len("fks: ") :])
             yield _plain(line) if plain else line
     if pending:
         yield _plain(pending) if plain else pending

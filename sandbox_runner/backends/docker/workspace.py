@@ -117,7 +117,10 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
     from sandbox_runner.backends.docker.container import LABEL_RUN
 
     count = 0
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+    listed = client.containers.list(
+        all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, ignore_removed=True
+    )
+    for container in listed:
         try:
             container.remove(force=True)
         except docker.errors.NotFound:

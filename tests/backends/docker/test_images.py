@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from sandbox_runner import __version__
-from sandbox_runner.backends.docker import base_image, client, images
+from sandbox_runner.backends.docker import base_image, client, images, versions
 from sandbox_runner.errors import SandboxError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -61,6 +61,8 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
     )
 
     assert (ctx / "Dockerfile.agent").read_text() == (REPO / "Dockerfile.agent").read_text()
+    helper = REPO / "sandbox_runner" / "backends" / "docker" / "build_helper.py"
+    assert (ctx / "build_helper.py").read_text() == helper.read_text()
     assert sorted(p.name for p in (ctx / "ca-certs").iterdir()) == ["corp-2.crt", "corp.crt"]
     source = ctx / "fks" / "sandbox_runner"
     assert (source / "cli.py").read_text() == (REPO / "sandbox_runner" / "cli.py").read_text()
@@ -78,8 +80,11 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
     runtime = [r for r in dist.requires or [] if "extra" not in r]
     assert project["project"]["dependencies"] == runtime
     requirements = (ctx / "fks" / "requirements.txt").read_text().splitlines()
-    assert requirements[: len(runtime)] == runtime
-    assert not any("pytest" in line for line in requirements)
+    # Only the host talks to Docker: the image's fks runs forge-tasks.
+    in_image = [r for r in runtime if not r.lower().startswith(("docker", "tenacity"))]
+    assert requirements[: len(in_image)] == in_image
+    assert any(r.startswith("pydantic") for r in requirements)
+    assert not any(r.startswith(("pytest", "docker", "tenacity")) for r in requirements)
 
 
 def test_proxy_context_holds_its_dockerfile_and_the_certs_only(tmp_path: Path) -> None:
@@ -108,7 +113,7 @@ def test_context_from_an_installed_package_without_checkout(tmp_path: Path) -> N
         images.assemble_context(tmp_path / "ctx2", ca_certs=[], package_dir=installed)
 
 
-@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy"])
+@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"])
 def test_dockerfile_is_package_data(name: str) -> None:
     assert (REPO / "sandbox_runner" / name).resolve() == REPO / name
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -124,7 +129,10 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
         symlinks=True,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for name in ("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "README.md"):
+    for name in (
+        *("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"),
+        "README.md",
+    ):
         if (REPO / name).exists():
             shutil.copy(REPO / name, project / name)
     assert (project / "sandbox_runner" / "Dockerfile.agent").is_symlink()
@@ -139,7 +147,7 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("fks-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        for name in ("Dockerfile.agent", "Dockerfile.proxy"):
+        for name in ("Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"):
             assert zf.read(f"sandbox_runner/{name}").decode() == (REPO / name).read_text()
 
 
@@ -147,14 +155,21 @@ def test_dockerfile_layers_and_defaults() -> None:
     """What the image promises, in the order that keeps rebuilds fast."""
     text = (REPO / "Dockerfile.agent").read_text()
     assert text.count("ARG BASE_IMAGE=debian:bookworm-slim") == 1
-    assert "FROM ${BASE_IMAGE}" in text
+    assert "FROM ${BASE_IMAGE} AS system" in text
     order = [
         "COPY ca-certs/",
         "update-ca-certificates",
         "apt-get update",
-        "npm install -g",
+        "build_helper.py rootfs /rootfs",
+        "FROM system AS claude",
+        "build_helper.py claude",
+        "FROM system AS fks",
         "COPY fks/requirements.txt",
         "COPY fks/ /opt/fks/src/",
+        "FROM scratch",
+        "COPY --from=system /rootfs/ /",
+        "COPY --from=claude /out/claude /usr/local/bin/claude",
+        "COPY --from=fks /opt/fks /opt/fks",
         "USER fks",
     ]
     positions = [text.index(marker) for marker in order]
@@ -162,6 +177,8 @@ def test_dockerfile_layers_and_defaults() -> None:
     assert "--no-install-recommends" in text
     assert "rm -rf /var/lib/apt/lists/*" in text
     assert re.search(r"apt-get install [^;]* socat;", text), "the egress forwarder needs socat"
+    # Node and npm are never installed, not even in a build stage.
+    assert not re.search(r"\b(nodejs|npm install)\b", text)
 
 
 def test_proxy_dockerfile_defaults() -> None:
@@ -242,12 +259,11 @@ def _client_without(*present: str) -> Any:
 
 
 def test_require_image_names_the_build_command() -> None:
-    images.require_image(_client_without("fks-agent:latest"), "fks-agent:latest")
+    default = images.DEFAULT_AGENT_IMAGE  # fks-agent:latest unless FKS_AGENT_IMAGE says
+    images.require_image(_client_without(default), default)
     with pytest.raises(SandboxError) as caught:
-        images.require_image(_client_without(), "fks-agent:latest")
-    assert str(caught.value) == (
-        "Image 'fks-agent:latest' not found; build it with 'fks image build'"
-    )
+        images.require_image(_client_without(), default)
+    assert str(caught.value) == f"Image {default!r} not found; build it with 'fks image build'"
     with pytest.raises(SandboxError, match=r"'fks image build --tag my:tag'"):
         images.require_image(_client_without(), "my:tag")
     with pytest.raises(
@@ -383,7 +399,7 @@ def test_image_build_builds_the_proxy_then_the_agent_from_one_base(
     assert image_id == "sha256:my:tag"
     assert built == [
         ("fks-proxy:latest", "fks-base:bookworm", ["Dockerfile.proxy", "ca-certs"]),
-        ("my:tag", "fks-base:bookworm", ["Dockerfile.agent", "ca-certs", "fks"]),
+        ("my:tag", "fks-base:bookworm", ["Dockerfile.agent", "build_helper.py", "ca-certs", "fks"]),
     ]
 
 
@@ -420,6 +436,21 @@ def test_build_error_event_raises_one_line() -> None:
     )
 
 
+def test_a_step_that_explains_itself_gives_the_error_line() -> None:
+    """A build step's own `fks: …` line (stderr, in colour codes) is the error, not the command."""
+    events = [
+        {"stream": "Step 6/18 : RUN set -eu; ...\n"},
+        {
+            "stream": "\x1b[91mfks: img:1 has no apt-get; --from needs a Debian or Ubuntu based image\n"
+        },
+        {"stream": "\x1b[0mRemoving intermediate container bb2e79a52ab1\n"},
+        {"errorDetail": {"code": 3}, "error": "The command '/bin/sh -c set -eu; ...' returned 3"},
+    ]
+    with pytest.raises(SandboxError) as caught:
+        list(images._build_lines(events, plain=True))
+    assert str(caught.value) == "img:1 has no apt-get; --from needs a Debian or Ubuntu based image"
+
+
 # --- the built image (needs Docker and `fks image build` / scripts/build-images) -------------
 
 IMAGE = os.environ.get("FKS_TEST_IMAGE", images.DEFAULT_AGENT_IMAGE)
@@ -445,17 +476,31 @@ def docker_run(
 def test_image_has_the_tools(agent_image: str) -> None:
     script = (
         "claude --version && git --version && fks --version && forge-tasks --help >/dev/null "
-        "&& python3 --version && node --version && npm --version"
+        "&& python3 --version && curl --version >/dev/null && echo abc | rev"
         " && for t in claude fks forge-tasks; do command -v $t; done"
     )
     result = docker_run(agent_image, "sh", "-c", script)
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
-    assert re.fullmatch(r"\d+\.\d+\.\d+ \(Claude Code\)", out[0])
+    assert out[0] == f"{versions.CLAUDE_CODE_VERSION} (Claude Code)"
     assert out[1].startswith("git version ")
     assert out[2] == f"fks {__version__}"
     assert out[3].startswith("Python 3.")
+    assert out[4] == "cba"
     assert out[-3:] == ["/usr/local/bin/claude", "/usr/local/bin/fks", "/usr/local/bin/forge-tasks"]
+
+
+@pytest.mark.docker
+def test_image_is_slim_and_labelled(agent_image: str) -> None:
+    """The native Claude Code binary only: no Node, npm, package manager or Perl, <= 350 MB."""
+    image = images.docker_client().images.get(agent_image)
+    assert image.attrs["Size"] <= 350 * 10**6, f"{image.attrs['Size'] / 1e6:.0f} MB"
+    assert image.labels[versions.LABEL_FKS_VERSION] == __version__
+    assert image.labels[versions.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
+    assert image.labels[versions.LABEL_CLAUDE_PINNED] == "true"
+    absent = "node npm npx apt-get dpkg perl pip pip3"
+    result = docker_run(agent_image, "sh", "-c", f"for t in {absent}; do command -v $t; done; true")
+    assert result.stdout == "", f"present in the slim image: {result.stdout.split()}"
 
 
 @pytest.mark.docker
@@ -595,8 +640,16 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
     tag = f"fks-agent:rebuild-test-{uuid.uuid4().hex[:8]}"
     out = io.StringIO()
     started = time.monotonic()
+    claude = image.labels[versions.LABEL_CLAUDE_VERSION]
     try:
-        images.build_context(client, ctx, base_image=base, tag=tag, out=out)
+        images.build_context(
+            client,
+            ctx,
+            base_image=base,
+            tag=tag,
+            out=out,
+            buildargs={"CLAUDE_CODE_VERSION": claude, "NPM_REGISTRY": versions.npm_registry()},
+        )
         elapsed = time.monotonic() - started
         lines = out.getvalue().splitlines()
         cached = [
@@ -604,7 +657,7 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
             for line, following in zip(lines, [*lines[1:], ""], strict=True)
             if line.startswith("Step ") and following == " ---> Using cache"
         ]
-        for expensive in ("update-ca-certificates", "npm install -g", "python3 -m venv"):
+        for expensive in ("update-ca-certificates", "build_helper.py claude", "python3 -m venv"):
             assert any(expensive in step for step in cached), f"{expensive!r} step was rebuilt"
         assert not any("COPY fks/ " in step for step in cached)
         result = docker_run(

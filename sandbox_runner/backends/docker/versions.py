@@ -1,0 +1,99 @@
+"""Which Claude Code and fks an agent image holds: the pinned version, `--claude-version`, the
+image labels that record them, and the one-line warning when an image does not match."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import ssl
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sandbox_runner import __version__
+from sandbox_runner.errors import SandboxError, UsageError
+
+CLAUDE_CODE_VERSION = "2.1.197"
+"""The Claude Code release the test suite runs (scripts/test installs it on the host too)."""
+
+LABEL_FKS_VERSION = "fks.version"
+LABEL_CLAUDE_VERSION = "fks.claude-code.version"
+LABEL_CLAUDE_PINNED = "fks.claude-code.pinned"
+""""true" when the image holds the version its fks pinned, "false" for --claude-version."""
+LABEL_TITLE = "org.opencontainers.image.title"
+LABEL_FROM = "fks.from"
+"""`--from` images: the image the agent layer is on (and its id, and the inputs' hash)."""
+LABEL_FROM_ID = "fks.from.id"
+LABEL_INPUTS = "fks.inputs"
+
+DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
+REGISTRY_TIMEOUT_S = 30
+
+
+def npm_registry() -> str:
+    """npm's own NPM_CONFIG_REGISTRY (a mirror) when set, else the public registry."""
+    return (os.environ.get("NPM_CONFIG_REGISTRY") or DEFAULT_NPM_REGISTRY).rstrip("/")
+
+
+def resolve_claude_version(requested: str | None, *, ca_certs: Sequence[Path] = ()) -> str:
+    """The X.Y.Z to build: the pinned one, the requested one, or npm's `latest` now."""
+    if requested is None:
+        return CLAUDE_CODE_VERSION
+    if requested == "latest":
+        return _latest_from_registry(ca_certs)
+    if not _VERSION.fullmatch(requested):
+        raise UsageError(
+            f"--claude-version {requested!r} is not a version; give X.Y.Z (e.g. "
+            f"{CLAUDE_CODE_VERSION}) or 'latest'"
+        )
+    return requested
+
+
+def _latest_from_registry(ca_certs: Sequence[Path]) -> str:
+    url = f"{npm_registry()}/-/package/@anthropic-ai/claude-code/dist-tags"
+    context = ssl.create_default_context()
+    for cert in ca_certs:
+        context.load_verify_locations(cafile=str(cert))
+    try:
+        with urllib.request.urlopen(url, timeout=REGISTRY_TIMEOUT_S, context=context) as answer:
+            latest = json.loads(answer.read()).get("latest")
+    except (OSError, ValueError) as exc:
+        raise SandboxError(
+            f"cannot ask {url} for Claude Code's latest version ({exc}); pass "
+            f"--claude-version X.Y.Z instead"
+        ) from None
+    if not isinstance(latest, str) or not _VERSION.fullmatch(latest):
+        raise SandboxError(f"{url} named no usable 'latest' version: {latest!r}")
+    return latest
+
+
+def image_labels(claude_version: str) -> dict[str, str]:
+    return {
+        LABEL_FKS_VERSION: __version__,
+        LABEL_CLAUDE_VERSION: claude_version,
+        LABEL_CLAUDE_PINNED: "true" if claude_version == CLAUDE_CODE_VERSION else "false",
+    }
+
+
+def version_warning(image: str, labels: Mapping[str, str] | None, *, rebuild: str) -> str | None:
+    """One line when `image`, built by fks, holds another fks than this one or (unless built
+    with --claude-version) another Claude Code than the pinned one, ending with the `rebuild`
+    command; None otherwise."""
+    labels = labels or {}
+    if labels.get(LABEL_TITLE) != "fks-agent" and LABEL_FKS_VERSION not in labels:
+        return None  # not an fks image: whatever it holds is the user's choice
+    fks = labels.get(LABEL_FKS_VERSION)
+    claude = labels.get(LABEL_CLAUDE_VERSION, "of unknown version")
+    pinned = labels.get(LABEL_CLAUDE_PINNED, "true") == "true"
+    stale = [
+        f"fks {fks or 'of an older release'} (this is {__version__})" if fks != __version__ else "",
+        f"Claude Code {claude} (expected {CLAUDE_CODE_VERSION})"
+        if pinned and claude != CLAUDE_CODE_VERSION
+        else "",
+    ]
+    stale = [part for part in stale if part]
+    if not stale:
+        return None
+    return f"image {image} holds {' and '.join(stale)}; rebuild it with '{rebuild}'"
