@@ -93,7 +93,9 @@ def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -
         return every or labels.get(LABEL_REPO) in repos
 
     count = 0
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+    for container in client.containers.list(
+        all=True, filters={"label": LABEL_RUN}, ignore_removed=True
+    ):
         if ours(container.labels) and _remove_container(container):
             print(f"removed container {container.short_id} (run {container.labels.get(LABEL_RUN)})")
             count += 1

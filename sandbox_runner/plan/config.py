@@ -25,6 +25,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
 _Int = Annotated[int, Strict()]
 _Float = Annotated[float, Strict()]
+_Bool = Annotated[bool, Strict()]
 
 
 class _Model(BaseModel):
@@ -61,6 +62,9 @@ class SandboxSettings(_Model):
     """Names of host environment variables passed into the container (values never logged)."""
     mounts: tuple[str, ...] = ()
     """Extra host paths mounted read-only at the same path."""
+    warm: _Bool | None = None
+    """Start the next iteration's container while one runs (default true; `false`: each
+    iteration's container is created and started when the iteration begins)."""
 
     @field_validator("memory")
     @classmethod

@@ -457,7 +457,7 @@ def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> No
     res = sandbox("no-such-agent-in-image:2")
     assert res.code == 2
     assert "not found in the image" in res.stderr
-    assert containers() == []
+    assert of_repo("ps", repo) == []
 
 
 def test_host_path_outside_repo_is_refused(repo: Path, tmp_path: Path) -> None:
