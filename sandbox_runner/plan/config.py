@@ -26,6 +26,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
 _Int = Annotated[int, Strict()]
 _Float = Annotated[float, Strict()]
+_Bool = Annotated[bool, Strict()]
 
 
 class _Model(BaseModel):
@@ -68,6 +69,9 @@ class SandboxSettings(_Model):
     current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
     `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL`. Runs need `local` for now
     (remote workspaces are not supported yet); `fks image push --engine` takes the others."""
+    warm: _Bool | None = None
+    """Start the next iteration's container while one runs (default true; `false`: each
+    iteration's container is created and started when the iteration begins)."""
 
     @field_validator("memory")
     @classmethod

@@ -1,5 +1,6 @@
 """The Docker backend: `client` (connecting, daemon diagnosis, retries), `container` (settings and
-one container's execution), `workspace`/`export`/`iteration.sh` (the step's volume and the bundle
+one container's execution), `warm` (the next iteration's container started while one runs),
+`workspace`/`export`/`iteration.sh` (the step's volume and the bundle
 that leaves it), `egress` (the allowlist proxy), `checks` (settings checked before a run),
 `images` and `base_image` (building the images), `engines` (a `sandbox.engine` value turned into
 a client of that engine), `push` (images sent to another engine through the API), `backend` (the `Backend` that ties them

@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -390,22 +390,25 @@ class SandboxBackend:
                 leftover=leftover_ref(run_id, index),
                 scratch=Path(scratch),
                 new_step=not resumed,
+                # A step of one iteration has no next one to keep warm.
+                warm=settings.warm is not False and step.loop and step.iterations > 1,
             )
             if resumed and workspace.exists():
                 self._salvage(sandbox, env, record, "the killed run had not saved yet")
             workspace.ensure()
             self._kept.discard(workspace.name)
             try:
-                yield PreparedStep(
-                    agent=agent,
-                    sandbox=sandbox,
-                    env=env,
-                    timeout=settings.timeout or DEFAULT_TIMEOUT,
-                    after_iteration=lambda result: self._after_iteration(
-                        sandbox, env, result, proxy
-                    ),
-                    land=lambda outcome: self._land(index, step, record, sandbox, outcome),
-                )
+                with closing(sandbox):
+                    yield PreparedStep(
+                        agent=agent,
+                        sandbox=sandbox,
+                        env=env,
+                        timeout=settings.timeout or DEFAULT_TIMEOUT,
+                        after_iteration=lambda result: self._after_iteration(
+                            sandbox, env, result, proxy
+                        ),
+                        land=lambda outcome: self._land(index, step, record, sandbox, outcome),
+                    )
             except BaseException as exc:
                 if isinstance(exc, Exception) and not resumed and not record.iterations:
                     # Failed before its first iteration: nothing started, nothing is kept.

@@ -11,7 +11,7 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -78,6 +78,7 @@ class DockerExecution:
             _QUEUE_CHUNKS
         )
         self._stream: Any = None
+        self._stdin: Any = None
         self._stderr_head = b""
         self.argv0 = ""
 
@@ -98,6 +99,28 @@ class DockerExecution:
             ),
         )
         threading.Thread(target=self._pump, name=f"fks-logs-{self.id[:12]}", daemon=True).start()
+
+    def attach_stdin(self) -> None:
+        """A waiting container's stdin (see `warm.py`): what `begin` sends it runs."""
+        self._stdin = with_retries(
+            "attach",
+            lambda: self._client.api.attach_socket(
+                self._container.id, params={"stdin": 1, "stream": 1}
+            ),
+        )
+
+    def begin(self, script: bytes, timeout: float | None) -> None:
+        """Send a waiting container its command and close its stdin; the clock starts now."""
+        import socket
+
+        self._deadline = time.monotonic() + timeout if timeout else None
+        raw = getattr(self._stdin, "_sock", self._stdin)
+        # A container that already ended (its entry failed) tells why in its output and exit code.
+        with contextlib.suppress(OSError):
+            raw.sendall(script)
+            raw.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(Exception):
+            self._stdin.close()
 
     def _pump(self) -> None:
         try:
@@ -201,25 +224,44 @@ class DockerExecution:
 
         with contextlib.suppress(docker.errors.APIError):
             with_retries("remove", remove)
-        if self._stream is not None:
-            with contextlib.suppress(Exception):
-                self._stream.close()
+        for stream in (self._stream, self._stdin):
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    stream.close()
 
 
 def create_container(
-    client: docker.DockerClient, kwargs: dict[str, Any], *, what: str = "the container"
+    client: docker.DockerClient,
+    kwargs: dict[str, Any],
+    *,
+    what: str = "the container",
+    stdin_once: bool = False,
 ) -> Container:
-    """`containers.create` with retries; a missing image or a refusal is one clear line."""
+    """`containers.create` with retries; a missing image or a refusal is one clear line.
+    `stdin_once`: stdin closes when the one client attached to it lets go."""
     import docker.errors
 
+    create = (lambda: _create_stdin_once(client, kwargs)) if stdin_once else None
     try:
-        return with_retries("create", lambda: client.containers.create(**kwargs))
+        return with_retries("create", create or (lambda: client.containers.create(**kwargs)))
     except docker.errors.ImageNotFound:
         raise SandboxError(
             f"Image '{kwargs['image']}' not found; build it with 'fks image build'"
         ) from None
     except docker.errors.APIError as exc:
         raise SandboxError(f"Docker could not create {what}: {exc.explanation or exc}") from None
+
+
+def _create_stdin_once(client: docker.DockerClient, kwargs: dict[str, Any]) -> Container:
+    """docker-py sets StdinOnce only for attached (not detached) containers: set it here."""
+    from docker.models.containers import _create_container_args
+
+    args = _create_container_args({**kwargs, "version": client.api._version})
+    name, platform = args.pop("name", None), args.pop("platform", None)
+    config = client.api.create_container_config(**args)
+    config["StdinOnce"] = True
+    created = client.api.create_container_from_config(config, name, platform)
+    return client.containers.prepare_model({"Id": created["Id"]})  # no inspect: it is new
 
 
 class DockerSandbox:
@@ -276,25 +318,48 @@ class DockerSandbox:
             kwargs["pids_limit"] = s.pids_limit
         return kwargs
 
-    @contextmanager
-    def start(self, spec: ExecSpec) -> Iterator[DockerExecution]:
+    def launch(
+        self, kwargs: dict[str, Any], argv0: str, timeout: float | None, *, waiting: bool = False
+    ) -> DockerExecution:
+        """Create, attach to and start a container (removed again if any of that fails).
+        `waiting`: it runs what it is sent on stdin (see `warm.py`)."""
         import docker.errors
 
-        container = create_container(self._client, self.container_kwargs(spec))
-        execution = DockerExecution(self._client, container, spec.timeout)
-        execution.argv0 = spec.argv[0]
+        container = create_container(self._client, kwargs, stdin_once=waiting)
+        execution = DockerExecution(self._client, container, timeout)
+        execution.argv0 = argv0
         try:
             execution.attach()
+            if waiting:
+                execution.attach_stdin()
             try:
                 with_retries("start", container.start)
             except docker.errors.APIError as exc:
                 text = str(exc.explanation or exc)
                 if is_missing_executable(text.lower()):
                     raise AgentNotFoundError(
-                        f"Agent '{spec.argv[0]}' not found in the image (not on its PATH, or not in the workspace); "
+                        f"Agent '{argv0}' not found in the image (not on its PATH, or not in the workspace); "
                         "install it in the image or give a path in the repository"
                     ) from None
                 raise SandboxError(f"Docker could not start the container: {text}") from None
+        except BaseException:
+            with deferred_signals():
+                execution.remove()
+            raise
+        return execution
+
+    @contextmanager
+    def start(self, spec: ExecSpec) -> Iterator[DockerExecution]:
+        execution = self.launch(self.container_kwargs(spec), spec.argv[0], spec.timeout)
+        with self.running(execution, execution.remove):
+            yield execution
+
+    @contextmanager
+    def running(
+        self, execution: DockerExecution, retire: Callable[[], None]
+    ) -> Iterator[DockerExecution]:
+        """Ctrl-C interrupts the container; leaving the block `retire`s it (removes it)."""
+        try:
             yield execution
         except (Interrupted, KeyboardInterrupt):
             with deferred_signals():
@@ -302,4 +367,7 @@ class DockerSandbox:
             raise
         finally:
             with deferred_signals():
-                execution.remove()
+                retire()
+
+    def close(self) -> None:
+        """Nothing outlives an iteration here (see `WarmDockerSandbox`)."""

@@ -38,6 +38,7 @@ from sandbox_runner.backends.docker.export import (
     read_export,
     wrapped,
 )
+from sandbox_runner.backends.docker.warm import WarmDockerSandbox
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
 from sandbox_runner.git.repo import Repo
@@ -176,10 +177,14 @@ class WorkspaceSandbox:
         leftover: str,
         scratch: Path,
         new_step: bool = False,
+        warm: bool = False,
     ) -> None:
+        """`warm`: the next iteration's container waits, started, while one runs (`warm.py`)."""
         self._client = client
         self._settings = settings
-        self._docker = DockerSandbox(client, settings)
+        self._docker = (
+            WarmDockerSandbox(client, settings) if warm else DockerSandbox(client, settings)
+        )
         self.workspace = workspace
         self.branch = branch
         self.leftover = leftover
@@ -225,6 +230,10 @@ class WorkspaceSandbox:
             return
         self.workspace.base_index = line.base_index
         self._new_step = False
+
+    def close(self) -> None:
+        """Remove every container the step's iterations left (a warm one nobody took)."""
+        self._docker.close()
 
     def accept(self, export: Export) -> None:
         self._last, self._error = export, None

@@ -1,0 +1,210 @@
+"""Warm containers against the real engine: the next iteration's container is started while
+one runs, exactly one container runs each iteration, and none is left behind - after success,
+failure, Ctrl-C, and kill -9 followed by `fks clean`."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from helpers import FKS, fks
+from test_backend import (
+    add_script,
+    configure,
+    interrupt_once_logged,
+    of_repo,
+    record,
+    repo,
+    sandbox,
+)
+
+pytestmark = pytest.mark.docker
+__all__ = ["repo"]  # the fixture, shared with test_backend
+
+KILLED = 137  # what `docker rm -f` of a container that still waits for its command leaves
+
+
+def container_events(repo: Path, since: float) -> dict[str, dict[str, Any]]:
+    """Per agent container of `repo` (egress proxies left out): the time of each event
+    (create, start, die, destroy, in ns) and its exit code."""
+    client = docker.from_env()
+    seen: dict[str, dict[str, Any]] = {}
+    events = client.events(
+        since=int(since) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "container", "label": f"fks.repo={repo}"},
+    )
+    for event in events:
+        attrs = event["Actor"]["Attributes"]
+        if attrs.get("fks.role") == "egress-proxy":
+            continue
+        entry = seen.setdefault(event["id"], {"run": attrs.get("fks.run")})
+        action = event.get("Action") or event.get("status")
+        entry.setdefault(action, event["timeNano"])
+        if action == "die":
+            entry["exit"] = int(attrs.get("exitCode", -1))
+    client.close()
+    return seen
+
+
+def iteration_containers(repo: Path) -> list[str]:
+    return [it["container_id"] for it in record(repo)["steps"][0]["iterations"]]
+
+
+def check_one_container_per_iteration(repo: Path, since: float, warm: bool) -> None:
+    """Each iteration ran in a container of its own, which ran nothing else; at most one more
+    container was made (warm, never sent a command); every one of them is gone."""
+    ids = iteration_containers(repo)
+    events = container_events(repo, since)
+    assert len(set(ids)) == len(ids) and set(ids) <= set(events), (ids, events)
+    ran = {cid for cid, e in events.items() if e.get("exit") != KILLED}
+    assert ran == set(ids), events
+    extra = set(events) - set(ids)
+    assert len(extra) == (1 if warm else 0), events
+    for cid in extra:
+        assert "start" in events[cid] and events[cid]["exit"] == KILLED, events[cid]
+    for earlier, later in itertools.pairwise(ids):
+        started_before = events[later]["create"] < events[earlier]["die"]
+        assert started_before == warm, "the next container is made while one runs (warm only)"
+    assert all("destroy" in e for e in events.values()), events
+    assert {e["run"] for e in events.values()} == {record(repo)["id"]}
+    assert of_repo("ps", repo) == []
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_exactly_one_container_per_iteration(repo: Path, warm: bool) -> None:
+    configure(repo, {"sandbox": {"warm": warm}})
+    since = time.time()
+    res = sandbox("./scripts/commit.sh:5", env={"MARK_AT": "3"})
+    assert res.code == 0, res.output
+    assert [f"iteration {n} as" in res.stdout for n in (1, 2, 3)] == [True] * 3
+    check_one_container_per_iteration(repo, since, warm)
+
+
+def test_nothing_left_after_failing_iterations(repo: Path) -> None:
+    add_script(repo, "fail.sh", "#!/bin/sh\necho trying\nexit 3\n")
+    configure(repo, {"noProgressLimit": 0})
+    since = time.time()
+    res = sandbox("./scripts/fail.sh:3")
+    assert res.code == 1, res.output
+    assert res.stdout.count("trying") == 3
+    assert [it["exit_code"] for it in record(repo)["steps"][0]["iterations"]] == [3, 3, 3]
+    check_one_container_per_iteration(repo, since, warm=True)
+
+
+def test_command_env_and_prompt_arrive_verbatim_and_prompt_is_read_each_iteration(
+    repo: Path, tmp_path: Path
+) -> None:
+    """What is sent to a waiting container is shell text: quotes, `$(…)`, newlines and
+    backslashes in the prompt and the environment must arrive as they were, not run."""
+    add_script(
+        repo,
+        "args.sh",
+        "#!/bin/sh\n"
+        'printf "arg<%s>\\n" "$@"\n'
+        'echo "env $(printf %s "$ODD_VALUE" | sha256sum | cut -c1-64)"\n'
+        "[ -e /tmp/pwned ] && echo PWNED\n"
+        "n=$(cat /workspace/n 2>/dev/null || echo 0); echo $((n+1)) > /workspace/n\n"
+        '[ "$n" -ge 1 ] && echo FORKHESTRA_COMPLETE\n'
+        '[ "$n" -eq 0 ] && sleep 3\n'
+        "exit 0\n",
+    )
+    configure(repo, {"sandbox": {"env": ["ODD_VALUE"]}})
+    odd = 'it\'s "$(touch /tmp/pwned)" `touch /tmp/pwned` \\n $HOME\nline two; exit 9'
+    secret = 's3cr\'et"$(touch /tmp/pwned)"\\\n\t$PATH'  # masked in the output: hashed
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("first " + odd)
+    proc = subprocess.Popen(
+        [FKS, "run", "./scripts/args.sh:3", "--sandbox", "--prompt-file", str(prompt)],
+        cwd=repo,
+        env={**os.environ, "ODD_VALUE": secret},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    runs = repo / ".forge" / "runs"
+    while not any("arg<first" in p.read_text() for p in runs.glob("*/01-*/001.log")):
+        assert time.monotonic() < deadline and proc.poll() is None, "iteration 1 never began"
+        time.sleep(0.05)
+    prompt.write_text("second " + odd)  # the next iteration's container is waiting already
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert f"arg<first {odd}>" in out and f"arg<second {odd}>" in out, out
+    assert out.count(f"env {hashlib.sha256(secret.encode()).hexdigest()}") == 2, out
+    assert "PWNED" not in out
+    assert of_repo("ps", repo) == []
+
+
+def test_ctrl_c_removes_the_running_and_the_warm_container(repo: Path) -> None:
+    add_script(repo, "long.sh", "#!/bin/sh\necho waiting\nsleep 120\n")
+    since = time.time()
+    code, out, err, took = interrupt_once_logged(repo, "./scripts/long.sh:3", "waiting")
+    assert code == 130, out + err
+    assert took < 15
+    assert of_repo("ps", repo) == []  # before any `fks clean`
+    events = container_events(repo, since)
+    (ran,) = iteration_containers(repo)
+    warm = [cid for cid in events if cid != ran and "start" in events[cid]]
+    # the first iteration's container, the warm one, and the export of what was interrupted
+    assert len(warm) == 2 and all("destroy" in e for e in events.values()), events
+    fks("clean", cwd=repo)
+
+
+def test_kill_9_then_clean_removes_the_warm_container(repo: Path) -> None:
+    add_script(repo, "long.sh", "#!/bin/sh\necho waiting\nsleep 300\n")
+    configure(repo, {"sandbox": {"timeout": 120}})
+    proc = subprocess.Popen(
+        [FKS, "run", "./scripts/long.sh:3", "--sandbox"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        runs = repo / ".forge" / "runs"
+        while True:
+            logged = any("waiting" in p.read_text() for p in runs.glob("*/01-*/001.log"))
+            agents = subprocess.run(
+                [
+                    "docker",
+                    "ps",
+                    "-q",
+                    "--filter",
+                    f"label=fks.repo={repo}",
+                    "--filter",
+                    "label=fks.step",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            if logged and len(agents) == 2:  # the iteration's and the warm one
+                break
+            assert time.monotonic() < deadline, "no warm container next to the running one"
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert len(of_repo("ps", repo)) >= 2  # nobody removed them
+    res = fks("clean", cwd=repo)
+    assert res.code == 0, res.output
+    assert of_repo("ps", repo) == [] and of_repo("volume", repo) == [], res.output
+
+
+def test_warm_setting_is_validated(repo: Path) -> None:
+    configure(repo, {"sandbox": {"warm": "no"}})
+    res = fks("validate")
+    assert res.code == 2, res.output
+    assert "sandbox.warm" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
