@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from sandbox_runner.commands.run import first_error
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -84,23 +85,15 @@ def _setup(options: ForgeOptions) -> _Setup:
             try:
                 sandbox = sandbox.merged(SandboxSettings(engine=options.engine))
             except ValueError as exc:
-                raise UsageError(f"--engine: {_first_error(exc)}") from None
+                raise UsageError(f"--engine: {first_error(exc)}") from None
         if options.allow:
             try:
                 sandbox = sandbox.merged(SandboxSettings(allow=tuple(options.allow)))
             except ValueError as exc:
-                raise UsageError(f"--allow: {_first_error(exc)}") from None
+                raise UsageError(f"--allow: {first_error(exc)}") from None
     elif options.image or options.allow or options.engine:
         raise UsageError("--image, --engine and --allow only apply to --sandbox runs")
     return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))
-
-
-def _first_error(exc: ValueError) -> str:
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
-    return str(exc)
 
 
 def forge_base(project: Path, base: str | None) -> str:

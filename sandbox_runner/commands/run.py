@@ -296,12 +296,12 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
         try:
             settings = settings.merged(SandboxSettings(engine=planned.options.engine))
         except ValueError as exc:
-            raise UsageError(f"--engine: {_first_error(exc)}") from None
+            raise UsageError(f"--engine: {first_error(exc)}") from None
     if planned.options.allow:
         try:
             settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
         except ValueError as exc:
-            raise UsageError(f"--allow: {_first_error(exc)}") from None
+            raise UsageError(f"--allow: {first_error(exc)}") from None
     return settings
 
 
@@ -499,7 +499,8 @@ def _dry_run(
     return EXIT_COMPLETE
 
 
-def _first_error(exc: ValueError) -> str:
+def first_error(exc: ValueError) -> str:
+    """The first problem of a settings error, as one line (for --allow, --engine)."""
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):

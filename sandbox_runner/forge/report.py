@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.records.junit import NOT_XML
 from sandbox_runner.records.store import write_atomic
-
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
@@ -40,4 +38,4 @@ def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
 
 
 def _clean(text: str) -> str:
-    return _NOT_XML.sub("?", text)
+    return NOT_XML.sub("?", text)

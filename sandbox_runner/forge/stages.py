@@ -9,7 +9,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -393,18 +393,9 @@ def _worktree(repo: Repo, item: WorkItem) -> Iterator[Path]:
         git(repo.top, "worktree", "prune", check=False)
 
 
-@contextlib.contextmanager
-def _merge_queue(ctx: ForgeContext) -> Iterator[None]:
+def _merge_queue(ctx: ForgeContext) -> AbstractContextManager[None]:
     """One landing at a time on the base, across every worker (first come, first landed)."""
-    import fcntl
-
     from sandbox_runner.records.layout import ForgeLayout
+    from sandbox_runner.records.lock import waiting_lock
 
-    path = ctx.merge_lock or ForgeLayout(ctx.project).lock("forge-merge")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+    return waiting_lock(ctx.merge_lock or ForgeLayout(ctx.project).lock("forge-merge"))

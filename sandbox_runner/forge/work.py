@@ -6,10 +6,10 @@ the lock: a process claims a task by turning it `executing` with its pid, under 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.store import now, pid_alive, write_atomic
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed"]
@@ -97,15 +98,8 @@ class WorkStore:
         self.clarifications = layout.root / "clarifications"
         self._lock = layout.lock("forge-work")
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        self._lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def locked(self) -> AbstractContextManager[None]:
+        return waiting_lock(self._lock)
 
     def items(self) -> list[WorkItem]:
         """The newest item of every task."""

@@ -18,7 +18,7 @@ from sandbox_runner.ui.ansi import strip_escapes
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
 # cannot carry at all would make the whole file unreadable.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def write_junit(path: Path, record: RunRecord) -> None:
@@ -146,7 +146,7 @@ def _seconds(start: datetime | None, end: datetime | None) -> str:
 
 
 def _clean(text: str) -> str:
-    return _NOT_XML.sub("", strip_escapes(text))
+    return NOT_XML.sub("", strip_escapes(text))
 
 
 def _set(element: ET.Element, **attributes: str) -> None:

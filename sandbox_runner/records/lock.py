@@ -83,3 +83,15 @@ def run_lock(project: Path, base_branch: str | None, *, run_label: str) -> Itera
                 os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def waiting_lock(path: Path) -> Iterator[None]:
+    """Hold an flock on `path`, waiting for it (fks forge: its work items and its merge queue)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
