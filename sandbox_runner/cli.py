@@ -29,8 +29,8 @@ app = typer.Typer(
     name="fks",
     help=(
         "Run coding agents unattended: in loops until they print FORKHESTRA_COMPLETE, "
-        "in chains of steps, optionally each step in a disposable Docker container on "
-        "its own git worktree."
+        "in chains of steps, optionally each step in disposable Docker containers on "
+        "a branch and workspace of its own."
     ),
     no_args_is_help=True,
     add_completion=True,
@@ -154,7 +154,7 @@ RunJsonOption = Annotated[
 ]
 RunSandboxOption = Annotated[
     bool,
-    typer.Option("--sandbox", help="Run every step in a Docker container on its own git worktree."),
+    typer.Option("--sandbox", help="Run every step in Docker containers, on a branch and workspace of its own."),
 ]
 RunBaseOption = Annotated[
     str | None,
