@@ -154,7 +154,10 @@ RunJsonOption = Annotated[
 ]
 RunSandboxOption = Annotated[
     bool,
-    typer.Option("--sandbox", help="Run every step in Docker containers, on a branch and workspace of its own."),
+    typer.Option(
+        "--sandbox",
+        help="Run every step in Docker containers, on a branch and workspace of its own.",
+    ),
 ]
 RunBaseOption = Annotated[
     str | None,
