@@ -181,8 +181,8 @@ RunEngineOption = Annotated[
         "--engine",
         metavar="ENGINE",
         help=(
-            "Docker engine for --sandbox (default: config sandbox.engine, else local); only "
-            "`local` runs for now."
+            "Docker engine for --sandbox (default: config sandbox.engine, else local): local, "
+            "tcp://HOST:PORT, ssh://USER@HOST or context:NAME (swarm: not yet)."
         ),
     ),
 ]

@@ -15,6 +15,10 @@ Benchmarks:
                                                                                    (target: <= 10%)
   import     bringing 10 changed files home: `read_export` + `import_bundle` on the host
              against an iteration that committed nothing                       (target: <= 100 ms)
+  remote     on a second engine reached over TCP (started here, as the tests do): per iteration
+             against `docker -H … run --rm IMAGE true` there (target: <= 1.3x); the base of a
+             20,000-file repository into a fresh workspace there against `git clone --no-local`
+             of it                                                                 (target: <= 1.5x)
   forge      `fks forge run --parallel 4` on four independent tasks whose agents (the real claude
              CLI against a fake API) spend 5 s per stage, against one such task alone
                                                                                    (target: <= 1.4x)
@@ -301,13 +305,15 @@ class Iterations:
     """Runs iterations the way `fks run --sandbox` does (`WorkspaceSandbox` on a volume, the
     hardened container of `container_settings`), with the timed script inside."""
 
-    def __init__(self, repo_path: Path) -> None:
+    def __init__(self, repo_path: Path, client: object = None) -> None:
+        """`client`: another engine's (the base is then sent to it, as for a remote run)."""
         import docker
 
         from sandbox_runner.backends.docker import export
         from sandbox_runner.git.repo import identity_env, open_repo
 
-        self.client = docker.from_env(timeout=120)
+        self.remote = client is not None
+        self.client = client or docker.from_env(timeout=120)
         self.repo = open_repo(repo_path)
         self.identity = identity_env(self.repo)
         self.volumes: list[str] = []
@@ -316,9 +322,17 @@ class Iterations:
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
     def workspace(self, name: str):  # type: ignore[no-untyped-def]
+        from sandbox_runner.backends.docker.shipping import ShippedObjects
         from sandbox_runner.backends.docker.workspace import VolumeWorkspace
 
-        ws = VolumeWorkspace(self.client, self.repo, f"fks-bench-{os.getpid()}-{name}", {})
+        volume = f"fks-bench-{os.getpid()}-{name}"
+        shipped = None
+        if self.remote:
+            shipped = ShippedObjects(
+                self.client, self.repo, f"{volume}-obj", image=IMAGE, labels={}
+            )
+            self.volumes.append(shipped.name)
+        ws = VolumeWorkspace(self.client, self.repo, volume, {}, shipped=shipped)
         ws.ensure()
         self.volumes.append(ws.name)
         return ws
@@ -368,7 +382,7 @@ class Iterations:
 
     def close(self) -> None:
         from sandbox_runner.backends.docker import export
-        from sandbox_runner.backends.docker.workspace import remove_volume
+        from sandbox_runner.backends.docker.client import remove_volume
 
         export.script = self._script  # type: ignore[method-assign]
 
@@ -661,6 +675,80 @@ def bench_forge(work: Path, repeat: int) -> list[str]:
     ]
 
 
+def bench_remote(work: Path, repeat: int) -> list[str]:
+    """On a second engine that cannot see this machine's disk (tests/engines.py: a dockerd in
+    a network namespace of its own, reached over TCP), its images sent first."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from engines import SecondEngine
+
+    with SecondEngine() as engine:
+        sh(FKS, "image", "push", "--engine", engine.url)
+        return _remote_iterations(work, repeat, engine.url) + _remote_shipping(
+            work, repeat, engine.client()
+        )
+
+
+def _remote_iterations(work: Path, repeat: int, url: str) -> list[str]:
+    """Per iteration on the remote engine: `(T(noop:12) - T(noop:2)) / 10` against the same
+    for `docker -H URL run --rm`."""
+    project = make_repo(work / "remote", {**NOOP_CONFIG, "sandbox": {"network": "open"}})
+
+    def run(n: int, bare: bool) -> Callable[[], None]:
+        if bare:
+            return lambda: [sh("docker", "-H", url, "run", "--rm", IMAGE, "true") for _ in range(n)]
+        return lambda: fks("run", f"noop:{n}", "--sandbox", "--engine", url, cwd=project)
+
+    short_f, short_d, long_f, long_d = median_many(
+        [run(n, bare) for n in (2, 12) for bare in (False, True)], repeat
+    )
+    per_f, per_d = (long_f - short_f) / 10, (long_d - short_d) / 10
+    ratio = per_f / per_d
+    return [
+        f'| remote: per iteration of `fks run "noop:N" --sandbox --engine tcp://…` | {per_f * 1000:.0f} ms | `docker -H tcp://… run --rm {IMAGE} true` {per_d * 1000:.0f} ms | {ratio:.2f}x | <= 1.3x | {"ok" if ratio <= 1.3 else "MISSED"} |',
+        f"| remote: fixed cost per run there (start-up, checks, the base sent, first checkout) | {(short_f - 2 * per_f) * 1000:.0f} ms | - | - | reported | |",
+    ]
+
+
+def _remote_shipping(work: Path, repeat: int, client: object) -> list[str]:
+    """The base of a 20,000-file repository into a fresh remote workspace: the pack sent and
+    indexed there, then the step's full checkout (timed inside its container), against
+    `git clone --no-local` of the same repository on this machine (packing, indexing and
+    checking out the same files)."""
+    from sandbox_runner.git.repo import create_branch, rev
+
+    repo_path = big_repo(work)
+    its = Iterations(repo_path, client)
+    ships, checkouts, clones = [], [], []
+    try:
+        for attempt in range(repeat + 1):  # the first attempt warms the page cache
+            ws = its.workspace(f"remote{attempt}")
+            branch = f"fks/bench-remote-{attempt}/1-x"
+            create_branch(its.repo, branch, rev(its.repo, "main"))
+            os.sync()
+            started = time.perf_counter()
+            ws.provide(rev(its.repo, "main"))
+            ship = time.perf_counter() - started
+            with tempfile.TemporaryDirectory() as scratch:
+                _, parts = its.run(its.sandbox(ws, branch, Path(scratch)), ("true",))
+            target = work / f"clone{attempt}"
+            os.sync()
+            started = time.perf_counter()
+            sh("git", "clone", "-q", "--no-local", str(repo_path), str(target))
+            clone = time.perf_counter() - started
+            shutil.rmtree(target)
+            if attempt:
+                ships.append(ship)
+                checkouts.append(parts["prepare"] + parts["index"])
+                clones.append(clone)
+    finally:
+        its.close()
+    ship, checkout, clone = (statistics.median(x) for x in (ships, checkouts, clones))
+    ratio = (ship + checkout) / clone
+    return [
+        f"| remote: the base of a 20,000-file repository into a fresh workspace there (pack sent and indexed {ship * 1000:.0f} ms, checkout {checkout * 1000:.0f} ms) | {(ship + checkout) * 1000:.0f} ms | `git clone --no-local` of it here {clone * 1000:.0f} ms | {ratio:.2f}x | <= 1.5x | {'ok' if ratio <= 1.5 else 'MISSED'} |",
+    ]
+
+
 BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "startup": bench_startup,
     "local": bench_local,
@@ -671,6 +759,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "output": bench_output,
     "forge": bench_forge,
     "image": bench_image,
+    "remote": bench_remote,
 }
 
 

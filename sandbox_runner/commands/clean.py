@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
+    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+    from sandbox_runner.git.repo import Repo
+
 
 def _running(record: RunRecord | None) -> bool:
     return record is not None and run_alive(record)
@@ -66,25 +69,53 @@ def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
     return repos
 
 
-def _client() -> docker.DockerClient | None:
+def _client(engine: str | None) -> docker.DockerClient | None:
     try:
         import docker
 
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception:
-        return None  # no Docker here: nothing of ours can be running in it
+        if engine is None:
+            client = docker.from_env(timeout=30)
+            client.ping()
+        else:
+            from sandbox_runner.backends.docker.engines import engine_client
+            from sandbox_runner.plan.engine import EngineSpec
+
+            client = engine_client(EngineSpec.parse(engine), timeout=60)
+    except Exception as exc:
+        if engine is not None:
+            print(f"warning: skipped engine {engine} of earlier runs: {exc}")
+        return None  # no Docker there: nothing of ours can be running in it
     return client
 
 
+def _engines(records: dict[str, RunRecord]) -> list[str | None]:
+    """The local engine, and every other one a run that is not running used."""
+    others = {r.engine for r in records.values() if r.engine and not _running(r)}
+    return [None, *sorted(e for e in others if e is not None)]
+
+
 def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
+    count = 0
+    for engine in _engines(records):
+        client = _client(engine)
+        if client is not None:
+            count += _clean_engine(client, engine, repos, records, every)
+    return count
+
+
+def _clean_engine(
+    client: docker.DockerClient,
+    engine: str | None,
+    repos: set[str],
+    records: dict[str, RunRecord],
+    every: bool,
+) -> int:
+    from sandbox_runner.backends.docker.client import remove_volume
     from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
     from sandbox_runner.backends.docker.egress import LABEL_ROLE
-    from sandbox_runner.backends.docker.workspace import remove_volume
+    from sandbox_runner.backends.docker.shipping import OBJECTS_ROLE
 
-    client = _client()
-    if client is None:
-        return 0
+    where = f" on {engine}" if engine else ""
 
     def ours(labels: dict[str, str]) -> bool:
         run_id = labels.get(LABEL_RUN, "")
@@ -97,18 +128,24 @@ def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -
     listed = client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True)
     for container in listed:
         if ours(container.labels) and _remove_container(container):
-            print(f"removed container {container.short_id} (run {container.labels.get(LABEL_RUN)})")
+            run_id = container.labels.get(LABEL_RUN)
+            print(f"removed container {container.short_id}{where} (run {run_id})")
             count += 1
-    for volume in client.volumes.list(filters={"label": LABEL_RUN}):
+    volumes = client.volumes.list(filters={"label": LABEL_RUN})
+    # Workspaces first: saving their work may need their object store (on a remote engine).
+    volumes.sort(key=lambda v: (v.attrs.get("Labels") or {}).get(LABEL_ROLE) == OBJECTS_ROLE)
+    for volume in volumes:
         labels = volume.attrs.get("Labels") or {}
         if not ours(labels):
             continue
-        if labels.get(LABEL_ROLE) == "egress-proxy":
+        role = labels.get(LABEL_ROLE)
+        if role in ("egress-proxy", OBJECTS_ROLE):
             remove_volume(client, volume.name)
-            print(f"removed egress proxy volume {volume.name} (run {labels.get(LABEL_RUN)})")
+            what = "egress proxy" if role == "egress-proxy" else "object store"
+            print(f"removed {what} volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
-        elif _salvage_and_remove(client, volume, labels, records):
-            print(f"removed workspace volume {volume.name} (run {labels.get(LABEL_RUN)})")
+        elif _salvage_and_remove(client, engine, volume, labels, records):
+            print(f"removed workspace volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
     return count
 
@@ -138,13 +175,14 @@ def _record_for(run_id: str, repo: Path, records: dict[str, RunRecord]) -> RunRe
 
 def _salvage_and_remove(
     client: docker.DockerClient,
+    engine: str | None,
     volume: Volume,
     labels: dict[str, str],
     records: dict[str, RunRecord],
 ) -> bool:
     """Export a dead run's workspace onto its step branch, then remove the volume."""
+    from sandbox_runner.backends.docker.client import remove_volume
     from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.backends.docker.workspace import remove_volume
 
     run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
     record = _record_for(run_id, repo, records)
@@ -156,21 +194,22 @@ def _salvage_and_remove(
         return False
     for step in record.steps:
         if step.workspace == volume.name and step.branch and step.status != "complete":
-            _salvage_step(client, volume.name, labels, record, step.index)
+            _salvage_step(client, engine, volume.name, labels, record, step.index)
     remove_volume(client, volume.name)
     return True
 
 
 def _salvage_step(
-    client: docker.DockerClient, name: str, labels: dict[str, str], record: RunRecord, index: int
+    client: docker.DockerClient,
+    engine: str | None,
+    name: str,
+    labels: dict[str, str],
+    record: RunRecord,
+    index: int,
 ) -> None:
     from sandbox_runner.backends.docker.backend import container_settings
     from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.backends.docker.workspace import (
-        LABEL_IMAGE,
-        VolumeWorkspace,
-        WorkspaceSandbox,
-    )
+    from sandbox_runner.backends.docker.workspace import LABEL_IMAGE, WorkspaceSandbox
     from sandbox_runner.git.bundles import apply_leftover
     from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
 
@@ -181,8 +220,8 @@ def _salvage_step(
         if not branch_exists(repo.top, step.branch):
             return
         before = rev(repo, step.branch)
-        workspace = VolumeWorkspace(client, repo, name, labels)
         image = labels.get(LABEL_IMAGE, "")
+        workspace = _workspace(client, engine, repo, name, labels)
         settings = container_settings(
             image,
             workspace.mounts(),
@@ -211,6 +250,24 @@ def _salvage_step(
         print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
     elif rev(repo, step.branch) != before:
         print(f"kept the last commits of {step.branch} (the run was stopped before saving them)")
+
+
+def _workspace(
+    client: docker.DockerClient, engine: str | None, repo: Repo, name: str, labels: dict[str, str]
+) -> VolumeWorkspace:
+    """A dead run's workspace volume; on a remote engine with its object store beside it (what
+    fks sent it before is sent again if need be)."""
+    from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
+    from sandbox_runner.backends.docker.workspace import LABEL_IMAGE, VolumeWorkspace
+
+    shipped = None
+    if engine is not None:
+        image = labels.get(LABEL_IMAGE, "")
+        run_labels = {k: v for k, v in labels.items() if k != LABEL_IMAGE}
+        shipped = ShippedObjects(
+            client, repo, objects_volume_name(name), image=image, labels=run_labels
+        )
+    return VolumeWorkspace(client, repo, name, labels, shipped=shipped)
 
 
 def _image_user(client: docker.DockerClient, image: str) -> str | None:

@@ -23,13 +23,16 @@ def run_git(
     *args: str,
     env: Mapping[str, str] | None = None,
     stdin: IO[bytes] | None = None,
+    stdout: IO[bytes] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run `git *args` in `cwd` with the C locale; output captured as bytes, never checked."""
+    """Run `git *args` in `cwd` with the C locale; output captured as bytes (or written to
+    `stdout`), never checked."""
     return subprocess.run(
         ["git", *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL if stdin is None else stdin,
-        capture_output=True,
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
         env={**os.environ, "LC_ALL": "C", **(env or {})},
         check=False,
     )

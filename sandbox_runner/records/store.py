@@ -166,6 +166,8 @@ class RunRecord(_Record):
     base_commit: str | None = None
     failed_at: int | None = None
     """Index (1-based) of the step that did not complete."""
+    engine: str | None = None
+    """`sandbox.engine` of a run on another Docker engine than the local one (for fks clean)."""
     steps: list[StepRecord] = Field(default_factory=list)
 
     @property
@@ -418,6 +420,11 @@ class ActiveRun(RecordWriter):
     def set_base(self, branch: str | None, commit: str | None) -> None:
         self.record.base_branch = branch
         self.record.base_commit = commit
+        self.save()
+
+    def set_engine(self, engine: str) -> None:
+        """The Docker engine the run's containers and volumes are on (not the local one)."""
+        self.record.engine = engine
         self.save()
 
     def abort(

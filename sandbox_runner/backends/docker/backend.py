@@ -24,6 +24,7 @@ from sandbox_runner.backends.docker.container import (
 )
 from sandbox_runner.backends.docker.egress import SOCKET_DIR, ApiUpstream, EgressProxy
 from sandbox_runner.backends.docker.export import WORKSPACE
+from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
 from sandbox_runner.backends.docker.workspace import (
     LABEL_IMAGE,
     Synced,
@@ -89,10 +90,10 @@ class SandboxBackend:
         """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
         resumes from the task's branch in a new run, so it has no use for it)."""
-        from sandbox_runner.backends.docker.engines import require_local_workspaces
+        from sandbox_runner.backends.docker.engines import supported_engine
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
 
-        require_local_workspaces(settings.engine)  # before anything is opened or started
+        self._engine = supported_engine(settings.engine)  # before anything is opened or started
         self._cwd = cwd
         self._agents = agents
         self._settings = settings
@@ -195,14 +196,22 @@ class SandboxBackend:
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
-        self._client = docker_client()
-        ping(self._client)
+            if self._engine is not None:
+                self._check_remote(step)
+        if self._engine is None:
+            self._client = docker_client()
+            ping(self._client)
+        else:
+            from sandbox_runner.backends.docker.engines import engine_client
+
+            self._client = engine_client(self._engine)
         programs: dict[str, set[str]] = {}
         for step in steps:
             settings = self.settings_for(step.agent)
             check_engine(self._client, settings, self._where(step.agent))
             image = self._image(settings)
             if image not in programs:
+                self._present(image)
                 require_image(self._client, image)
                 if warning := stale_image_warning(self._client, image):
                     self._image_warnings.append(warning)
@@ -217,6 +226,41 @@ class SandboxBackend:
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
                 )
+
+    def _check_remote(self, step: Step) -> None:
+        """What a remote engine cannot have: paths of this machine, a model API on it."""
+        settings, where = self.settings_for(step.agent), self._where(step.agent)
+        if settings.mounts:
+            raise SandboxError(
+                f"{where}.mounts: engine {self._engine} cannot see this machine's paths "
+                f"({settings.mounts[0]}); remove sandbox.mounts or run on the local engine"
+            )
+        agent = self.resolve(step)
+        if files := _config_files(agent):
+            raise SandboxError(
+                f"agent '{step.agent}': its Claude config file {files[0]} would be mounted from "
+                f"this machine, which engine {self._engine} cannot see; run it on the local engine"
+            )
+        api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
+        if api is not None and _loopback(api.host):
+            raise SandboxError(
+                f"ANTHROPIC_BASE_URL {api.url} is on this machine, which containers on engine "
+                f"{self._engine} cannot reach; give an address that engine reaches"
+            )
+
+    def _present(self, image: str) -> None:
+        """On a remote engine: the image as the local engine has it, sent there if it is not
+        (by id: `fks image push`); an image only the remote engine has is used as it is."""
+        if self._engine is None:
+            return
+        from sandbox_runner.backends.docker.client import docker_client
+        from sandbox_runner.backends.docker.push import TRANSFER_TIMEOUT_S, push_image
+
+        assert self._client is not None
+        local = docker_client(timeout=TRANSFER_TIMEOUT_S)
+        if not _has_image(local, image):
+            return
+        push_image(local, self._client, image, engine=self._engine, out=sys.stderr, quiet=True)
 
     def _image(self, settings: SandboxSettings) -> str:
         """The image's name; `devcontainer` is the repository's, built on first use."""
@@ -238,6 +282,7 @@ class SandboxBackend:
         if wanted & {ALLOWLIST, "none"}:
             from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE, require_image
 
+            self._present(DEFAULT_PROXY_IMAGE)
             require_image(self._client, DEFAULT_PROXY_IMAGE)
         for network in wanted - {ALLOWLIST, OPEN, "none", "host"}:
             if not self._client.networks.list(names=[network]):
@@ -256,6 +301,8 @@ class SandboxBackend:
         for warning in dict.fromkeys(self._image_warnings):
             reporter.warn(warning)
         run.set_base(self._base, rev(self._repo, self._base))
+        if self._engine is not None:
+            run.set_engine(str(self._engine))
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
         # A resumed run's killed process may have left its containers running: stop them first.
@@ -311,8 +358,14 @@ class SandboxBackend:
         run_id = self._run.record.id
         if repo.top not in self._workspaces:
             labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+            name = volume_name(run_id, repo.top)
+            shipped = None
+            if self._engine is not None:  # it cannot see the user's objects: they are sent
+                shipped = ShippedObjects(
+                    self._client, repo, objects_volume_name(name), image=image, labels=labels
+                )
             self._workspaces[repo.top] = VolumeWorkspace(
-                self._client, repo, volume_name(run_id, repo.top), {**labels, LABEL_IMAGE: image}
+                self._client, repo, name, {**labels, LABEL_IMAGE: image}, shipped=shipped
             )
         return self._workspaces[repo.top]
 
@@ -635,6 +688,27 @@ def _config_files(agent: AgentCommand) -> list[Path]:
         return []
     root = agent.config_root or agent.cwd
     return [root / ref for ref in (cfg.mcp_config, cfg.settings) if ref]
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _has_image(client: docker.DockerClient, name: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(name)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 def _safe_rev(repo: Repo, ref: str) -> str | None:

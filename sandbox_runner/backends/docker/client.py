@@ -3,6 +3,7 @@ the API with transient failures retried with back-off."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -124,3 +125,18 @@ def with_retries(what: str, fn: Callable[[], T]) -> T:
     """Call a Docker API operation, retrying transient failures with back-off."""
     result: T = _retrying(what)(fn)
     return result
+
+
+def remove_volume(client: docker.DockerClient, name: str) -> None:
+    """Remove a workspace volume; gone already, or being removed, is fine."""
+    import docker.errors
+
+    def remove() -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.volumes.get(name).remove(force=True)
+
+    try:
+        with_retries("volume remove", remove)
+    except docker.errors.APIError as exc:
+        if exc.status_code != 409:
+            raise

@@ -20,17 +20,17 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 15
 
 
-def require_local_workspaces(engine: str | None) -> None:
-    """SandboxError unless runs may use `engine` (only the local engine, for now)."""
+def supported_engine(engine: str | None) -> EngineSpec | None:
+    """The engine runs use: None for the local one; SandboxError for one runs cannot use yet."""
     spec = EngineSpec.parse(engine) if engine is not None else None
     if spec is None or spec.is_local:
-        return
-    pushable = spec.kind in ("tcp", "ssh", "context")
-    hint = f" - 'fks image push --engine {engine}' already prepares the image there"
-    raise SandboxError(
-        f"sandbox engine {engine!r}: running steps on another engine is not supported yet "
-        f"(remote workspaces are not); run with engine 'local'{hint if pushable else ''}"
-    )
+        return None
+    if spec.kind == "swarm":
+        raise SandboxError(
+            f"sandbox engine {engine!r}: running steps on a swarm is not supported yet; give "
+            "one engine (tcp://HOST:PORT, ssh://USER@HOST or context:NAME) or 'local'"
+        )
+    return spec
 
 
 def engine_client(spec: EngineSpec, *, timeout: int = 60) -> docker.DockerClient:

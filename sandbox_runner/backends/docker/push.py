@@ -52,17 +52,27 @@ def push_image(
     *,
     engine: EngineSpec,
     out: TextIO,
+    quiet: bool = False,
 ) -> None:
-    """Send image `name` from `source` to `target` unless `target` has its id already."""
+    """Send image `name` from `source` to `target` unless `target` has its id already.
+    `quiet`: say only what is sent (before a run)."""
     image_id: str = source.images.get(name).id
     short = image_id.removeprefix("sha256:")[:12]
     if _has_image(target, image_id):
         if _tag_id(target, name) == image_id:
-            print(f"{name} ({short}) is on {engine} already; nothing sent", file=out, flush=True)
+            if not quiet:
+                print(
+                    f"{name} ({short}) is on {engine} already; nothing sent", file=out, flush=True
+                )
             return
         _tag(target, image_id, name, engine)
-        print(f"{name} ({short}) was on {engine} already; tagged it {name}", file=out, flush=True)
+        if not quiet:
+            print(
+                f"{name} ({short}) was on {engine} already; tagged it {name}", file=out, flush=True
+            )
         return
+    if quiet:
+        print(f"fks: sending image {name} ({short}) to engine {engine}...", file=out, flush=True)
     started = time.monotonic()
     sent = _save_into_load(source, target, name, engine)
     if _tag_id(target, name) != image_id:

@@ -11,7 +11,6 @@ branch and nothing else.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import secrets
 from collections.abc import Iterator, Mapping
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.base import ExecResult, ExecSpec, Stream
-from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.client import remove_volume, with_retries
 from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     DockerExecution,
@@ -38,6 +37,7 @@ from sandbox_runner.backends.docker.export import (
     read_export,
     wrapped,
 )
+from sandbox_runner.backends.docker.shipping import ShippedObjects
 from sandbox_runner.backends.docker.warm import WarmDockerSandbox
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
@@ -60,12 +60,21 @@ class VolumeWorkspace:
     """The Docker volume a run's steps in one repository work in."""
 
     def __init__(
-        self, client: docker.DockerClient, repo: Repo, name: str, labels: Mapping[str, str]
+        self,
+        client: docker.DockerClient,
+        repo: Repo,
+        name: str,
+        labels: Mapping[str, str],
+        *,
+        shipped: ShippedObjects | None = None,
     ) -> None:
+        """`shipped`: on an engine that cannot see this machine's disk, the volume that holds
+        the objects fks sent it, in place of the user's (see `shipping.py`)."""
         self._client = client
         self.repo = repo
         self.name = name
         self._labels = dict(labels)
+        self.shipped = shipped
         self.base_index: str | None = None
         """What the last checkout in the volume reported of its base index (`<inode>:<ctime>:<size>`,
         see `iteration.sh`), taken from a container before its agent started; None: unknown
@@ -85,30 +94,26 @@ class VolumeWorkspace:
             with_retries(
                 "volume", lambda: self._client.volumes.create(name=self.name, labels=self._labels)
             )
+        if self.shipped is not None:
+            self.shipped.ensure()
+
+    def provide(self, commit: str) -> None:
+        """Make `commit` readable at /fks/objects (the user's objects locally: always)."""
+        if self.shipped is not None:
+            self.shipped.provide(commit)
 
     def mounts(self) -> list[Mount]:
-        return [
-            Mount(source=self.name, target=WORKSPACE, volume=True),
-            Mount(source=str(self.repo.objects), target=OBJECTS, read_only=True),
-        ]
+        objects = (
+            self.shipped.mount()
+            if self.shipped is not None
+            else Mount(source=str(self.repo.objects), target=OBJECTS, read_only=True)
+        )
+        return [Mount(source=self.name, target=WORKSPACE, volume=True), objects]
 
     def remove(self) -> None:
         remove_volume(self._client, self.name)
-
-
-def remove_volume(client: docker.DockerClient, name: str) -> None:
-    """Remove a workspace volume; gone already, or being removed, is fine."""
-    import docker.errors
-
-    def remove() -> None:
-        with contextlib.suppress(docker.errors.NotFound):
-            client.volumes.get(name).remove(force=True)
-
-    try:
-        with_retries("volume remove", remove)
-    except docker.errors.APIError as exc:
-        if exc.status_code != 409:
-            raise
+        if self.shipped is not None:
+            self.shipped.remove()
 
 
 def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
@@ -193,6 +198,7 @@ class WorkspaceSandbox:
         self._error: str | None = None
         self._new_step = new_step
         """Until an iteration has prepared it: whatever the volume holds is not this step's."""
+        self._provided = False
 
     def _env(self, mode: str) -> dict[str, str]:
         tip, tree = start_of(self.workspace.repo, self.branch)
@@ -217,6 +223,9 @@ class WorkspaceSandbox:
     def start(self, spec: ExecSpec) -> Iterator[_Exporting]:
         nonce = secrets.token_hex(8)
         env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
+        if self._new_step or not self._provided:  # later iterations find their branch there
+            self.workspace.provide(env["FKS_START"])
+            self._provided = True
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
         with self._docker.start(inner) as execution:
@@ -255,6 +264,7 @@ class WorkspaceSandbox:
             env={**env, **self._env("export")},
             timeout=120,
         )
+        self.workspace.provide(spec.env["FKS_SINCE"])
         with DockerSandbox(self._client, settings).start(spec) as execution:
             for _chunk in execution.chunks():
                 pass
