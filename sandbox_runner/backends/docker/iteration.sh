@@ -160,12 +160,27 @@ export_work() {
     say "after=$now"
 }
 
+# FKS_EXPORT_VIA=log: the bundle goes out on stderr too, for a host that cannot read this
+# container's files (a swarm task on another node): base64 lines of 48 KiB of it each, then its
+# sha256 (see export.LoggedBundle).
+log_bundle() {
+    [ "${FKS_EXPORT_VIA:-}" = log ] && [ -f "$ex/bundle" ] || return 0
+    base64 -w 65536 "$ex/bundle" | sed "s/^/fks-bundle ${FKS_NONCE:-} /" >&2
+    sum=$(sha256sum <"$ex/bundle") || return 0
+    printf 'fks-bundle-end %s %s\n' "${FKS_NONCE:-}" "${sum%% *}" >&2
+}
+
 cd /workspace || exit 125
 mkdir -p "$HOME" "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" 2>/dev/null
 if [ "$FKS_MODE" = export ]; then
     rm -rf "$ex" && mkdir -p "$ex" || exit 125
     export_work
     say "end=1"
+    if [ "${FKS_EXPORT_VIA:-}" = log ]; then
+        [ -f "$ex/bundle" ] && say "bundle=1"
+        log_bundle
+        printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$(tr '\n' '\t' <"$ex/info")" >&2
+    fi
     exit 0
 fi
 ready=
@@ -207,6 +222,7 @@ say "before=$before"
 export_work
 say "end=1"
 [ -f "$ex/bundle" ] && say "bundle=1"
+log_bundle
 # The same lines on stderr, after the agent's last output: when there is no bundle, the host
 # needs nothing else from the container (fks takes this line out of the agent's output).
 printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$(tr '\n' '\t' <"$ex/info")" >&2

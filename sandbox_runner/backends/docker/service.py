@@ -1,0 +1,628 @@
+"""Iterations on a Docker Swarm: each one a single-task service (replicas 1, restart policy
+none) placed by Swarm or pinned to a node, its output read from the service's log stream and
+its exit code from the task's status; the service is removed after the iteration.
+
+The mode is `replicated`, not `replicated-job`: on Docker 20.10 removing a job leaves its task
+and its exited container on the node (moby/moby#42789), removing a replicated service does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import secrets
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.docker.checks import memory_bytes
+from sandbox_runner.backends.docker.client import one_line, with_retries
+from sandbox_runner.backends.docker.container import LABEL_RUN, ContainerSettings
+from sandbox_runner.errors import AgentNotFoundError, FksError, Interrupted, SandboxError
+from sandbox_runner.signals import deferred_signals
+
+if TYPE_CHECKING:
+    import docker
+
+LABEL_ROLE = "fks.role"
+NO_NETWORK_ROLE = "swarm-no-network"
+_QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
+_POLL_S = 0.5
+_STOP_GRACE = 2.0
+_KILLED = 137
+_HEADER = struct.Struct(">BxxxL")
+_STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
+_TIMESTAMP = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
+_ENDED = frozenset({"complete", "failed", "rejected", "shutdown", "remove", "orphaned"})
+
+
+class NodeLostError(SandboxError):
+    """The swarm node running an iteration went down (or Swarm stopped its task) before the
+    iteration ended."""
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What the manager says about the service's task."""
+
+    state: str = "new"
+    node: str | None = None
+    container: str | None = None
+    exit_code: int | None = None
+    error: str = ""
+
+
+class _LogPump:
+    """Reads a service's log stream (multiplexed frames, each `<timestamp> <bytes>`) into a
+    bounded queue. Following never ends by itself, so `finish()` stops it once the task has
+    ended and one more read, since the last timestamp delivered, takes what it had not yet
+    brought (a log stream lags behind its task and may hold back a last unterminated line)."""
+
+    def __init__(self, client: docker.DockerClient, service_id: str) -> None:
+        self._client = client
+        self._service = service_id
+        self.chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(
+            _QUEUE_CHUNKS
+        )
+        self._last: tuple[int, int] | None = None
+        self._at_last = 0  # frames delivered with timestamp `_last`
+        self._response: Any = None
+        self._finishing = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._response = response = self._open(follow=True)
+        threading.Thread(
+            target=self._run,
+            args=(response,),
+            name=f"fks-service-logs-{self._service[:12]}",
+            daemon=True,
+        ).start()
+
+    def _open(self, *, follow: bool) -> Any:
+        params: dict[str, Any] = {"stdout": 1, "stderr": 1, "timestamps": 1, "follow": int(follow)}
+        if not follow and self._last is not None:
+            params["since"] = f"{self._last[0]}.{self._last[1]:09d}"
+        api = self._client.api
+        url = api._url("/services/{0}/logs", self._service)
+        response = with_retries("service logs", lambda: api._get(url, params=params, stream=True))
+        api._raise_for_status(response)
+        return response
+
+    def _run(self, response: Any) -> None:
+        try:
+            with contextlib.suppress(Exception):
+                self._read(response, skip=0)
+            with contextlib.suppress(Exception):
+                response.close()
+            if not self._finishing.is_set():
+                raise SandboxError(f"the log stream of service {self._service[:12]} ended early")
+            if not self._closed.is_set():
+                rest = self._open(follow=False)
+                try:
+                    self._read(rest, skip=self._at_last)
+                finally:
+                    rest.close()
+        except Exception as exc:  # surfaced to the reading thread
+            self._put(exc)
+        finally:
+            self._put(None)
+
+    def _read(self, response: Any, *, skip: int) -> None:
+        """Deliver every whole frame; the first `skip` frames stamped `_last` were delivered."""
+        catching_up = skip > 0
+        while not self._closed.is_set():
+            header = _read_exactly(response.raw, _HEADER.size)
+            if header is None:
+                return
+            number, length = _HEADER.unpack(header)
+            payload = _read_exactly(response.raw, length)
+            if payload is None:
+                return
+            stamp, data = _split_timestamp(payload)
+            if catching_up and stamp == self._last and skip > 0:
+                skip -= 1
+                continue
+            catching_up = False
+            if stamp is not None:
+                self._at_last = self._at_last + 1 if stamp == self._last else 1
+                self._last = stamp
+            if data and number in _STREAMS:
+                self._put((_STREAMS[number], data))
+
+    def _put(self, item: tuple[Stream, bytes] | BaseException | None) -> None:
+        while not self._closed.is_set():
+            with contextlib.suppress(queue.Full):
+                self.chunks.put(item, timeout=0.5)
+                return
+
+    def finish(self) -> None:
+        """The task has ended: stop following, then catch up."""
+        self._finishing.set()
+        self._unblock()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._unblock()
+
+    def _unblock(self) -> None:
+        """Shut the stream's socket down: the pump's blocked read returns (closing the response
+        here instead would wait for that read)."""
+        with self._lock:
+            response, self._response = self._response, None
+        if response is None:
+            return
+        with contextlib.suppress(Exception):
+            raw = self._client.api._get_raw_response_socket(response)
+            getattr(raw, "_sock", raw).shutdown(socket.SHUT_RDWR)
+
+
+def _read_exactly(raw: Any, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        part = raw.read(size - len(data))
+        if not part:
+            return None
+        data += part
+    return data
+
+
+def _split_timestamp(payload: bytes) -> tuple[tuple[int, int] | None, bytes]:
+    """`2026-01-02T03:04:05.123456789Z <data>` -> ((seconds, nanoseconds), data)."""
+    match = _TIMESTAMP.match(payload)
+    if match is None:
+        return None, payload
+    zone = match.group(3).decode().replace("Z", "+00:00")
+    seconds = int(datetime.fromisoformat(match.group(1).decode() + zone).timestamp())
+    nanos = int((match.group(2) or b"0").ljust(9, b"0"))
+    return (seconds, nanos), payload[match.end() :]
+
+
+class ServiceExecution:
+    """One iteration's service: its output from the log stream, its end from the task."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        service_id: str,
+        timeout: float | None,
+        *,
+        network_id: str | None = None,
+    ) -> None:
+        self._client = client
+        self._service = service_id
+        self._network = network_id
+        self._deadline = time.monotonic() + timeout if timeout else None
+        self._timed_out = False
+        self._task = _Task()
+        self._next_poll = 0.0
+        self._logs = _LogPump(client, service_id)
+        self._finishing = False
+        self._removed = False
+        self._stderr_head = b""
+        self.argv0 = ""
+
+    @property
+    def id(self) -> str:
+        return self._service
+
+    @property
+    def container_id(self) -> str | None:
+        return self._task.container
+
+    @property
+    def node_id(self) -> str | None:
+        """The node the task was placed on (None until Swarm has placed it)."""
+        return self._task.node
+
+    def follow(self) -> None:
+        self._logs.start()
+
+    def chunks(self) -> Iterator[tuple[Stream, bytes]]:
+        while True:
+            try:
+                item = self._logs.chunks.get(timeout=self._wait_s())
+            except queue.Empty:
+                item = ("stdout", b"")  # nothing came: check the clock and the task
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                if self._finishing or self._timed_out:
+                    return
+                self._check_task(force=True)
+                raise SandboxError(
+                    f"lost the log stream of service {self.id[:12]}: {one_line(item)}"
+                )
+            if item[1]:
+                if item[0] == "stderr" and len(self._stderr_head) < 1024:
+                    self._stderr_head += item[1][:1024]
+                yield item
+            if self._timed_out_now():
+                self._timed_out = True
+                self.kill()
+                self._drain(_STOP_GRACE)
+                return
+            self._check_task()
+
+    def _wait_s(self) -> float:
+        wait = _POLL_S
+        if self._deadline is not None and not self._finishing:
+            wait = min(wait, self._deadline - time.monotonic())
+        return max(0.01, wait)
+
+    def _timed_out_now(self) -> bool:
+        return (
+            not self._finishing
+            and self._deadline is not None
+            and time.monotonic() >= self._deadline
+        )
+
+    def _drain(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                if self._logs.chunks.get(timeout=0.1) is None:
+                    return
+        self._logs.close()
+
+    def _check_task(self, *, force: bool = False) -> None:
+        """Every `_POLL_S`: the task's state, and its node's. An ended task finishes the log
+        stream; a node gone down (or a task Swarm stopped) raises NodeLostError."""
+        now = time.monotonic()
+        if self._finishing or (now < self._next_poll and not force):
+            return
+        self._next_poll = now + _POLL_S
+        self._task = self._poll_task()
+        task = self._task
+        if task.node is not None and self._node_state(task.node) == "down":
+            self._logs.close()
+            raise NodeLostError(f"{self._node_name(task.node)} went down during the iteration")
+        if task.state not in _ENDED:
+            return
+        if task.exit_code is not None and task.state in ("complete", "failed"):
+            self._finishing = True
+            self._logs.finish()
+            return
+        self._logs.close()
+        if task.state in ("rejected", "failed") and "no longer meets" not in task.error:
+            raise self._start_error(task)
+        where = self._node_name(task.node) if task.node else "swarm"
+        raise NodeLostError(
+            f"{where}: Swarm stopped the iteration's task ({task.state}: {task.error or 'no reason given'})"
+        )
+
+    def _poll_task(self) -> _Task:
+        tasks = with_retries("tasks", lambda: self._client.api.tasks(filters={"service": self.id}))
+        if not tasks:
+            return self._task
+        latest = max(tasks, key=lambda t: str(t.get("CreatedAt", "")))
+        status = latest.get("Status") or {}
+        container = status.get("ContainerStatus") or {}
+        code = container.get("ExitCode")
+        return _Task(
+            state=str(status.get("State", "new")),
+            node=latest.get("NodeID") or None,
+            container=container.get("ContainerID") or self._task.container,
+            exit_code=int(code) if code is not None and container.get("ContainerID") else None,
+            error=one_line(str(status.get("Err") or status.get("Message") or "")),
+        )
+
+    def _node_state(self, node: str) -> str:
+        try:
+            attrs = with_retries("node", lambda: self._client.api.inspect_node(node))
+        except Exception:
+            return "unknown"
+        return str((attrs.get("Status") or {}).get("State", "unknown"))
+
+    def _node_name(self, node: str) -> str:
+        hostname = ""
+        with contextlib.suppress(Exception):
+            hostname = self._client.api.inspect_node(node)["Description"]["Hostname"]
+        return f"swarm node {node[:12]}" + (f" ({hostname})" if hostname else "")
+
+    def _start_error(self, task: _Task) -> FksError:
+        where = self._node_name(task.node) if task.node else "any swarm node"
+        text = task.error.lower()
+        if "no such image" in text:
+            return SandboxError(
+                f"the image is not on {where} ({task.error}); send it there with "
+                "'fks image push --engine <that node's engine>'"
+            )
+        if "executable file not found" in text or ("no such file" in text and "exec" in text):
+            return _agent_missing(self.argv0)
+        return SandboxError(f"Swarm could not run the iteration on {where}: {task.error}")
+
+    def wait(self) -> ExecResult:
+        """The exit code from the task's status (after `chunks()` is exhausted)."""
+        while not self._timed_out and self._task.exit_code is None:
+            task = self._poll_task()
+            self._task = task
+            if task.state in _ENDED and task.exit_code is None:
+                break
+            if task.exit_code is None:
+                time.sleep(_POLL_S / 5)
+        code = self._task.exit_code
+        if code is None:
+            code = _KILLED if self._timed_out else -1
+        if code == 127 and b"[FATAL tini" in self._stderr_head and b"exec " in self._stderr_head:
+            raise _agent_missing(self.argv0)
+        # A task's status does not say whether the kernel killed it for its memory limit.
+        return ExecResult(
+            exit_code=code, timed_out=self._timed_out, container_id=self._task.container
+        )
+
+    def kill(self) -> None:
+        """Remove the service: Swarm stops its task (SIGINT, then SIGKILL after the grace)."""
+        self._remove_service()
+
+    def interrupt(self) -> None:
+        """Ctrl-C: the service goes, and with it the task (see `kill`)."""
+        self._remove_service()
+
+    def _remove_service(self) -> None:
+        import docker.errors
+
+        if self._removed:
+            return
+        self._removed = True
+        with contextlib.suppress(docker.errors.APIError):
+            _remove_tolerant(lambda: self._client.api.remove_service(self.id))
+
+    def remove(self) -> None:
+        """Remove the service, stop reading its logs, remove its no-network network."""
+        self._remove_service()
+        self._logs.close()
+        if self._network is not None:
+            _remove_network(self._client, self._network)
+
+
+def _tmpfs(options: str) -> dict[str, int]:
+    """`mode=` and `size=` of tmpfs mount options. Docker 20.10 takes no other option for a
+    service's tmpfs, which is then `noexec`; a local-driver tmpfs volume would keep `exec`,
+    but the node never removes such a volume (one left behind per mount and iteration)."""
+    found: dict[str, int] = {}
+    for option in options.split(","):
+        key, _, value = option.partition("=")
+        if key == "mode" and re.fullmatch(r"[0-7]{1,4}", value):
+            found["Mode"] = int(value, 8)
+        elif key == "size" and (size := memory_bytes(value)) is not None:
+            found["SizeBytes"] = size
+    return found
+
+
+def _agent_missing(argv0: str) -> AgentNotFoundError:
+    return AgentNotFoundError(
+        f"Agent '{argv0}' not found in the image (not on its PATH, or not in the workspace); "
+        "install it in the image or give a path in the repository"
+    )
+
+
+def _remove_tolerant(remove: Any) -> None:
+    """Run a removal; 404 (gone already) and 409 (being removed) count as done."""
+    import docker.errors
+
+    try:
+        with_retries("remove", remove)
+    except docker.errors.APIError as exc:
+        if exc.status_code not in (404, 409):
+            raise
+
+
+def _remove_network(client: docker.DockerClient, network_id: str) -> None:
+    """A network is in use until the task that had it is gone: try for a few seconds."""
+    import docker.errors
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.api.remove_network(network_id)
+            return
+        except docker.errors.NotFound:
+            return
+        except (docker.errors.APIError, OSError):
+            if time.monotonic() >= deadline:
+                return  # `remove_run_services` takes it later
+            time.sleep(0.2)
+
+
+class ServiceSandbox:
+    """Runs each ExecSpec as a swarm service configured by `settings`, on any node or on
+    `node` (a node id). `client` talks to a manager of the swarm."""
+
+    name = "swarm"
+
+    def __init__(
+        self, client: docker.DockerClient, settings: ContainerSettings, *, node: str | None = None
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._node = node
+
+    def task_template(self, spec: ExecSpec) -> dict[str, Any]:
+        """The service's TaskTemplate (API 1.41): the container's hardening where Swarm has it."""
+        s = self._settings
+        container: dict[str, Any] = {
+            "Image": self._image(),
+            "Command": [*s.entry, *spec.argv],
+            "Env": [f"{key}={value}" for key, value in spec.env.items()],
+            "Dir": str(spec.cwd),
+            "User": s.user,
+            "Labels": self.labels(spec),
+            "Mounts": self._mounts(),
+            "ReadOnly": s.read_only,
+            "CapabilityDrop": ["ALL"],
+            "Init": True,
+            "TTY": False,
+            "StopSignal": "SIGINT",
+            "StopGracePeriod": int((INTERRUPT_GRACE + _STOP_GRACE) * 1e9),
+        }
+        template: dict[str, Any] = {
+            "ContainerSpec": container,
+            "Resources": self._resources(),
+            "RestartPolicy": {"Condition": "none", "MaxAttempts": 0},
+        }
+        if self._node:
+            template["Placement"] = {"Constraints": [f"node.id=={self._node}"]}
+        return template
+
+    def labels(self, spec: ExecSpec) -> dict[str, str]:
+        return {**self._settings.labels, **spec.labels}
+
+    def _image(self) -> str:
+        """The image by id when the manager has it: a node then runs exactly that image and
+        does not try to pull it from a registry first (which, offline, takes ~20 s)."""
+        import docker.errors
+
+        image = self._settings.image
+        if image.startswith("sha256:"):
+            return image
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            return str(self._client.images.get(image).id)
+        return image
+
+    def _mounts(self) -> list[dict[str, Any]]:
+        s = self._settings
+        mounts: list[dict[str, Any]] = []
+        for m in s.mounts:
+            if not m.volume:
+                raise SandboxError(
+                    f"cannot mount {m.source} into a swarm task: it runs on another machine and "
+                    "cannot see this host's paths; only volumes can be mounted on a swarm"
+                )
+            mounts.append(
+                {
+                    "Type": "volume",
+                    "Source": m.source,
+                    "Target": m.target or m.source,
+                    "ReadOnly": m.read_only,
+                }
+            )
+        for target, options in s.tmpfs.items():
+            mounts.append({"Type": "tmpfs", "Target": target, "TmpfsOptions": _tmpfs(options)})
+        return mounts
+
+    def _resources(self) -> dict[str, Any]:
+        s = self._settings
+        limits: dict[str, int] = {}
+        if s.memory:
+            size = memory_bytes(s.memory)
+            if size is None:
+                raise SandboxError(f"sandbox memory '{s.memory}' is not a size (e.g. 2g)")
+            limits["MemoryBytes"] = size
+        if s.cpus:
+            limits["NanoCPUs"] = int(s.cpus * 1e9)
+        reservations = dict(limits)  # Swarm places tasks only where this much is free
+        if s.pids_limit:
+            limits["Pids"] = s.pids_limit
+        return {"Limits": limits, "Reservations": reservations}
+
+    def _needs_no_network(self) -> bool:
+        """Whether the task needs a network of its own that reaches nothing (network "none")."""
+        network = self._settings.network
+        if network == "bridge":
+            return False
+        if network == "none":
+            return True
+        raise SandboxError(
+            f"sandbox network '{network}' is not supported on a swarm yet; "
+            "use the open network or none (an allowlist needs its proxy on every node)"
+        )
+
+    def _make_no_network(self, spec: ExecSpec) -> str:
+        """Swarm has no `none` network for services (only `bridge` and `host` are predefined):
+        the task gets an internal overlay network of its own instead, one interface besides
+        `lo` on a subnet where nothing else is, and no route out of it."""
+        labels = {**self.labels(spec), LABEL_ROLE: NO_NETWORK_ROLE}
+        name = f"fks-none-{secrets.token_hex(6)}"
+        try:
+            created = with_retries(
+                "network create",
+                lambda: self._client.api.create_network(
+                    name, driver="overlay", internal=True, labels=labels
+                ),
+            )
+        except Exception as exc:
+            raise SandboxError(
+                f"Docker could not create the swarm task's network: {one_line(exc)}"
+            ) from None
+        return str(created["Id"])
+
+    def launch(self, spec: ExecSpec) -> ServiceExecution:
+        """Create the service and follow its logs (everything removed again if that fails)."""
+        needs_network = self._needs_no_network()
+        template = self.task_template(spec)  # refusals (bind mounts) before anything exists
+        network_id = self._make_no_network(spec) if needs_network else None
+        try:
+            if network_id is not None:
+                template["Networks"] = [{"Target": network_id}]
+            service_id = self._create(template, self.labels(spec))
+        except BaseException:
+            if network_id is not None:
+                with deferred_signals():
+                    _remove_network(self._client, network_id)
+            raise
+        execution = ServiceExecution(self._client, service_id, spec.timeout, network_id=network_id)
+        execution.argv0 = spec.argv[0]
+        try:
+            execution.follow()
+        except BaseException:
+            with deferred_signals():
+                execution.remove()
+            raise
+        return execution
+
+    def _create(self, template: dict[str, Any], labels: Mapping[str, str]) -> str:
+        import docker.errors
+
+        mode = {"Replicated": {"Replicas": 1}}
+        try:
+            created = with_retries(
+                "service create",
+                lambda: self._client.api.create_service(template, labels=dict(labels), mode=mode),
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(
+                f"Docker could not create the swarm service: {one_line(str(exc.explanation or exc))}"
+            ) from None
+        return str(created["ID"])
+
+    @contextmanager
+    def start(self, spec: ExecSpec) -> Iterator[ServiceExecution]:
+        """The iteration's service; Ctrl-C removes it, and so does leaving the block."""
+        execution = self.launch(spec)
+        try:
+            yield execution
+        except (Interrupted, KeyboardInterrupt):
+            with deferred_signals():
+                execution.interrupt()
+            raise
+        finally:
+            with deferred_signals():
+                execution.remove()
+
+    def close(self) -> None:
+        """Nothing outlives an iteration here."""
+
+
+def remove_run_services(client: docker.DockerClient, run_id: str) -> int:
+    """Remove every service of run `run_id` (and the no-network networks made for them);
+    returns how many services were removed."""
+    wanted = {"label": f"{LABEL_RUN}={run_id}"}
+    services = with_retries("services", lambda: client.api.services(filters=wanted))
+    for service in services:
+        _remove_tolerant(lambda s=service: client.api.remove_service(s["ID"]))
+    networks = client.api.networks(
+        filters={"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={NO_NETWORK_ROLE}"]}
+    )
+    for network in networks:
+        _remove_network(client, network["Id"])
+    return len(services)

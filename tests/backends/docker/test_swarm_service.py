@@ -1,0 +1,345 @@
+"""Iterations as swarm services (backends/docker/service.py) on a real two-node swarm: output
+from the log stream with stdout and stderr apart, the exit code from the task, the hardening,
+timeouts, Ctrl-C, a node lost mid-iteration; and the bundle that leaves through the log stream
+(export.LoggedBundle), with what an agent could print to fool it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+from engines import SecondEngine, TwoNodeSwarm
+from helpers import fks
+
+from sandbox_runner.backends.base import ExecResult, ExecSpec
+from sandbox_runner.backends.docker.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.export import ExportError, LoggedBundle, script
+from sandbox_runner.backends.docker.service import (
+    NodeLostError,
+    ServiceExecution,
+    ServiceSandbox,
+    remove_run_services,
+)
+from sandbox_runner.errors import SandboxError
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "fks-agent:latest"
+TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
+
+
+@pytest.fixture(scope="module")
+def worker_image(second_engine: SecondEngine) -> str:
+    """The agent image on the second engine (sent once per test module)."""
+    pushed = fks("image", "push", "--engine", second_engine.url, "--image", IMAGE)
+    assert pushed.code == 0, pushed.output
+    return IMAGE
+
+
+@pytest.fixture
+def swarm(two_node_swarm: TwoNodeSwarm, worker_image: str) -> TwoNodeSwarm:
+    return two_node_swarm
+
+
+def settings(run: str, **changes: Any) -> ContainerSettings:
+    values: dict[str, Any] = {
+        "image": IMAGE,
+        "user": "1000:1000",
+        "memory": "512m",
+        "cpus": 0.5,
+        "pids_limit": 200,
+        "labels": {"fks.run": run},
+        "tmpfs": TMPFS,
+        **changes,
+    }
+    return ContainerSettings(**values)
+
+
+def run_in(
+    sandbox: ServiceSandbox, command: str, *, timeout: float | None = None, **env: str
+) -> tuple[list[tuple[str, bytes]], ExecResult, ServiceExecution]:
+    spec = ExecSpec(argv=("sh", "-c", command), cwd=Path("/tmp"), env=env, timeout=timeout)
+    with sandbox.start(spec) as execution:
+        chunks = list(execution.chunks())
+        result = execution.wait()
+    return chunks, result, execution
+
+
+def joined(chunks: list[tuple[str, bytes]], stream: str) -> bytes:
+    return b"".join(data for name, data in chunks if name == stream)
+
+
+def services_of(client: docker.DockerClient, run: str) -> list[Any]:
+    return list(client.api.services(filters={"label": f"fks.run={run}"}))
+
+
+def gone_from(client: docker.DockerClient, run: str, timeout: float = 15) -> bool:
+    """Whether the node has no container of `run` left (Swarm removes them shortly after)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not client.containers.list(all=True, filters={"label": f"fks.run={run}"}):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_a_task_on_the_worker_streams_both_outputs_and_its_exit_code(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    command = "echo out; echo err >&2; printf 'no newline'; exit 3"
+    chunks, result, execution = run_in(sandbox, command)
+    assert joined(chunks, "stdout") == b"out\nno newline"
+    assert joined(chunks, "stderr") == b"err\n"
+    assert result.exit_code == 3 and not result.timed_out
+    assert result.container_id and result.container_id == execution.container_id
+    assert execution.node_id == swarm.worker_id
+    assert services_of(swarm.main, run) == []
+    assert gone_from(swarm.second.client(), run)
+
+
+def test_long_lines_and_much_output_arrive_whole(swarm: TwoNodeSwarm) -> None:
+    """Log lines are cut into 16 KiB messages and lag behind the task: nothing is lost."""
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    command = "head -c 100000 /dev/zero | tr '\\0' a; echo; seq 1 50000 >&2; printf end"
+    chunks, result, _ = run_in(sandbox, command)
+    assert result.exit_code == 0
+    assert joined(chunks, "stdout") == b"a" * 100000 + b"\nend"
+    expected = "".join(f"{n}\n" for n in range(1, 50001)).encode()
+    assert joined(chunks, "stderr") == expected
+
+
+PROBE = r"""
+touch /fks-root 2>/dev/null && echo "root writable" || echo "root read-only"
+touch /tmp/x && cp /bin/true /tmp/t && echo "tmp writable"
+echo "ifaces $(ls /sys/class/net | tr '\n' ' ')"
+echo "routes $(awk 'NR > 1 {print $2}' /proc/net/route | tr '\n' ' ')"
+echo "caps $(grep CapEff /proc/self/status | cut -f2)"
+echo "pids $(cat /sys/fs/cgroup/pids/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids.max)"
+bash -c 'echo > /dev/tcp/$0/2377' "$MANAGER" 2>/dev/null && echo "manager reachable" || echo "manager unreachable"
+"""
+
+
+def test_network_none_read_only_root_and_limits(swarm: TwoNodeSwarm) -> None:
+    """Swarm has no `none` network for services: the task gets an internal network of its own,
+    one interface besides lo and no route off its subnet (the manager, listening, is out of
+    reach). The root filesystem is read-only, /tmp writable, every capability dropped."""
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run, network="none"), node=swarm.worker_id)
+    chunks, result, _ = run_in(sandbox, PROBE, MANAGER=swarm.second.host_ip)
+    out = joined(chunks, "stdout").decode()
+    assert result.exit_code == 0, chunks
+    assert "root read-only" in out and "tmp writable" in out
+    assert re.search(r"^ifaces eth0 lo $", out, re.M), out
+    routes = re.search(r"^routes (.*)$", out, re.M)
+    assert routes is not None and "00000000" not in routes.group(1).split(), out
+    assert "manager unreachable" in out
+    assert "caps 0000000000000000" in out and "pids 200" in out
+    assert swarm.main.api.networks(filters={"label": f"fks.run={run}"}) == []
+    open_sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    chunks, result, _ = run_in(open_sandbox, PROBE, MANAGER=swarm.second.host_ip)
+    assert "manager reachable" in joined(chunks, "stdout").decode()
+
+
+def test_a_bind_mount_is_refused_before_anything_starts(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    mounts = [Mount(source="/etc"), Mount(source="fks-vol", target="/data", volume=True)]
+    sandbox = ServiceSandbox(swarm.main, settings(run, mounts=mounts))
+    spec = ExecSpec(argv=("true",), cwd=Path("/tmp"))
+    with pytest.raises(SandboxError) as refused, sandbox.start(spec):
+        pass
+    message = str(refused.value)
+    assert "cannot mount /etc into a swarm task" in message and "\n" not in message
+    assert "only volumes" in message
+    assert services_of(swarm.main, run) == []
+
+
+def test_the_timeout_kills_the_task_and_ctrl_c_removes_the_service(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    started = time.monotonic()
+    chunks, result, _ = run_in(sandbox, "echo started; sleep 60", timeout=4)
+    assert result.timed_out and time.monotonic() - started < 15
+    assert joined(chunks, "stdout") == b"started\n"
+    assert services_of(swarm.main, run) == []
+    spec = ExecSpec(argv=("sh", "-c", "echo started; sleep 60"), cwd=Path("/tmp"))
+    with pytest.raises(KeyboardInterrupt), sandbox.start(spec) as execution:
+        for _ in execution.chunks():
+            assert services_of(swarm.main, run) != []
+            raise KeyboardInterrupt
+    assert services_of(swarm.main, run) == []
+    assert gone_from(swarm.second.client(), run)
+
+
+def test_remove_run_services_removes_what_a_killed_run_left(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run, network="none"))
+    execution = sandbox.launch(ExecSpec(argv=("sleep", "60"), cwd=Path("/tmp")))
+    try:
+        assert len(services_of(swarm.main, run)) == 1
+        assert remove_run_services(swarm.main, run) == 1
+        assert services_of(swarm.main, run) == []
+        assert swarm.main.api.networks(filters={"label": f"fks.run={run}"}) == []
+        assert remove_run_services(swarm.main, run) == 0
+    finally:
+        execution.remove()
+
+
+def log_bundle_function() -> str:
+    """iteration.sh's own `log_bundle`, to run it outside a workspace."""
+    found = re.search(r"^log_bundle\(\) \{\n.*?^\}\n", script(), re.S | re.M)
+    assert found is not None
+    return found.group(0)
+
+
+MAKE_BUNDLE = r"""
+set -e
+git init -q -b work /tmp/repo && cd /tmp/repo
+head -c 150000 /dev/urandom >blob && git add blob
+git -c user.name=a -c user.email=a@b commit -qm one
+mkdir /tmp/ex && git bundle create -q /tmp/ex/bundle refs/heads/work
+echo "fks-bundle 0123456789abcdef AAAA" >&2
+ex=/tmp/ex
+"""
+
+
+def test_a_real_bundle_leaves_through_the_log_stream(swarm: TwoNodeSwarm, tmp_path: Path) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    nonce = secrets.token_hex(8)
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    command = MAKE_BUNDLE + log_bundle_function() + "log_bundle\necho done >&2\n"
+    env = {"FKS_EXPORT_VIA": "log", "FKS_NONCE": nonce, "HOME": "/home/fks"}
+    chunks, result, _ = run_in(sandbox, command, **env)
+    assert result.exit_code == 0, chunks
+    taken = LoggedBundle(nonce, tmp_path / "step.bundle")
+    stderr = [data for name, data in chunks if name == "stderr"]
+    assert max(map(len, stderr)) <= 16384 and len(stderr) > 10  # lines cut into messages
+    passed = b"".join(taken.feed(data) for data in stderr) + taken.finish()
+    assert passed == b"fks-bundle 0123456789abcdef AAAA\ndone\n"
+    bundle = taken.result()
+    assert bundle == tmp_path / "step.bundle"
+    host = tmp_path / "host"
+    subprocess.run(["git", "init", "-q", str(host)], check=True)
+    fetch = ["git", "-C", str(host), "-c", "transfer.fsckObjects=true", "fetch", "-q"]
+    subprocess.run([*fetch, str(bundle), "refs/heads/work:refs/heads/imported"], check=True)
+    size = subprocess.run(
+        ["git", "-C", str(host), "cat-file", "-s", "imported:blob"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert size.stdout.strip() == "150000"
+
+
+def bundle_lines(nonce: str, data: bytes, *, width: int = 65536) -> bytes:
+    import base64
+
+    text = base64.b64encode(data)
+    lines = [text[i : i + width] for i in range(0, len(text), width)]
+    body = b"".join(b"fks-bundle %s %s\n" % (nonce.encode(), line) for line in lines)
+    return body + b"fks-bundle-end %s %s\n" % (
+        nonce.encode(),
+        hashlib.sha256(data).hexdigest().encode(),
+    )
+
+
+def fed(taken: LoggedBundle, stream: bytes, size: int) -> bytes:
+    pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
+    return b"".join(taken.feed(piece) for piece in pieces) + taken.finish()
+
+
+@pytest.mark.parametrize("size", [1, 7, 16384, 1 << 20])
+def test_logged_bundle_passes_every_other_byte_whatever_the_chunks(
+    tmp_path: Path, size: int
+) -> None:
+    data = os.urandom(120_000)
+    nonce = "n0nce"
+    stream = b"before fks-bundl" + b"e x\npartial" + bundle_lines(nonce, data) + b"after\n"
+    taken = LoggedBundle(nonce, tmp_path / "b")
+    assert fed(taken, stream, size) == b"before fks-bundle x\npartialafter\n"
+    bundle = taken.result()
+    assert bundle is not None and bundle.read_bytes() == data
+
+
+def test_logged_bundle_none_when_the_stream_has_none(tmp_path: Path) -> None:
+    taken = LoggedBundle("n", tmp_path / "b")
+    wrong = b"fks-bundle other QUFB\nfks-bundle-end other 00\n"
+    assert fed(taken, wrong, 5) == wrong  # another nonce: the agent's own output
+    assert taken.result() is None and not (tmp_path / "b").exists()
+
+
+def forged_after_end(nonce: str, data: bytes) -> bytes:
+    return bundle_lines(nonce, data) + b"fks-bundle-end %s %s\n" % (
+        nonce.encode(),
+        hashlib.sha256(b"forged").hexdigest().encode(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("stream", "reason"),
+    [
+        (lambda n, d: bundle_lines(n, d).replace(b"end n ", b"end n 0"), "sha256"),
+        (lambda n, d: bundle_lines(n, d)[:-80], "cut off"),
+        (lambda n, d: bundle_lines(n, d).rsplit(b"fks-bundle-end", 1)[0], "no end line"),
+        (forged_after_end, "a line after its end"),
+        (lambda n, d: bundle_lines(n, d) + bundle_lines(n, b"again"), "a line after its end"),
+        (lambda n, d: b"fks-bundle n ***\n" + bundle_lines(n, d), "not base64"),
+        (lambda n, d: b"fks-bundle n " + b"A" * 200_000 + b"\n", "too long"),
+        (lambda n, d: b"fks-bundle-end n 00\n", "ends before it begins"),
+    ],
+)
+def test_logged_bundle_refuses_a_malformed_one_and_keeps_nothing(
+    tmp_path: Path, stream: Any, reason: str
+) -> None:
+    taken = LoggedBundle("n", tmp_path / "b")
+    fed(taken, stream("n", os.urandom(100_000)), 4096)
+    with pytest.raises(ExportError, match=reason):
+        taken.result()
+    assert not (tmp_path / "b").exists()
+
+
+def test_logged_bundle_over_the_limit_is_refused(tmp_path: Path) -> None:
+    taken = LoggedBundle("n", tmp_path / "b", limit=100_000)
+    fed(taken, bundle_lines("n", os.urandom(100_001)), 65536)
+    with pytest.raises(ExportError, match="larger than 100000 bytes"):
+        taken.result()
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.fixture
+def own_swarm() -> Iterator[TwoNodeSwarm]:
+    """A swarm with a second engine of its own (this test kills it), heartbeats every second."""
+    with SecondEngine() as engine:
+        pushed = fks("image", "push", "--engine", engine.url, "--image", IMAGE)
+        assert pushed.code == 0, pushed.output
+        with TwoNodeSwarm(engine) as swarm:
+            swarm.main.swarm.update(dispatcher_heartbeat_period=1_000_000_000)
+            yield swarm
+
+
+def test_a_node_lost_mid_iteration_raises_node_lost(own_swarm: TwoNodeSwarm) -> None:
+    swarm = own_swarm
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    spec = ExecSpec(argv=("sh", "-c", "echo started; sleep 120"), cwd=Path("/tmp"), timeout=90)
+    assert swarm.second.process is not None
+    with pytest.raises(NodeLostError) as lost, sandbox.start(spec) as execution:
+        for _ in execution.chunks():
+            os.kill(swarm.second.process.pid, signal.SIGKILL)
+            killed = time.monotonic()
+    noticed = time.monotonic() - killed
+    assert noticed < 30
+    message = str(lost.value)
+    assert f"swarm node {swarm.worker_id[:12]}" in message and "went down" in message
+    assert "\n" not in message
+    assert services_of(swarm.main, run) == []
