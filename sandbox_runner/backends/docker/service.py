@@ -344,15 +344,10 @@ class ServiceExecution:
     def wait(self) -> ExecResult:
         """The exit code from the task's status (after `chunks()` is exhausted)."""
         while not self._timed_out and self._task.exit_code is None:
-            task = self._poll_task()
-            self._task = task
-            if task.state in _ENDED and task.exit_code is None:
-                break
-            if task.exit_code is None:
-                time.sleep(_POLL_S / 5)
-        code = self._task.exit_code
-        if code is None:
-            code = _KILLED if self._timed_out else -1
+            self._check_task(force=True)  # raises when the node is lost or the task cannot run
+            if self._task.exit_code is None:
+                time.sleep(_POLL_S)
+        code = _KILLED if self._task.exit_code is None else self._task.exit_code  # timed out
         if code == 127 and b"[FATAL tini" in self._stderr_head and b"exec " in self._stderr_head:
             raise _agent_missing(self.argv0)
         # A task's status does not say whether the kernel killed it for its memory limit.
