@@ -197,10 +197,12 @@ class ServiceExecution:
         timeout: float | None,
         *,
         network_id: str | None = None,
+        node: str | None = None,
     ) -> None:
         self._client = client
         self._service = service_id
         self._network = network_id
+        self._pinned = node
         self._deadline = time.monotonic() + timeout if timeout else None
         self._timed_out = False
         self._task = _Task()
@@ -283,9 +285,10 @@ class ServiceExecution:
         self._next_poll = now + _POLL_S
         self._task = self._poll_task()
         task = self._task
-        if task.node is not None and self._node_state(task.node) == "down":
+        node = task.node or self._pinned
+        if node is not None and self._node_state(node) == "down":
             self._logs.close()
-            raise NodeLostError(f"{self._node_name(task.node)} went down during the iteration")
+            raise NodeLostError(f"{self._node_name(node)} went down during the iteration")
         if task.state not in _ENDED:
             return
         if task.exit_code is not None and task.state in ("complete", "failed"):
@@ -565,7 +568,9 @@ class ServiceSandbox:
                 with deferred_signals():
                     _remove_network(self._client, network_id)
             raise
-        execution = ServiceExecution(self._client, service_id, spec.timeout, network_id=network_id)
+        execution = ServiceExecution(
+            self._client, service_id, spec.timeout, network_id=network_id, node=self._node
+        )
         execution.argv0 = spec.argv[0]
         try:
             execution.follow()

@@ -6,6 +6,7 @@ timeouts, Ctrl-C, a node lost mid-iteration; and the bundle that leaves through 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import secrets
@@ -30,7 +31,7 @@ from sandbox_runner.backends.docker.service import (
     ServiceSandbox,
     remove_run_services,
 )
-from sandbox_runner.errors import SandboxError
+from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
 pytestmark = pytest.mark.docker
 
@@ -175,10 +176,51 @@ def test_the_timeout_kills_the_task_and_ctrl_c_removes_the_service(swarm: TwoNod
     spec = ExecSpec(argv=("sh", "-c", "echo started; sleep 60"), cwd=Path("/tmp"))
     with pytest.raises(KeyboardInterrupt), sandbox.start(spec) as execution:
         for _ in execution.chunks():
-            assert services_of(swarm.main, run) != []
+            assert_kept_by_the_engine(swarm, run, execution.id)
             raise KeyboardInterrupt
     assert services_of(swarm.main, run) == []
     assert gone_from(swarm.second.client(), run)
+
+
+def assert_kept_by_the_engine(swarm: TwoNodeSwarm, run: str, service_id: str) -> None:
+    """The engine (API 1.41) kept every setting: none was dropped as unknown."""
+    spec = swarm.main.api.inspect_service(service_id)["Spec"]
+    template = spec["TaskTemplate"]
+    container = template["ContainerSpec"]
+    assert spec["Labels"]["fks.run"] == run and container["Labels"]["fks.run"] == run
+    assert container["ReadOnly"] and container["Init"] and container["CapabilityDrop"] == ["ALL"]
+    assert container["User"] == "1000:1000" and container["StopSignal"] == "SIGINT"
+    assert {m["Target"]: m["Type"] for m in container["Mounts"]} == dict.fromkeys(TMPFS, "tmpfs")
+    memory, cpus = 512 * 2**20, 500_000_000
+    assert template["Resources"]["Limits"] == {"MemoryBytes": memory, "NanoCPUs": cpus, "Pids": 200}
+    assert template["Resources"]["Reservations"] == {"MemoryBytes": memory, "NanoCPUs": cpus}
+    assert template["RestartPolicy"]["Condition"] == "none"
+    assert template["Placement"]["Constraints"] == [f"node.id=={swarm.worker_id}"]
+    assert spec["Mode"] == {"Replicated": {"Replicas": 1}}
+
+
+def test_a_missing_agent_or_image_is_one_clear_line(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    spec = ExecSpec(argv=("no-such-agent", "-p"), cwd=Path("/tmp"))
+    missing = "Agent 'no-such-agent' not found in the image"
+    with pytest.raises(AgentNotFoundError, match=missing), sandbox.start(spec) as execution:
+        list(execution.chunks())
+        execution.wait()
+    # An image the manager has and the worker has not (a label makes a new image id).
+    image, _ = swarm.main.images.build(
+        fileobj=io.BytesIO(f"FROM {IMAGE}\nLABEL fks.test={run}\n".encode()), rm=True
+    )
+    try:
+        only_here = ServiceSandbox(swarm.main, settings(run, image=image.id), node=swarm.worker_id)
+        with pytest.raises(SandboxError) as refused:
+            run_in(only_here, "true")
+        message = str(refused.value)
+        assert "the image is not on swarm node" in message and "fks image push" in message
+        assert "\n" not in message
+    finally:
+        swarm.main.images.remove(image.id, force=True)
+    assert services_of(swarm.main, run) == []
 
 
 def test_remove_run_services_removes_what_a_killed_run_left(swarm: TwoNodeSwarm) -> None:
