@@ -81,6 +81,9 @@ class _LogPump:
 
     def start(self) -> None:
         self._response = response = self._open(follow=True)
+        with contextlib.suppress(Exception):  # an agent may print nothing for a long while
+            api = self._client.api
+            api._disable_socket_timeout(api._get_raw_response_socket(response))
         threading.Thread(
             target=self._run,
             args=(response,),
@@ -105,7 +108,7 @@ class _LogPump:
             with contextlib.suppress(Exception):
                 response.close()
             if not self._finishing.is_set():
-                raise SandboxError(f"the log stream of service {self._service[:12]} ended early")
+                raise SandboxError("the stream ended before the task did")
             if not self._closed.is_set():
                 rest = self._open(follow=False)
                 try:

@@ -120,6 +120,14 @@ def test_long_lines_and_much_output_arrive_whole(swarm: TwoNodeSwarm) -> None:
     assert joined(chunks, "stderr") == expected
 
 
+def test_a_silent_task_outlasts_the_client_timeout(swarm: TwoNodeSwarm) -> None:
+    run = f"swarm-{secrets.token_hex(4)}"
+    impatient = docker.from_env(timeout=2)
+    sandbox = ServiceSandbox(impatient, settings(run), node=swarm.worker_id)
+    chunks, result, _ = run_in(sandbox, "sleep 5; echo late")
+    assert joined(chunks, "stdout") == b"late\n" and result.exit_code == 0
+
+
 PROBE = r"""
 touch /fks-root 2>/dev/null && echo "root writable" || echo "root read-only"
 touch /tmp/x && cp /bin/true /tmp/t && echo "tmp writable"
