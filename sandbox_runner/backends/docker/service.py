@@ -312,13 +312,15 @@ class ServiceExecution:
             return self._task
         latest = max(tasks, key=lambda t: str(t.get("CreatedAt", "")))
         status = latest.get("Status") or {}
+        state = str(status.get("State", "new"))
         container = status.get("ContainerStatus") or {}
-        code = container.get("ExitCode")
+        code = container.get("ExitCode")  # 0 while the container runs: counts once it ended
+        exited = state in ("complete", "failed") and container.get("ContainerID")
         return _Task(
-            state=str(status.get("State", "new")),
+            state=state,
             node=latest.get("NodeID") or None,
             container=container.get("ContainerID") or self._task.container,
-            exit_code=int(code) if code is not None and container.get("ContainerID") else None,
+            exit_code=int(code) if exited and code is not None else None,
             error=one_line(str(status.get("Err") or status.get("Message") or "")),
         )
 

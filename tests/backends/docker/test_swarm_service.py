@@ -120,12 +120,17 @@ def test_long_lines_and_much_output_arrive_whole(swarm: TwoNodeSwarm) -> None:
     assert joined(chunks, "stderr") == expected
 
 
-def test_a_silent_task_outlasts_the_client_timeout(swarm: TwoNodeSwarm) -> None:
+def test_a_silent_task_outlasts_the_client_timeout_and_wait_waits_for_its_end(
+    swarm: TwoNodeSwarm,
+) -> None:
     run = f"swarm-{secrets.token_hex(4)}"
     impatient = docker.from_env(timeout=2)
     sandbox = ServiceSandbox(impatient, settings(run), node=swarm.worker_id)
     chunks, result, _ = run_in(sandbox, "sleep 5; echo late")
     assert joined(chunks, "stdout") == b"late\n" and result.exit_code == 0
+    spec = ExecSpec(argv=("sh", "-c", "sleep 2; exit 5"), cwd=Path("/tmp"))
+    with sandbox.start(spec) as execution:
+        assert execution.wait().exit_code == 5  # not the 0 a running task's status shows
 
 
 PROBE = r"""
