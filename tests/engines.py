@@ -230,8 +230,11 @@ class TwoNodeSwarm:
     """A real swarm of the main engine (manager) and a SecondEngine (worker), made by `with`
     and left by both nodes at the end. Refuses to touch a main engine already in a swarm."""
 
-    def __init__(self, second: SecondEngine) -> None:
+    def __init__(self, second: SecondEngine, *, heartbeat_s: float | None = None) -> None:
+        """`heartbeat_s`: the dispatcher's heartbeat period (Swarm's default is 5 s; a node is
+        marked down after about three missed ones)."""
         self.second = second
+        self.heartbeat_s = heartbeat_s
         self.main = docker.from_env(timeout=120)
         self.manager_id = ""
         self.worker_id = ""
@@ -246,7 +249,10 @@ class TwoNodeSwarm:
             )
         self._had_gwbridge = bool(self.main.networks.list(names=["docker_gwbridge"]))
         host_ip = self.second.host_ip
-        self.main.swarm.init(advertise_addr=host_ip, listen_addr=f"{host_ip}:2377")
+        options: dict[str, int] = {}
+        if self.heartbeat_s is not None:
+            options["dispatcher_heartbeat_period"] = int(self.heartbeat_s * 1e9)
+        self.main.swarm.init(advertise_addr=host_ip, listen_addr=f"{host_ip}:2377", **options)
         try:
             self._join()
         except BaseException:
@@ -290,8 +296,13 @@ class TwoNodeSwarm:
                 # The second engine may be dead (a test killed it): the main one leaves anyway.
                 with contextlib.suppress(docker.errors.DockerException, OSError):
                     self.second.client(timeout=10).swarm.leave(force=True)
-            with contextlib.suppress(docker.errors.APIError):
-                self.main.swarm.leave(force=True)
+            # With a node just lost, the manager may refuse once ("context deadline exceeded").
+            for _ in range(10):
+                with contextlib.suppress(docker.errors.APIError):
+                    self.main.swarm.leave(force=True)
+                if self.main.info()["Swarm"]["LocalNodeState"] == "inactive":
+                    break
+                time.sleep(1)
             if not self._had_gwbridge:
                 for network in self.main.networks.list(names=["docker_gwbridge"]):
                     network.reload()

@@ -81,6 +81,9 @@ class _LogPump:
 
     def start(self) -> None:
         self._response = response = self._open(follow=True)
+        with contextlib.suppress(Exception):  # an agent may print nothing for a long while
+            api = self._client.api
+            api._disable_socket_timeout(api._get_raw_response_socket(response))
         threading.Thread(
             target=self._run,
             args=(response,),
@@ -105,7 +108,7 @@ class _LogPump:
             with contextlib.suppress(Exception):
                 response.close()
             if not self._finishing.is_set():
-                raise SandboxError(f"the log stream of service {self._service[:12]} ended early")
+                raise SandboxError("the stream ended before the task did")
             if not self._closed.is_set():
                 rest = self._open(follow=False)
                 try:
@@ -197,10 +200,12 @@ class ServiceExecution:
         timeout: float | None,
         *,
         network_id: str | None = None,
+        node: str | None = None,
     ) -> None:
         self._client = client
         self._service = service_id
         self._network = network_id
+        self._pinned = node
         self._deadline = time.monotonic() + timeout if timeout else None
         self._timed_out = False
         self._task = _Task()
@@ -283,9 +288,10 @@ class ServiceExecution:
         self._next_poll = now + _POLL_S
         self._task = self._poll_task()
         task = self._task
-        if task.node is not None and self._node_state(task.node) == "down":
+        node = task.node or self._pinned
+        if node is not None and self._node_state(node) == "down":
             self._logs.close()
-            raise NodeLostError(f"{self._node_name(task.node)} went down during the iteration")
+            raise NodeLostError(f"{self._node_name(node)} went down during the iteration")
         if task.state not in _ENDED:
             return
         if task.exit_code is not None and task.state in ("complete", "failed"):
@@ -306,13 +312,15 @@ class ServiceExecution:
             return self._task
         latest = max(tasks, key=lambda t: str(t.get("CreatedAt", "")))
         status = latest.get("Status") or {}
+        state = str(status.get("State", "new"))
         container = status.get("ContainerStatus") or {}
-        code = container.get("ExitCode")
+        code = container.get("ExitCode")  # 0 while the container runs: counts once it ended
+        exited = state in ("complete", "failed") and container.get("ContainerID")
         return _Task(
-            state=str(status.get("State", "new")),
+            state=state,
             node=latest.get("NodeID") or None,
             container=container.get("ContainerID") or self._task.container,
-            exit_code=int(code) if code is not None and container.get("ContainerID") else None,
+            exit_code=int(code) if exited and code is not None else None,
             error=one_line(str(status.get("Err") or status.get("Message") or "")),
         )
 
@@ -344,15 +352,10 @@ class ServiceExecution:
     def wait(self) -> ExecResult:
         """The exit code from the task's status (after `chunks()` is exhausted)."""
         while not self._timed_out and self._task.exit_code is None:
-            task = self._poll_task()
-            self._task = task
-            if task.state in _ENDED and task.exit_code is None:
-                break
-            if task.exit_code is None:
-                time.sleep(_POLL_S / 5)
-        code = self._task.exit_code
-        if code is None:
-            code = _KILLED if self._timed_out else -1
+            self._check_task(force=True)  # raises when the node is lost or the task cannot run
+            if self._task.exit_code is None:
+                time.sleep(_POLL_S)
+        code = _KILLED if self._task.exit_code is None else self._task.exit_code  # timed out
         if code == 127 and b"[FATAL tini" in self._stderr_head and b"exec " in self._stderr_head:
             raise _agent_missing(self.argv0)
         # A task's status does not say whether the kernel killed it for its memory limit.
@@ -570,7 +573,9 @@ class ServiceSandbox:
                 with deferred_signals():
                     _remove_network(self._client, network_id)
             raise
-        execution = ServiceExecution(self._client, service_id, spec.timeout, network_id=network_id)
+        execution = ServiceExecution(
+            self._client, service_id, spec.timeout, network_id=network_id, node=self._node
+        )
         execution.argv0 = spec.argv[0]
         try:
             execution.follow()
