@@ -182,7 +182,7 @@ RunEngineOption = Annotated[
         metavar="ENGINE",
         help=(
             "Docker engine for --sandbox (default: config sandbox.engine, else local): local, "
-            "tcp://HOST:PORT, ssh://USER@HOST or context:NAME (swarm: not yet)."
+            "tcp://HOST:PORT, ssh://USER@HOST, context:NAME or swarm."
         ),
     ),
 ]

@@ -97,9 +97,51 @@ def _engines(records: dict[str, RunRecord]) -> list[str | None]:
 def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
     count = 0
     for engine in _engines(records):
-        client = _client(engine)
-        if client is not None:
+        client = _client(None if engine == "swarm" else engine)
+        if client is None:
+            continue
+        if engine == "swarm":
+            count += _clean_swarm(client, repos, records, every)
+        else:
             count += _clean_engine(client, engine, repos, records, every)
+    return count
+
+
+def _clean_swarm(
+    client: docker.DockerClient, repos: set[str], records: dict[str, RunRecord], every: bool
+) -> int:
+    """Dead swarm runs: their services, then their volumes on every node (the work of a killed
+    iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
+    from sandbox_runner.backends.docker.container import LABEL_RUN
+    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+    from sandbox_runner.backends.docker.service import remove_run_services
+    from sandbox_runner.backends.docker.swarm import sweep_volumes
+
+    dead = [
+        record
+        for record in records.values()
+        if record.engine == "swarm"
+        and not _running(record)
+        and (every or {s.repo for s in record.steps if s.repo} & repos)
+    ]
+    if not dead:
+        return 0
+    count = 0
+    try:
+        for record in dead:
+            if removed := remove_run_services(client, record.id):
+                print(f"removed {removed} service(s) of run {record.id} on the swarm")
+                count += removed
+        labels = [f"{LABEL_RUN}={record.id}" for record in dead]
+        swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
+    except FksError as exc:
+        print(f"warning: could not clean the swarm: {exc}")
+        return count
+    for line in swept:
+        status, _, name = line.partition(" ")
+        if status == "204":
+            print(f"removed volume {name} on the swarm")
+            count += 1
     return count
 
 

@@ -196,6 +196,8 @@ class StepLoop:
                     tap.feed(stream, chunk)
                 tap.finish()
                 exit_status = execution.wait()
+                if exit_status.container_id:  # known only now on a swarm (its task's)
+                    self._writer.set_container(record, exit_status.container_id)
         except BaseException as exc:
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise

@@ -67,8 +67,8 @@ class SandboxSettings(_Model):
     engine: str | None = None
     """Docker engine the sandbox runs on: `local` (default: the engine of DOCKER_HOST / the
     current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
-    `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL`. Runs use any but a swarm (not
-    supported yet); on a remote engine the workspace's base is sent through its API."""
+    `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL` (not for runs yet). On a remote
+    engine or a swarm the workspace's base is sent to it as data."""
     warm: _Bool | None = None
     """Start the next iteration's container while one runs (default true; `false`: each
     iteration's container is created and started when the iteration begins)."""

@@ -1,5 +1,6 @@
 """`--engine` on `fks run` / `sandbox.engine` in the config: an engine a run cannot use (one
-that does not answer; a swarm, not supported yet) is one line before anything starts."""
+that does not answer, `swarm` on an engine that manages none, a swarm managed elsewhere) is one
+line before anything starts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from pathlib import Path
 import pytest
 from helpers import fks, git, init_repo, write_config
 
-SWARM = "running steps on a swarm is not supported yet"
+SWARM = "the local Docker engine is not a swarm manager"
+NO_PROXY = (
+    "fks: sandbox.network: allowlist needs the egress proxy, which does not run on a swarm yet; "
+    "set sandbox.network to open (or none for agents other than Claude)\n"
+)
 UNREACHABLE = (
     "fks: Docker engine tcp://127.0.0.1:1 not reachable: Connection refused; check that it runs "
     "and listens there (e.g. 'docker -H URL info')\n"
@@ -30,10 +35,11 @@ def assert_nothing_started(repo: Path) -> None:
     ("engine", "message"),
     [
         ("tcp://127.0.0.1:1", UNREACHABLE),
+        ("swarm", NO_PROXY),
         (
-            "swarm",
-            f"fks: sandbox engine 'swarm': {SWARM}; give one engine (tcp://HOST:PORT, "
-            "ssh://USER@HOST or context:NAME) or 'local'\n",
+            "swarm:tcp://127.0.0.1:1",
+            "fks: sandbox engine 'swarm:tcp://127.0.0.1:1': a swarm managed by another engine "
+            "is not supported yet; run fks on a manager of the swarm with engine 'swarm'\n",
         ),
     ],
 )
@@ -44,6 +50,17 @@ def test_an_engine_runs_cannot_use_is_one_line_before_anything_starts(
     assert done.code == 2, done.output
     assert done.stderr == message
     assert done.stdout == ""
+    assert_nothing_started(repo)
+
+
+def test_swarm_needs_a_manager(repo: Path) -> None:
+    write_config(repo, {"sandbox": {"network": "open"}})
+    done = fks("run", "--sandbox", "--engine", "swarm", "fake:2", cwd=repo)
+    assert done.code == 2, done.output
+    assert done.stderr == (
+        f"fks: sandbox engine 'swarm': {SWARM}; make one with 'docker swarm init' (and "
+        "'docker swarm join' on the other machines)\n"
+    )
     assert_nothing_started(repo)
 
 
@@ -71,7 +88,7 @@ def test_the_chains_engine_overrides_the_top_level_one(repo: Path) -> None:
         },
     )
     done = fks("run", "--sandbox", "--chain", "c", "--dry-run", cwd=repo)
-    assert done.code == 2 and "sandbox engine 'swarm'" in done.stderr
+    assert done.code == 2 and done.stderr == NO_PROXY
 
 
 @pytest.mark.parametrize(
@@ -100,6 +117,6 @@ def test_forge_run_on_an_engine_it_cannot_use_stops_before_any_task_starts(repo:
     git(repo, "commit", "-qm", "task and config")
     done = fks("forge", "run", "--sandbox", "--cwd", str(repo))
     assert done.code == 2, done.output
-    assert SWARM in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr == NO_PROXY
     assert not (repo / ".forge" / "work").exists()
     assert git(repo, "worktree", "list").count("\n") == 0

@@ -24,7 +24,8 @@ from sandbox_runner.backends.docker.container import (
 )
 from sandbox_runner.backends.docker.egress import SOCKET_DIR, ApiUpstream, EgressProxy
 from sandbox_runner.backends.docker.export import WORKSPACE
-from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
+from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects, objects_volume_name
+from sandbox_runner.backends.docker.swarm import PackServer, SwarmObjects, SwarmWorkspace
 from sandbox_runner.backends.docker.workspace import (
     LABEL_IMAGE,
     Synced,
@@ -115,6 +116,9 @@ class SandboxBackend:
         self._image_warnings: list[str] = []
         """Images that hold another fks or Claude Code than expected: said once per run."""
         self._keep_interrupted = keep_interrupted
+        self._manager: str | None = None
+        """On a swarm: the address its nodes reach this machine at (for the packs it serves)."""
+        self._packs: PackServer | None = None
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -198,9 +202,13 @@ class SandboxBackend:
             check_static(self.settings_for(step.agent), self._where(step.agent))
             if self._engine is not None:
                 self._check_remote(step)
-        if self._engine is None:
+        if self._engine is None or self._swarm:
             self._client = docker_client()
             ping(self._client)
+            if self._swarm:
+                from sandbox_runner.backends.docker.swarm import manager_address
+
+                self._manager = manager_address(self._client)
         else:
             from sandbox_runner.backends.docker.engines import engine_client
 
@@ -227,9 +235,22 @@ class SandboxBackend:
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
                 )
 
+    @property
+    def _swarm(self) -> bool:
+        return self._engine is not None and self._engine.kind == "swarm"
+
     def _check_remote(self, step: Step) -> None:
-        """What a remote engine cannot have: paths of this machine, a model API on it."""
+        """What a remote engine cannot have: paths of this machine, a model API on it; and on a
+        swarm, the egress proxy (not there yet)."""
         settings, where = self.settings_for(step.agent), self._where(step.agent)
+        mode = network_mode(settings)
+        if self._swarm and (
+            mode == ALLOWLIST or (mode == "none" and self.resolve(step).stream_json)
+        ):
+            raise SandboxError(
+                f"{where}.network: {mode} needs the egress proxy, which does not run on a swarm "
+                "yet; set sandbox.network to open (or none for agents other than Claude)"
+            )
         if settings.mounts:
             raise SandboxError(
                 f"{where}.mounts: engine {self._engine} cannot see this machine's paths "
@@ -251,7 +272,7 @@ class SandboxBackend:
     def _present(self, image: str) -> None:
         """On a remote engine: the image as the local engine has it, sent there if it is not
         (by id: `fks image push`); an image only the remote engine has is used as it is."""
-        if self._engine is None:
+        if self._engine is None or self._swarm:  # a swarm's nodes: see `fks image push`
             return
         from sandbox_runner.backends.docker.client import docker_client
         from sandbox_runner.backends.docker.push import TRANSFER_TIMEOUT_S, push_image
@@ -308,15 +329,36 @@ class SandboxBackend:
         # A resumed run's killed process may have left its containers running: stop them first.
         remove_run_containers(self._client, run.record.id)
         remove_run_proxy_volumes(self._client, run.record.id)
+        if self._manager is not None:
+            self._packs = self._stack.enter_context(PackServer(self._manager))
         try:
             with self._stack:
                 yield
         finally:
             with deferred_signals():
+                if self._swarm:
+                    self._leave_swarm(run.record.id)
                 for workspace in self._workspaces.values():
                     if workspace.name not in self._kept:
                         workspace.remove()
                         drop_run_refs(workspace.repo, run.record.id)
+
+    def _leave_swarm(self, run_id: str) -> None:
+        """The run's services, and its volumes on every node (a swarm keeps no workspace for
+        --resume: a resumed step starts afresh from its branch, on any node)."""
+        from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+        from sandbox_runner.backends.docker.service import remove_run_services
+        from sandbox_runner.backends.docker.swarm import sweep_volumes
+
+        assert self._client is not None
+        remove_run_services(self._client, run_id)
+        image = next(iter(self._users), DEFAULT_AGENT_IMAGE)
+        try:
+            sweep_volumes(self._client, [f"{LABEL_RUN}={run_id}"], image)
+        except FksError as exc:
+            if self._reporter is not None:
+                self._reporter.warn(f"could not remove the run's volumes on the swarm: {exc}")
+        self._kept.clear()
 
     def review_hint(self, record: StepRecord) -> list[str]:
         if not record.branch or record.merged:
@@ -359,6 +401,23 @@ class SandboxBackend:
         if repo.top not in self._workspaces:
             labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
             name = volume_name(run_id, repo.top)
+            if self._packs is not None:  # on a swarm node, placed by Swarm
+                self._workspaces[repo.top] = SwarmWorkspace(
+                    self._client,
+                    repo,
+                    name,
+                    {**labels, LABEL_IMAGE: image},
+                    shipped=SwarmObjects(
+                        self._client,
+                        repo,
+                        objects_volume_name(name),
+                        image=image,
+                        labels=labels,
+                        server=self._packs,
+                        placement=Placement(),
+                    ),
+                )
+                return self._workspaces[repo.top]
             shipped = None
             if self._engine is not None:  # it cannot see the user's objects: they are sent
                 shipped = ShippedObjects(
@@ -443,8 +502,7 @@ class SandboxBackend:
                 leftover=leftover_ref(run_id, index),
                 scratch=Path(scratch),
                 new_step=not resumed,
-                # A step of one iteration has no next one to keep warm.
-                warm=settings.warm is not False and step.loop and step.iterations > 1,
+                warm=self._warm(settings, step),
             )
             if resumed and workspace.exists():
                 self._salvage(sandbox, env, record, "the killed run had not saved yet")
@@ -474,6 +532,10 @@ class SandboxBackend:
                 with deferred_signals():
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise
+
+    def _warm(self, settings: SandboxSettings, step: Step) -> bool:
+        """Warm containers: not for a step of one iteration (no next one), nor on a swarm."""
+        return settings.warm is not False and step.loop and step.iterations > 1 and not self._swarm
 
     def _start_branch(
         self,

@@ -25,10 +25,10 @@ def supported_engine(engine: str | None) -> EngineSpec | None:
     spec = EngineSpec.parse(engine) if engine is not None else None
     if spec is None or spec.is_local:
         return None
-    if spec.kind == "swarm":
+    if spec.kind == "swarm" and spec.url is not None:
         raise SandboxError(
-            f"sandbox engine {engine!r}: running steps on a swarm is not supported yet; give "
-            "one engine (tcp://HOST:PORT, ssh://USER@HOST or context:NAME) or 'local'"
+            f"sandbox engine {engine!r}: a swarm managed by another engine is not supported "
+            "yet; run fks on a manager of the swarm with engine 'swarm'"
         )
     return spec
 

@@ -276,12 +276,17 @@ class ReportFilter:
 
     def export(self) -> Export | None:
         """The export as reported, when it needs no bundle fetched (else None)."""
+        reported = self.reported()
+        if reported is None or "bundle" in reported.values:
+            return None
+        return reported
+
+    def reported(self) -> Export | None:
+        """The export as reported, a bundle or not (None: no complete report came)."""
         if self.report is None:
             return None
         values = parse_info(self.report)
-        if "end" not in values or "bundle" in values:
-            return None
-        return Export(values=values)
+        return Export(values=values) if "end" in values else None
 
 
 BUNDLE_LINE_BYTES = 48 * 1024

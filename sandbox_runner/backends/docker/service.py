@@ -507,6 +507,8 @@ class ServiceSandbox:
                     "Source": m.source,
                     "Target": m.target or m.source,
                     "ReadOnly": m.read_only,
+                    # A volume the node makes for it carries these (how it is found and removed).
+                    "VolumeOptions": {"Labels": dict(s.labels)},
                 }
             )
         for target, options in s.tmpfs.items():

@@ -16,6 +16,7 @@ import contextlib
 import tarfile
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,12 +35,20 @@ OBJECTS_ROLE = "objects"
 _PACK = "fks-in.pack"
 # The loader: an empty repository whose object directory is the volume, and the pack indexed
 # into it with every object checked and thin deltas completed from what the volume holds.
-_LOADER = (
-    f"set -e; git init -q --bare /tmp/r; mkdir -p {OBJECTS}/pack {OBJECTS}/info; "
+_INDEX = (
+    f"git init -q --bare /tmp/r; mkdir -p {OBJECTS}/pack {OBJECTS}/info; "
     f"GIT_DIR=/tmp/r GIT_OBJECT_DIRECTORY={OBJECTS} git index-pack --stdin --strict "
-    f"--fix-thin </{_PACK} >/dev/null"
+    "--fix-thin <{pack} >/dev/null"
 )
+_LOADER = "set -e; " + _INDEX.format(pack=f"/{_PACK}")
 LOADER_TIMEOUT_S = 1800
+
+
+@dataclass
+class Placement:
+    """The swarm node a workspace's volumes are on (None until its first service ran)."""
+
+    node: str | None = None
 
 
 def objects_volume_name(workspace_volume: str) -> str:
@@ -70,20 +79,24 @@ class ShippedObjects:
     def mount(self) -> Mount:
         return Mount(source=self.name, target=OBJECTS, read_only=True, volume=True)
 
+    def forget(self) -> None:
+        """The volume is another (a new one): nothing was sent to it yet."""
+        self._sent.clear()
+
     def provide(self, commit: str) -> None:
         """Make the volume hold `commit` and its history (nothing to do if it does already)."""
         if commit in self._sent:
             return
         with tempfile.TemporaryDirectory(prefix="fks-ship-") as scratch:
-            archive = Path(scratch) / "pack.tar"
-            if self._pack(commit, archive):
-                self._load(archive)
+            pack = Path(scratch) / _PACK
+            if self._pack(commit, pack):
+                self._load(pack)
         self._sent.append(commit)
 
-    def _pack(self, commit: str, archive: Path) -> bool:
-        """A tar holding the pack of what `commit` has beyond what was sent; False: nothing."""
+    def _pack(self, commit: str, pack: Path) -> bool:
+        """The pack of what `commit` has beyond what was sent; False: nothing to send."""
         wanted = "".join([f"{commit}\n", *(f"^{sent}\n" for sent in self._sent)])
-        pack, revs = archive.with_suffix(".pack"), archive.with_suffix(".revs")
+        revs = pack.with_suffix(".revs")
         revs.write_text(wanted, encoding="ascii")
         with pack.open("wb") as out, revs.open("rb") as revs_in:
             done = run_git(
@@ -100,20 +113,19 @@ class ShippedObjects:
         if done.returncode != 0:
             detail = one_line(done.stderr.decode(errors="replace")) or "no output"
             raise SandboxError(f"could not pack commit {commit[:12]} for the engine: {detail}")
-        if pack.stat().st_size <= 32:  # a header and a trailer: no objects
-            return False
+        return pack.stat().st_size > 32  # more than a header and a trailer: objects
+
+    def _load(self, pack: Path) -> None:
+        """Run the loader on the engine with the pack put into it before it starts."""
+        from docker.types import Mount as DockerMount
+
+        archive = pack.with_suffix(".tar")
         with tarfile.open(archive, "w") as tar:
             info = tar.gettarinfo(str(pack), arcname=_PACK)
             info.uid = info.gid = 0
             info.mode = 0o444
             with pack.open("rb") as data:
                 tar.addfile(info, data)
-        pack.unlink()
-        return True
-
-    def _load(self, archive: Path) -> None:
-        """Run the loader on the engine with the archive put into it before it starts."""
-        from docker.types import Mount as DockerMount
 
         kwargs = {
             "image": self._image,

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Stream
 from sandbox_runner.backends.docker.client import remove_volume, with_retries
 from sandbox_runner.backends.docker.container import (
     ContainerSettings,
-    DockerExecution,
     DockerSandbox,
     Mount,
 )
@@ -32,12 +31,14 @@ from sandbox_runner.backends.docker.export import (
     WORKSPACE,
     Export,
     ExportError,
+    LoggedBundle,
     PreparedLine,
     ReportFilter,
+    max_bundle_bytes,
     read_export,
     wrapped,
 )
-from sandbox_runner.backends.docker.shipping import ShippedObjects
+from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects
 from sandbox_runner.backends.docker.warm import WarmDockerSandbox
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
@@ -46,6 +47,8 @@ from sandbox_runner.git.runner import GitError, git
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox_runner.backends.docker.service import ServiceSandbox
 
 LABEL_IMAGE = "fks.image"
 LABEL_VOLUME = "fks.workspace"
@@ -75,6 +78,8 @@ class VolumeWorkspace:
         self.name = name
         self._labels = dict(labels)
         self.shipped = shipped
+        self.placement: Placement | None = None
+        """On a swarm: the node its volumes are on (services are pinned there)."""
         self.base_index: str | None = None
         """What the last checkout in the volume reported of its base index (`<inode>:<ctime>:<size>`,
         see `iteration.sh`), taken from a container before its agent started; None: unknown
@@ -114,6 +119,10 @@ class VolumeWorkspace:
         remove_volume(self._client, self.name)
         if self.shipped is not None:
             self.shipped.remove()
+
+    def relocate(self) -> None:
+        """Its node went down (a swarm's workspaces only)."""
+        raise NotImplementedError
 
 
 def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
@@ -226,12 +235,44 @@ class WorkspaceSandbox:
         if self._new_step or not self._provided:  # later iterations find their branch there
             self.workspace.provide(env["FKS_START"])
             self._provided = True
+        logged = self._logged(env, nonce)
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
-        with self._docker.start(inner) as execution:
-            yield _Exporting(
-                execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce)
+        with self._runner().start(inner) as execution:
+            exporting = _Exporting(
+                execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce), logged
             )
+            yield exporting
+            placement = self.workspace.placement
+            if placement is not None and placement.node is None and exporting.lost is None:
+                placement.node = getattr(execution, "node_id", None)
+
+    def _runner(self) -> DockerSandbox | ServiceSandbox:
+        """What starts the iteration: a container, or on a swarm a service on the workspace's
+        node."""
+        if self.workspace.placement is None:
+            return self._docker
+        from sandbox_runner.backends.docker.service import ServiceSandbox
+
+        return ServiceSandbox(self._client, self._settings, node=self.workspace.placement.node)
+
+    def _logged(self, env: dict[str, str], nonce: str) -> LoggedBundle | None:
+        """On a swarm the bundle comes through the log stream (its container is out of reach)."""
+        if self.workspace.placement is None:
+            return None
+        env["FKS_EXPORT_VIA"] = "log"
+        return LoggedBundle(nonce, self._scratch / f"bundle-{nonce}", limit=max_bundle_bytes())
+
+    def node_lost(self, why: str) -> None:
+        """The iteration's node went down: it is incomplete, and the step goes on elsewhere
+        from its branch as the host has it."""
+        self._last, self._error = Export(), why
+        before = self.workspace.mounts()
+        self.workspace.relocate()
+        renamed = {a.source: b.source for a, b in zip(before, self.workspace.mounts(), strict=True)}
+        mounts = [replace(m, source=renamed.get(m.source, m.source)) for m in self._settings.mounts]
+        self._settings = replace(self._settings, mounts=mounts)
+        self._new_step, self._provided = True, False
 
     def prepared(self, line: PreparedLine) -> None:
         """The container's script prepared the workspace (its line came before the agent)."""
@@ -247,8 +288,14 @@ class WorkspaceSandbox:
     def accept(self, export: Export) -> None:
         self._last, self._error = export, None
 
+    def refuse(self, why: str) -> None:
+        self._last, self._error = Export(), why
+
     def collect(self, container_id: str) -> Export:
         """Read a stopped container's export (before it is removed)."""
+        if self.workspace.placement is not None:  # a swarm task: its report was all there is
+            self._last, self._error = Export(), "the iteration ended before it reported its work"
+            return self._last
         try:
             self._last = read_export(self._client, container_id, self._scratch)
         except ExportError as exc:
@@ -265,11 +312,35 @@ class WorkspaceSandbox:
             timeout=120,
         )
         self.workspace.provide(spec.env["FKS_SINCE"])
+        if self.workspace.placement is not None:
+            self._export_on_swarm(settings, spec)
+            return
         with DockerSandbox(self._client, settings).start(spec) as execution:
             for _chunk in execution.chunks():
                 pass
             execution.wait()
             self.collect(execution.id)
+
+    def _export_on_swarm(self, settings: ContainerSettings, spec: ExecSpec) -> None:
+        """The same as a service pinned to the workspace's node, its report and bundle read
+        from its log stream."""
+        from sandbox_runner.backends.docker.service import NodeLostError, ServiceSandbox
+
+        assert self.workspace.placement is not None
+        nonce = secrets.token_hex(8)
+        env = {**spec.env, "FKS_NONCE": nonce}
+        logged = self._logged(env, nonce)
+        runner = ServiceSandbox(self._client, settings, node=self.workspace.placement.node)
+        try:
+            with runner.start(replace(spec, env=env)) as execution:
+                exporting = _Exporting(
+                    execution, self, "export", PreparedLine(nonce), ReportFilter(nonce), logged
+                )
+                for _chunk in exporting.chunks():
+                    pass
+                exporting.wait()
+        except NodeLostError as exc:
+            self.node_lost(str(exc))
 
     def sync(self, env: Mapping[str, str]) -> Synced:
         """After an iteration: take its commits into the step branch (and leftover ref)."""
@@ -297,17 +368,22 @@ class _Exporting:
 
     def __init__(
         self,
-        execution: DockerExecution,
+        execution: Execution,
         owner: WorkspaceSandbox,
         agent: str,
         prepared: PreparedLine,
         report: ReportFilter,
+        logged: LoggedBundle | None = None,
     ) -> None:
+        """`logged`: the bundle comes through the log stream (a swarm task)."""
         self._execution = execution
         self._owner = owner
         self._agent = agent
         self._prepared = prepared
         self._report = report
+        self._logged = logged
+        self.lost: str | None = None
+        """Why the iteration's node is gone (a swarm task), if it is."""
 
     @property
     def id(self) -> str:
@@ -318,29 +394,68 @@ class _Exporting:
         return self._execution.container_id
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        for stream, data in self._execution.chunks():
-            if stream == "stderr":
-                seen = self._prepared.value is not None
-                data = self._prepared.feed(data)
-                if not seen and self._prepared.value is not None:
-                    self._owner.prepared(self._prepared)
-                data = self._report.feed(data)
-            if data:
-                yield stream, data
-        rest = self._report.feed(self._prepared.finish()) + self._report.finish()
+        from sandbox_runner.backends.docker.service import NodeLostError
+
+        try:
+            for stream, data in self._execution.chunks():
+                if stream == "stderr":
+                    data = self._stderr(data)
+                if data:
+                    yield stream, data
+        except NodeLostError as exc:
+            self.lost = str(exc)
+        rest = self._prepared.finish()
+        if self._logged is not None:
+            rest = self._logged.feed(rest) + self._logged.finish()
+        rest = self._report.feed(rest) + self._report.finish()
         if rest:
             yield "stderr", rest
 
+    def _stderr(self, data: bytes) -> bytes:
+        """The agent's output without fks's lines: prepared, bundle (swarm) and report."""
+        seen = self._prepared.value is not None
+        data = self._prepared.feed(data)
+        if not seen and self._prepared.value is not None:
+            self._owner.prepared(self._prepared)
+        if self._logged is not None:
+            data = self._logged.feed(data)
+        return self._report.feed(data)
+
     def wait(self) -> ExecResult:
-        result = self._execution.wait()
-        export = self._report.export()
-        if export is not None:  # nothing to fetch: what the script reported is all there is
-            self._owner.accept(export)
-        else:
-            export = self._owner.collect(self._execution.id)
+        from sandbox_runner.backends.docker.service import NodeLostError
+
+        try:
+            result = self._execution.wait() if self.lost is None else None
+        except NodeLostError as exc:
+            self.lost, result = str(exc), None
+        if result is None or self.lost is not None:
+            self._owner.node_lost(self.lost or "the iteration's swarm node went down")
+            return ExecResult(exit_code=255, container_id=self.container_id)
+        export = self._exported()
         if export.agent_missing and result.exit_code == 127:
             raise AgentNotFoundError(
                 f"Agent '{self._agent}' not found in the image (not on its PATH, or "
                 "not in the workspace); install it in the image or give a path in the repository"
             )
         return result
+
+    def _exported(self) -> Export:
+        """What the iteration exported: its report, and the bundle if it made one (from the
+        log stream on a swarm, else fetched from the stopped container)."""
+        if self._logged is None:
+            export = self._report.export()
+            if export is None:
+                return self._owner.collect(self._execution.id)
+            self._owner.accept(export)  # nothing to fetch: the report is all there is
+            return export
+        reported = self._report.reported()
+        if reported is None:
+            return self._owner.collect(self._execution.id)
+        try:
+            bundle = self._logged.result() if "bundle" in reported.values else None
+        except ExportError as exc:
+            self._owner.refuse(str(exc))
+            return Export()
+        export = Export(values=reported.values, bundle=bundle)
+        self._owner.accept(export)
+        return export

@@ -249,3 +249,36 @@ def test_ralph_chain_on_a_tcp_engine(second_engine: Any, tmp_path: Path) -> None
     assert record["status"] == "complete" and record["engine"] == second_engine.url
     assert on_engine(second_engine, "containers") == []
     assert on_engine(second_engine, "volumes") == []
+
+
+@pytest.mark.claude
+@pytest.mark.timeout(600)
+def test_forge_tasks_on_a_tcp_engine_land(second_engine: Any, tmp_path: Path) -> None:
+    from test_swarm_runs import Team
+
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    write_config(repo, {"forge": {"parallel": 2, "maxTurns": 5}})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    for title in ("one", "two"):
+        done = run_fks("forge", "create", title, "--description", f"Write {title}.txt", cwd=repo)
+        assert done.code == 0, done.tail()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks")
+    team = Team()
+    with FakeAnthropic(host="0.0.0.0", responder=team) as fake:
+        env = {
+            "ANTHROPIC_BASE_URL": f"http://{second_engine.host_ip}:{fake.port}",
+            "ANTHROPIC_API_KEY": API_KEY,
+        }
+        res = run_fks(
+            "forge", "run", "--sandbox", "--engine", second_engine.url, "--json",
+            cwd=repo, env=env, timeout=500,
+        )  # fmt: skip
+    assert not team.errors, team.errors
+    assert res.code == 0, res.tail()
+    assert {t["status"] for t in res.json["tasks"]} == {"completed"}, res.tail()
+    assert (repo / "one.txt").read_text() == "one\n"
+    assert (repo / "two.txt").read_text() == "two\n"
+    assert on_engine(second_engine, "containers") == []
+    assert on_engine(second_engine, "volumes") == []

@@ -1,0 +1,266 @@
+"""Workspaces on a Docker Swarm: the manager's API is all fks talks to.
+
+A step's workspace and its object store are volumes on one node: the first service that
+mounts them (the loader of the step's base) is placed by Swarm, and every later service of the
+workspace is pinned to that node (`Placement`). A task on another node cannot be handed a file
+through the API, so the loader fetches its pack over HTTP from this machine (`PackServer`:
+one random path per pack, on the address the swarm knows the manager by, for as long as the
+load takes). Commits come back through the service's log stream (see `service.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+import threading
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from sandbox_runner.backends.docker.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.export import OBJECTS
+from sandbox_runner.backends.docker.service import ServiceSandbox
+from sandbox_runner.backends.docker.shipping import (
+    _INDEX,
+    LOADER_TIMEOUT_S,
+    Placement,
+    ShippedObjects,
+)
+from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.git.repo import Repo
+
+if TYPE_CHECKING:
+    import docker
+
+_CHUNK = 1 << 20
+
+
+def manager_address(client: docker.DockerClient) -> str:
+    """The address the swarm's nodes reach this machine's manager at; SandboxError if the
+    engine is no manager of a swarm."""
+    swarm = client.info().get("Swarm") or {}
+    if swarm.get("LocalNodeState") != "active" or not swarm.get("ControlAvailable"):
+        raise SandboxError(
+            "sandbox engine 'swarm': the local Docker engine is not a swarm manager; "
+            "make one with 'docker swarm init' (and 'docker swarm join' on the other machines)"
+        )
+    address = swarm.get("NodeAddr")
+    if not isinstance(address, str) or not address:
+        raise SandboxError("sandbox engine 'swarm': the swarm reports no address for this node")
+    return address
+
+
+class PackServer:
+    """Serves files over HTTP on `address`, each at a random path while it is offered."""
+
+    def __init__(self, address: str) -> None:
+        self._address = address
+        self._files: dict[str, Path] = {}
+        self._server: ThreadingHTTPServer | None = None
+
+    def __enter__(self) -> Self:
+        files = self._files
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = files.get(self.path.lstrip("/"))
+                if path is None:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(path.stat().st_size))
+                self.end_headers()
+                with path.open("rb") as data, contextlib.suppress(OSError):
+                    while chunk := data.read(_CHUNK):
+                        self.wfile.write(chunk)
+
+            def log_message(self, format: str, *args: object) -> None:
+                """Quiet: a request is no news."""
+
+        self._server = ThreadingHTTPServer((self._address, 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="fks-packs", daemon=True).start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def offer(self, path: Path) -> tuple[str, str]:
+        """(token, URL) of `path`, until `withdraw(token)`."""
+        assert self._server is not None, "with PackServer(...) first"
+        token = secrets.token_urlsafe(24)
+        self._files[token] = path
+        port = self._server.server_address[1]
+        return token, f"http://{self._address}:{port}/{token}"
+
+    def withdraw(self, token: str) -> None:
+        self._files.pop(token, None)
+
+
+class SwarmObjects(ShippedObjects):
+    """The object store volume on a swarm node, loaded by a service that fetches the pack."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        repo: Repo,
+        name: str,
+        *,
+        image: str,
+        labels: Mapping[str, str],
+        server: PackServer,
+        placement: Placement,
+    ) -> None:
+        super().__init__(client, repo, name, image=image, labels=labels)
+        self._server = server
+        self.placement = placement
+
+    def _load(self, pack: Path) -> None:
+        from sandbox_runner.backends.base import ExecSpec
+
+        token, url = self._server.offer(pack)
+        script = (
+            f"set -e; curl -fsS --retry 3 -o /tmp/fks-in.pack {shlex.quote(url)}; "
+            + _INDEX.format(pack="/tmp/fks-in.pack")
+        )
+        settings = ContainerSettings(
+            image=self._image,
+            user="0:0",
+            mounts=[Mount(source=self.name, target=OBJECTS, volume=True)],
+            network="bridge",
+            memory="1g",
+            labels=self._labels,
+            read_only=False,
+        )
+        spec = ExecSpec(argv=("sh", "-c", script), cwd=Path("/"), timeout=LOADER_TIMEOUT_S)
+        try:
+            services = ServiceSandbox(self._client, settings, node=self.placement.node)
+            with services.start(spec) as execution:
+                output = b"".join(chunk for _stream, chunk in execution.chunks())
+                result = execution.wait()
+                node = execution.node_id
+        finally:
+            self._server.withdraw(token)
+        if result.exit_code != 0:
+            tail = output.decode(errors="replace").strip().splitlines()[-3:]
+            raise SandboxError(
+                f"could not load the workspace's base into volume {self.name} on the swarm: "
+                f"{' / '.join(tail) or 'exit ' + str(result.exit_code)}"
+            )
+        if self.placement.node is None:
+            self.placement.node = node
+
+    def ensure(self) -> None:
+        """Made on its node by the first service that mounts it."""
+
+    def remove(self) -> None:
+        """Removed on its node with the workspace (see `SwarmWorkspace.remove`)."""
+
+
+class SwarmWorkspace(VolumeWorkspace):
+    """A workspace volume on the node of its `Placement`, made there by its first service."""
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        repo: Repo,
+        name: str,
+        labels: Mapping[str, str],
+        *,
+        shipped: SwarmObjects,
+    ) -> None:
+        super().__init__(client, repo, name, labels, shipped=shipped)
+        self.placement = shipped.placement
+        self._where = shipped.placement
+        self._swarm_objects = shipped
+        self._base_names = (name, shipped.name)
+        self._moves = 0
+
+    def exists(self) -> bool:
+        return self._where.node is not None
+
+    def ensure(self) -> None:
+        """Made on its node by the first service that mounts it."""
+
+    def remove(self) -> None:
+        """Removed with the run's other volumes on every node (`sweep_volumes`)."""
+
+    def relocate(self) -> None:
+        """Its node is gone: new volumes on whichever node Swarm places the next service on,
+        which start empty (everything is sent again)."""
+        self._moves += 1
+        self.name = f"{self._base_names[0]}-{self._moves}"
+        self._swarm_objects.name = f"{self._base_names[1]}-{self._moves}"
+        self._swarm_objects.forget()
+        self._where.node = None
+        self.base_index = None
+
+
+LABEL_SOCKET = "fks.docker-socket"
+"""Node label: where that node's engine listens (default /var/run/docker.sock)."""
+DEFAULT_SOCKET = "/var/run/docker.sock"
+# Removes, through the node's own engine, every volume with the given label (sh, curl, and
+# python3 for the JSON: all in the agent image). Volumes in use are left (409).
+_SWEEP = (
+    "set -e; for label; do "
+    "q=$(python3 -c 'import json,sys,urllib.parse as u; "
+    'print(u.quote(json.dumps({"label": [sys.argv[1]]})))\' "$label"); '
+    'curl -fsS --unix-socket /fks.sock "http://engine/volumes?filters=$q" | '
+    'python3 -c \'import json,sys; [print(v["Name"]) for v in json.load(sys.stdin)["Volumes"] or []]\' | '
+    "while read -r name; do for try in 1 2 3 4 5 6 7 8 9 10; do "
+    'code=$(curl -sS -o /dev/null -w "%{http_code}" -X DELETE --unix-socket /fks.sock '
+    '"http://engine/volumes/$name"); [ "$code" = 409 ] || break; sleep 1; done; '
+    'echo "$code $name"; done; done'
+)
+"""`sh -c` with the labels as arguments; a volume still in use (its task's container being
+removed) is tried again for up to 10 s."""
+
+
+class _Sweeper(ServiceSandbox):
+    """A service with its node's engine socket bind-mounted: fks's own, never an agent's."""
+
+    def _mounts(self) -> list[dict[str, Any]]:
+        return [
+            {"Type": "bind", "Source": m.source, "Target": m.target or m.source}
+            for m in self._settings.mounts
+        ]
+
+
+def sweep_volumes(client: docker.DockerClient, labels: list[str], image: str) -> list[str]:
+    """Remove the volumes with any of `labels` (`key=value`) on every node of the swarm, each
+    through its own engine (a service pinned to it with that engine's socket); returns the
+    lines `<HTTP status> <volume>` of what was tried."""
+    from sandbox_runner.backends.base import ExecSpec
+
+    done: list[str] = []
+    for node in client.nodes.list():
+        if node.attrs.get("Status", {}).get("State") != "ready":
+            continue
+        socket = (node.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_SOCKET, DEFAULT_SOCKET)
+        settings = ContainerSettings(
+            image=image,
+            user="0:0",
+            mounts=[Mount(source=socket, target="/fks.sock")],
+            network="bridge",
+            memory="256m",
+            labels={"fks.role": "volume-sweep"},
+            read_only=False,
+        )
+        spec = ExecSpec(argv=("sh", "-c", _SWEEP, "fks-sweep", *labels), cwd=Path("/"), timeout=120)
+        with _Sweeper(client, settings, node=node.id).start(spec) as execution:
+            output = b"".join(chunk for stream, chunk in execution.chunks() if stream == "stdout")
+            execution.wait()
+        done += output.decode(errors="replace").splitlines()
+    return done

@@ -1,0 +1,291 @@
+"""`--engine swarm` on a real two-node swarm (tests/engines.py: the main engine as manager and
+a second engine in its own network namespace as worker): every iteration a service, placed by
+Swarm and then pinned to its workspace's node, the base fetched from this machine, commits
+out through the log stream; nothing left on either node afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engines import SecondEngine, TwoNodeSwarm
+from fakeapi import FakeAnthropic, Request
+from helpers import FKS, fks, git, init_repo, write_config
+from test_claude_e2e import API_KEY, run_fks
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "fks-agent:latest"
+AGENT = """#!/bin/sh
+n=$(ls notes 2>/dev/null | wc -l)
+mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
+echo "left by iteration $n" > left.txt
+[ "$n" -lt 2 ] || echo FORKHESTRA_COMPLETE
+"""
+
+
+@pytest.fixture
+def swarm(two_node_swarm: Any) -> Iterator[Any]:
+    """The swarm, the image on both nodes, and the worker's engine socket on its node label
+    (its engine does not listen at /var/run/docker.sock: the main engine does)."""
+    second = two_node_swarm.second
+    pushed = fks("image", "push", "--engine", second.url, "--image", IMAGE, timeout=300)
+    assert pushed.code == 0, pushed.output
+    node = two_node_swarm.main.nodes.get(two_node_swarm.worker_id)
+    spec = node.attrs["Spec"]
+    spec["Labels"] = {**(spec.get("Labels") or {}), "fks.docker-socket": str(second.dir / "sock")}
+    node.update(spec)
+    two_node_swarm.before = {v.name for v in two_node_swarm.main.volumes.list()}
+    yield two_node_swarm
+
+
+def leftovers(swarm: Any) -> dict[str, list[str]]:
+    """fks's services, containers and volumes on either node (but what was there before)."""
+    main, second = swarm.main, swarm.second.client()
+    before = swarm.before
+    found = {
+        "services": [s.name for s in main.services.list(filters={"label": "fks.run"})],
+    }
+    for name, client in (("main", main), ("second", second)):
+        found[f"{name} containers"] = [
+            c.name for c in client.containers.list(all=True, filters={"label": "fks.run"})
+        ]
+        found[f"{name} volumes"] = [
+            v.name for v in client.volumes.list() if "fks-" in v.name and v.name not in before
+        ]
+    return {k: v for k, v in found.items() if v}
+
+
+def started_containers(engine: str | None, since: float) -> set[str]:
+    argv = ["docker", *(["-H", engine] if engine else []), "events", "--since", str(int(since))]
+    argv += ["--until", str(int(time.time()) + 1), "--filter", "event=start", "--format", "{{.ID}}"]
+    return set(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split())
+
+
+def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path: Path) -> None:
+    chain = "./agent.sh:5 -> ./agent.sh:5"
+    repos = {}
+    for where in ("local", "swarm"):
+        repo = init_repo(tmp_path / where, {"README.md": "hello\n", "agent.sh": AGENT})
+        (repo / "agent.sh").chmod(0o755)
+        git(repo, "add", "agent.sh")
+        git(repo, "commit", "-qm", "agent executable")
+        write_config(repo, {"sandbox": {"network": "none", "memory": "512m"}})
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "config")
+        repos[where] = repo
+    here = fks("run", chain, "--sandbox", cwd=repos["local"], timeout=300)
+    assert here.code == 0, here.output
+    there = fks("run", chain, "--sandbox", "--engine", "swarm", cwd=repos["swarm"], timeout=300)
+    assert there.code == 0, there.output
+    trees = [git(r, "rev-parse", "main^{tree}") for r in repos.values()]
+    assert trees[0] == trees[1]
+    assert git(repos["swarm"], "log", "--format=%s", "-3").splitlines()[1:] == [
+        "note 3",
+        "fks: commit what ./agent.sh left uncommitted (run "
+        + json.loads(next((repos["swarm"] / ".forge" / "runs").glob("*/run.json")).read_text())[
+            "id"
+        ]
+        + ", step 1)",
+    ]
+    record = json.loads(next((repos["swarm"] / ".forge" / "runs").glob("*/run.json")).read_text())
+    ids = [it["container_id"] for s in record["steps"] for it in s["iterations"]]
+    assert len(ids) == 4 and all(ids), record["steps"]
+    assert leftovers(swarm) == {}
+
+
+class Team:
+    """Every forge agent of four independent tasks, each writing a file of its own; the
+    implementer takes a few seconds, so that the four are in flight together."""
+
+    def __init__(self) -> None:
+        self.sessions: set[str] = set()
+        self.errors: list[str] = []
+
+    def __call__(self, request: Request) -> Any:
+        try:
+            return self._answer(request)
+        except Exception as exc:
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+            return [{"text": f"test responder failed: {exc!r}"}]
+
+    def _answer(self, request: Request) -> Any:
+        session = request.session_id or "?"
+        if session in self.sessions:
+            return [{"text": "Done."}]
+        self.sessions.add(session)
+        system, prompt = request.system_text, request.prompt
+        title = prompt.split(":", 1)[1].splitlines()[0].strip()
+        if "You analyze one task" in system:
+            answer = {
+                "complexity": "low",
+                "plan": "Write the file.",
+                "relevant_files": [],
+                "implementation_steps": ["write", "commit"],
+                "context": "text",
+                "sufficient": True,
+            }
+            return [{"tool": "StructuredOutput", "input": answer}]
+        if "You implement one task" in system:
+            command = (
+                f"sleep 3; echo {title} > {title}.txt && git add -A && git commit -qm '{title}'"
+            )
+            return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+        if "You review the implementation" in system:
+            answer = {"approved": True, "issues": [], "suggestions": []}
+            return [{"tool": "StructuredOutput", "input": answer}]
+        self.errors.append(f"unexpected request: {prompt[:120]!r}")
+        return [{"text": "?"}]
+
+
+@pytest.mark.claude
+@pytest.mark.timeout(900)
+def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    write_config(
+        repo,
+        {
+            "forge": {"parallel": 4, "maxTurns": 5},
+            "sandbox": {"network": "open", "memory": "512m"},
+        },
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    titles = ["one", "two", "three", "four"]
+    for title in titles:
+        done = run_fks("forge", "create", title, "--description", f"Write {title}.txt", cwd=repo)
+        assert done.code == 0, done.tail()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks")
+    team = Team()
+    since = time.time() - 1
+    with FakeAnthropic(host="0.0.0.0", responder=team) as fake:
+        env = {
+            "ANTHROPIC_BASE_URL": f"http://{swarm.second.host_ip}:{fake.port}",
+            "ANTHROPIC_API_KEY": API_KEY,
+        }
+        res = run_fks(
+            "forge", "run", "--sandbox", "--engine", "swarm", "--parallel", "4", "--json",
+            cwd=repo, env=env, timeout=800,
+        )  # fmt: skip
+    assert not team.errors, team.errors
+    assert res.code == 0, res.tail()
+    assert {t["status"] for t in res.json["tasks"]} == {"completed"}, res.tail()
+    for title in titles:
+        assert (repo / f"{title}.txt").read_text() == f"{title}\n"
+    # Every stage ran as a container of a swarm task, on one node or the other: both were used.
+    ids = []
+    for run in (repo / ".forge" / "runs").glob("*/run.json"):
+        record = json.loads(run.read_text())
+        ids += [it["container_id"] for s in record["steps"] for it in s["iterations"]]
+    assert ids and all(ids), ids
+    on_main = started_containers(None, since)
+    on_second = started_containers(swarm.second.url, since)
+    assert set(ids) <= on_main | on_second
+    assert set(ids) & on_main and set(ids) & on_second, (ids, on_main, on_second)
+    assert leftovers(swarm) == {}
+
+
+SLOW = """#!/bin/sh
+n=$(ls notes 2>/dev/null | wc -l)
+mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
+echo STARTED
+sleep 15
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def slow_repo(path: Path) -> Path:
+    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": SLOW})
+    (repo / "slow.sh").chmod(0o755)
+    write_config(repo, {"sandbox": {"network": "none", "memory": "512m"}})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "slow agent")
+    return repo
+
+
+def start_fks(repo: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [FKS, *args], cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def wait_for(log: Path, text: bytes, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_bytes():
+        assert process.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+
+
+def set_availability(client: Any, node_id: str, availability: str) -> None:
+    node = client.nodes.get(node_id)
+    spec = node.attrs["Spec"]
+    spec["Availability"] = availability
+    node.update(spec)
+
+
+@pytest.mark.timeout(600)
+def test_a_lost_node_makes_its_iteration_incomplete_and_the_step_goes_on_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """The worker runs the step's first iteration (the manager is drained); its engine is
+    killed mid-iteration: that iteration is incomplete, naming the node, and the next one runs
+    on the manager from the branch as the host has it, and completes."""
+    with SecondEngine() as second, TwoNodeSwarm(second, heartbeat_s=1) as swarm:
+        pushed = fks("image", "push", "--engine", second.url, "--image", IMAGE, timeout=300)
+        assert pushed.code == 0, pushed.output
+        repo = slow_repo(tmp_path / "repo")
+        before = {v.name for v in swarm.main.volumes.list()}
+        set_availability(swarm.main, swarm.manager_id, "drain")
+        log = tmp_path / "fks.log"
+        process = start_fks(repo, log, "run", "./slow.sh:3", "--sandbox", "--engine", "swarm")
+        try:
+            wait_for(log, b"STARTED", process, 240)
+            set_availability(swarm.main, swarm.manager_id, "active")
+            assert second.process is not None
+            os.kill(second.process.pid, signal.SIGKILL)  # the engine dies; its address stays
+            process.wait(timeout=400)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        output = log.read_text()
+        assert process.returncode == 0, output
+        record = json.loads(next((repo / ".forge" / "runs").glob("*/run.json")).read_text())
+        first, *rest = record["steps"][0]["iterations"]
+        assert first["marker"] is False and first["reason"] == "export_failed", first
+        assert "Iteration 1: swarm node " in output and "went down during the iteration" in output
+        assert rest and rest[-1]["reason"] == "marker", rest
+        assert git(repo, "log", "--format=%s", "-2", "main").splitlines() == [
+            "note 0",
+            "slow agent",
+        ]
+        main = swarm.main
+        assert not main.services.list(filters={"label": "fks.run"})
+        assert not [
+            v.name for v in main.volumes.list() if "fks-" in v.name and v.name not in before
+        ]
+
+
+@pytest.mark.timeout(600)
+def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_path: Path) -> None:
+    repo = slow_repo(tmp_path / "repo")
+    log = tmp_path / "fks.log"
+    process = start_fks(repo, log, "run", "./slow.sh:3", "--sandbox", "--engine", "swarm")
+    try:
+        wait_for(log, b"STARTED", process, 240)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert leftovers(swarm)
+    done = fks("clean", cwd=repo, timeout=300)
+    assert done.code == 0, done.output
+    assert leftovers(swarm) == {}, done.output
