@@ -381,7 +381,7 @@ def review_cmd(
 
 @app.command(
     "clean",
-    help="Remove what dead runs of this repository left: containers and workspaces (their work saved to their branches first), optionally branches and records.",
+    help="Remove what dead runs of this repository left, on every engine they used: containers, services and workspaces (their work saved to their branches first), optionally branches and records.",
 )
 @_handled
 def clean_cmd(
