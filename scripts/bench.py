@@ -19,6 +19,9 @@ Benchmarks:
              against `docker -H … run --rm IMAGE true` there (target: <= 1.3x); the base of a
              20,000-file repository into a fresh workspace there against `git clone --no-local`
              of it                                                                 (target: <= 1.5x)
+  swarm      `fks forge run --sandbox --parallel 4` of four 5-second-per-stage tasks on a two-node
+             swarm (started here, as the tests do) against the same on this machine's engine
+                                                                                   (reported)
   forge      `fks forge run --parallel 4` on four independent tasks whose agents (the real claude
              CLI against a fake API) spend 5 s per stage, against one such task alone
                                                                                    (target: <= 1.4x)
@@ -614,8 +617,8 @@ def _forge_team(request: object) -> object:
     return {"blocks": blocks, "delay": STAGE_SECONDS}
 
 
-def _forge_repo(path: Path, tasks: int) -> Path:
-    make_repo(path)
+def _forge_repo(path: Path, tasks: int, config: dict[str, object] | None = None) -> Path:
+    make_repo(path, config)
     for n in range(tasks):
         sh(FKS, "forge", "create", f"task {n}", cwd=path)
     sh("git", "add", "-A", cwd=path)
@@ -673,6 +676,45 @@ def bench_forge(work: Path, repeat: int) -> list[str]:
     return [
         f"| forge: `fks forge run --parallel 4`, 4 independent tasks, 3 stages of {STAGE_SECONDS:g} s each | {four:.1f} s | one task alone {one:.1f} s | {ratio:.2f}x | <= 1.4x | {'ok' if ratio <= 1.4 else 'MISSED'} |",
         f"| forge: fks's own CPU per task (conductor and worker processes, not claude or git) | {statistics.median(cpu):.2f} s | - | - | reported | |",
+    ]
+
+
+def bench_swarm(work: Path, repeat: int) -> list[str]:
+    """`fks forge run --sandbox --parallel 4` of four tasks whose agents spend STAGE_SECONDS
+    per stage, on a two-node swarm (this machine's engine and a second one in its own network
+    namespace: tests/engines.py) against the same on this machine's engine alone, alternating.
+    Network `open` for both (the egress proxy does not run on a swarm yet)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from engines import SecondEngine, TwoNodeSwarm
+    from fakeapi import FakeAnthropic, isolated_environ
+
+    config: dict[str, object] = {"sandbox": {"network": "open", "memory": "512m"}}
+    walls: dict[str, list[float]] = {"swarm": [], "local": []}
+    with SecondEngine() as second:
+        sh(FKS, "image", "push", "--engine", second.url, "--image", IMAGE)
+        with (
+            TwoNodeSwarm(second) as swarm,
+            FakeAnthropic(host="0.0.0.0", responder=_forge_team) as fake,
+        ):
+            node = swarm.main.nodes.get(swarm.worker_id)
+            spec = node.attrs["Spec"]
+            spec["Labels"] = {"fks.docker-socket": str(second.dir / "sock")}
+            node.update(spec)
+            api = {"ANTHROPIC_BASE_URL": f"http://{second.host_ip}:{fake.port}"}
+            env = {**isolated_environ({**api, "ANTHROPIC_API_KEY": "sk-ant-bench"}), **GIT_ENV}
+            for round_ in range(max(repeat, 1)):
+                for where in ("swarm", "local"):
+                    repo = _forge_repo(work / f"swarm-{round_}-{where}", 4, config)
+                    engine = ["--engine", "swarm"] if where == "swarm" else []
+                    argv = [FKS, "forge", "run", "--sandbox", "--parallel", "4", *engine]
+                    start = time.perf_counter()
+                    done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
+                    walls[where].append(time.perf_counter() - start)
+                    if done.returncode != 0:
+                        raise SystemExit(f"bench: forge on {where} failed: {done.stderr[-2000:]}")
+    on_swarm, alone = statistics.median(walls["swarm"]), statistics.median(walls["local"])
+    return [
+        f"| swarm: `fks forge run --sandbox --parallel 4 --engine swarm`, 4 tasks, 3 stages of {STAGE_SECONDS:g} s, two nodes | {on_swarm:.1f} s | the same on this machine's engine alone {alone:.1f} s | {on_swarm / alone:.2f}x | reported | |",
     ]
 
 
@@ -777,6 +819,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "forge": bench_forge,
     "image": bench_image,
     "remote": bench_remote,
+    "swarm": bench_swarm,
 }
 
 

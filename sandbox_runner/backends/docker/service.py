@@ -37,6 +37,7 @@ NO_NETWORK_ROLE = "swarm-no-network"
 _QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _POLL_S = 0.5
 _STOP_GRACE = 2.0
+_LATE_OUTPUT_S = 0.5
 _KILLED = 137
 _HEADER = struct.Struct(">BxxxL")
 _STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
@@ -109,7 +110,12 @@ class _LogPump:
                 response.close()
             if not self._finishing.is_set():
                 raise SandboxError("the stream ended before the task did")
-            if not self._closed.is_set():
+            # The node may write the last output (an unterminated line, flushed at the
+            # container's exit) a moment after the manager reports the task ended: read twice.
+            for pause in (0.0, _LATE_OUTPUT_S):
+                time.sleep(pause)
+                if self._closed.is_set():
+                    break
                 rest = self._open(follow=False)
                 try:
                     self._read(rest, skip=self._at_last)
