@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.client import is_missing_executable, with_retries
@@ -351,23 +351,30 @@ class DockerSandbox:
     @contextmanager
     def start(self, spec: ExecSpec) -> Iterator[DockerExecution]:
         execution = self.launch(self.container_kwargs(spec), spec.argv[0], spec.timeout)
-        with self.running(execution, execution.remove):
+        with running(execution, execution.remove):
             yield execution
-
-    @contextmanager
-    def running(
-        self, execution: DockerExecution, retire: Callable[[], None]
-    ) -> Iterator[DockerExecution]:
-        """Ctrl-C interrupts the container; leaving the block `retire`s it (removes it)."""
-        try:
-            yield execution
-        except (Interrupted, KeyboardInterrupt):
-            with deferred_signals():
-                execution.interrupt()
-            raise
-        finally:
-            with deferred_signals():
-                retire()
 
     def close(self) -> None:
         """Nothing outlives an iteration here (see `WarmDockerSandbox`)."""
+
+
+class _Interruptible(Protocol):
+    def interrupt(self) -> None: ...
+
+
+_E = TypeVar("_E", bound=_Interruptible)
+
+
+@contextmanager
+def running(execution: _E, retire: Callable[[], None]) -> Iterator[_E]:
+    """An iteration's container or service: Ctrl-C interrupts it, leaving the block `retire`s
+    it (removes it), on success, failure and Ctrl-C alike."""
+    try:
+        yield execution
+    except (Interrupted, KeyboardInterrupt):
+        with deferred_signals():
+            execution.interrupt()
+        raise
+    finally:
+        with deferred_signals():
+            retire()

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
 from sandbox_runner.backends.docker.client import one_line, with_retries
-from sandbox_runner.backends.docker.container import LABEL_RUN, ContainerSettings
-from sandbox_runner.errors import AgentNotFoundError, FksError, Interrupted, SandboxError
+from sandbox_runner.backends.docker.container import LABEL_RUN, ContainerSettings, running
+from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -612,15 +612,8 @@ class ServiceSandbox:
     def start(self, spec: ExecSpec) -> Iterator[ServiceExecution]:
         """The iteration's service; Ctrl-C removes it, and so does leaving the block."""
         execution = self.launch(spec)
-        try:
+        with running(execution, execution.remove):
             yield execution
-        except (Interrupted, KeyboardInterrupt):
-            with deferred_signals():
-                execution.interrupt()
-            raise
-        finally:
-            with deferred_signals():
-                execution.remove()
 
     def close(self) -> None:
         """Nothing outlives an iteration here."""

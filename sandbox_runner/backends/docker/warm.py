@@ -25,6 +25,7 @@ from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
+    running,
 )
 from sandbox_runner.signals import deferred_signals
 
@@ -74,7 +75,7 @@ class WarmDockerSandbox(DockerSandbox):
         key = repr(kwargs)
         execution = self._take(key) or self.launch(kwargs, spec.argv[0], None, waiting=True)
         execution.argv0 = spec.argv[0]
-        with self.running(execution, lambda: self._retire(execution)):
+        with running(execution, lambda: self._retire(execution)):
             self._next = (key, self._submit(self.launch, kwargs, spec.argv[0], None, waiting=True))
             sent = {k: v for k, v in spec.env.items() if k not in AT_CREATE}
             execution.begin(waiter_script(spec.argv, sent), spec.timeout)
