@@ -317,3 +317,44 @@ def two_node_swarm(second_engine: SecondEngine) -> Iterator[TwoNodeSwarm]:
     nodes when the test ends."""
     with TwoNodeSwarm(second_engine) as swarm:
         yield swarm
+
+
+class StartedContainers:
+    """The ids of the containers an engine starts while the `with` block runs, from its live
+    event stream (`docker events --since` reads a bounded buffer of past events: a busy run
+    overflows it)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self._argv = ["docker", *(["-H", url] if url else []), "events"]
+        self._argv += ["--filter", "type=container", "--filter", "event=start"]
+        self._argv += ["--format", "{{.ID}}"]
+        self.ids: set[str] = set()
+        self._process: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    def __enter__(self) -> StartedContainers:
+        self._process = subprocess.Popen(
+            self._argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        time.sleep(0.5)  # subscribed before the block starts anything
+        return self
+
+    def _read(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        for line in self._process.stdout:
+            self.ids.add(line.strip())
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        time.sleep(0.5)  # the last events reach the stream
+        if self._process is not None:
+            self._process.terminate()
+            self._process.wait(timeout=30)
+        if self._reader is not None:
+            self._reader.join(timeout=30)

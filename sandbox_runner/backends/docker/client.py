@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -125,6 +125,22 @@ def with_retries(what: str, fn: Callable[[], T]) -> T:
     """Call a Docker API operation, retrying transient failures with back-off."""
     result: T = _retrying(what)(fn)
     return result
+
+
+def volume_exists(client: docker.DockerClient, name: str) -> bool:
+    import docker.errors
+
+    try:
+        with_retries("volume", lambda: client.volumes.get(name))
+    except docker.errors.NotFound:
+        return False
+    return True
+
+
+def ensure_volume(client: docker.DockerClient, name: str, labels: Mapping[str, str]) -> None:
+    """Create volume `name` with `labels` unless it exists."""
+    if not volume_exists(client, name):
+        with_retries("volume", lambda: client.volumes.create(name=name, labels=dict(labels)))
 
 
 def remove_volume(client: docker.DockerClient, name: str) -> None:

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.docker.client import one_line, remove_volume, with_retries
+from sandbox_runner.backends.docker.client import (
+    ensure_volume,
+    one_line,
+    remove_volume,
+    with_retries,
+)
 from sandbox_runner.backends.docker.container import Mount, create_container
 from sandbox_runner.backends.docker.export import OBJECTS
 from sandbox_runner.errors import SandboxError
@@ -156,14 +161,7 @@ class ShippedObjects:
                 container.remove(force=True)
 
     def ensure(self) -> None:
-        import docker.errors
-
-        try:
-            with_retries("volume", lambda: self._client.volumes.get(self.name))
-        except docker.errors.NotFound:
-            with_retries(
-                "volume", lambda: self._client.volumes.create(name=self.name, labels=self._labels)
-            )
+        ensure_volume(self._client, self.name, self._labels)
 
     def remove(self) -> None:
         remove_volume(self._client, self.name)

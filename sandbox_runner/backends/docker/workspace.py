@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Stream
-from sandbox_runner.backends.docker.client import remove_volume, with_retries
+from sandbox_runner.backends.docker.client import (
+    ensure_volume,
+    remove_volume,
+    volume_exists,
+)
 from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     DockerSandbox,
@@ -86,19 +90,10 @@ class VolumeWorkspace:
         (a new volume, or one this process did not check out), so a new step checks out in full."""
 
     def exists(self) -> bool:
-        import docker.errors
-
-        try:
-            with_retries("volume", lambda: self._client.volumes.get(self.name))
-        except docker.errors.NotFound:
-            return False
-        return True
+        return volume_exists(self._client, self.name)
 
     def ensure(self) -> None:
-        if not self.exists():
-            with_retries(
-                "volume", lambda: self._client.volumes.create(name=self.name, labels=self._labels)
-            )
+        ensure_volume(self._client, self.name, self._labels)
         if self.shipped is not None:
             self.shipped.ensure()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import StartedContainers
 from fakeapi import FakeAnthropic
 from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import (
@@ -72,7 +73,10 @@ def test_a_chain_on_a_tcp_engine_lands_the_commits_a_local_run_lands(
     assert history(local) == history(remote)
     here = fks("run", chain, "--sandbox", cwd=local, timeout=300)
     assert here.code == 0, here.output
-    there = fks("run", chain, "--sandbox", "--engine", second_engine.url, cwd=remote, timeout=300)
+    with StartedContainers(second_engine.url) as started:
+        there = fks(
+            "run", chain, "--sandbox", "--engine", second_engine.url, cwd=remote, timeout=300
+        )
     assert there.code == 0, there.output
     assert history(remote) == history(local)
     assert (remote / "notes" / "n3.txt").read_text() == "note 3\n"
@@ -82,18 +86,7 @@ def test_a_chain_on_a_tcp_engine_lands_the_commits_a_local_run_lands(
     assert record["engine"] == second_engine.url
     ids = [it["container_id"] for s in record["steps"] for it in s["iterations"]]
     assert len(ids) == 4 and all(ids)
-    events = second_engine.docker(
-        "events",
-        "--since",
-        "10m",
-        "--until",
-        str(int(time.time())),
-        "--filter",
-        "event=start",
-        "--format",
-        "{{.ID}}",
-    ).stdout.split()
-    assert set(ids) <= set(events)
+    assert set(ids) <= started.ids
     assert on_engine(second_engine, "containers") == []
     assert on_engine(second_engine, "volumes") == []
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import SecondEngine, TwoNodeSwarm
+from engines import SecondEngine, StartedContainers, TwoNodeSwarm
 from fakeapi import FakeAnthropic, Request
 from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import API_KEY, run_fks
@@ -61,12 +61,6 @@ def leftovers(swarm: Any) -> dict[str, list[str]]:
             v.name for v in client.volumes.list() if "fks-" in v.name and v.name not in before
         ]
     return {k: v for k, v in found.items() if v}
-
-
-def started_containers(engine: str | None, since: float) -> set[str]:
-    argv = ["docker", *(["-H", engine] if engine else []), "events", "--since", str(int(since))]
-    argv += ["--until", str(int(time.time()) + 1), "--filter", "event=start", "--format", "{{.ID}}"]
-    return set(subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split())
 
 
 def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path: Path) -> None:
@@ -165,8 +159,11 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tasks")
     team = Team()
-    since = time.time() - 1
-    with FakeAnthropic(host="0.0.0.0", responder=team) as fake:
+    with (
+        StartedContainers() as on_main,
+        StartedContainers(swarm.second.url) as on_second,
+        FakeAnthropic(host="0.0.0.0", responder=team) as fake,
+    ):
         env = {
             "ANTHROPIC_BASE_URL": f"http://{swarm.second.host_ip}:{fake.port}",
             "ANTHROPIC_API_KEY": API_KEY,
@@ -186,10 +183,8 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
         record = json.loads(run.read_text())
         ids += [it["container_id"] for s in record["steps"] for it in s["iterations"]]
     assert ids and all(ids), ids
-    on_main = started_containers(None, since)
-    on_second = started_containers(swarm.second.url, since)
-    assert set(ids) <= on_main | on_second
-    assert set(ids) & on_main and set(ids) & on_second, (ids, on_main, on_second)
+    assert set(ids) <= on_main.ids | on_second.ids
+    assert set(ids) & on_main.ids and set(ids) & on_second.ids, (ids, on_main.ids, on_second.ids)
     assert leftovers(swarm) == {}
 
 
