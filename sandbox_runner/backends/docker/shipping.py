@@ -3,11 +3,12 @@
 Locally the user's object store is bind-mounted read-only at /fks/objects. A remote engine
 gets a Docker volume there instead: an object store that holds what fks sent it, as packs.
 Before a step starts on a commit the volume lacks, the host packs what is new since what it
-sent before (`git pack-objects --revs --thin`, from the user's repository: the host's own
-data) and a loader container on that engine takes it in through the Docker API
-(`put_archive`) and indexes it into the volume (`git index-pack --strict --fix-thin`). Agent
-containers mount the volume read-only; only the loader, which runs no agent code, writes it.
-Nothing comes back this way: commits come out as bundles, as on the local engine.
+sent before (`git pack-objects --revs`, from the user's repository: the host's own data),
+indexes that pack itself (`git index-pack`, outside any repository) and puts both files into
+the volume through the Docker API (`put_archive` into a container that mounts it and is never
+started: nothing runs on the engine for it). Agent containers mount the volume read-only;
+only fks writes it. Nothing comes back this way: commits come out as bundles, as on the
+local engine.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.client import (
     ensure_volume,
@@ -38,14 +39,14 @@ if TYPE_CHECKING:
 LABEL_ROLE = "fks.role"
 OBJECTS_ROLE = "objects"
 _PACK = "fks-in.pack"
-# The loader: an empty repository whose object directory is the volume, and the pack indexed
-# into it with every object checked and thin deltas completed from what the volume holds.
+# A loader on a node fks cannot put files on (a swarm's): an empty repository whose object
+# directory is the volume, and the pack indexed into it with every object checked and thin
+# deltas completed from what the volume holds.
 _INDEX = (
     f"git init -q --bare /tmp/r; mkdir -p {OBJECTS}/pack {OBJECTS}/info; "
     f"GIT_DIR=/tmp/r GIT_OBJECT_DIRECTORY={OBJECTS} git index-pack --stdin --strict "
     "--fix-thin <{pack} >/dev/null"
 )
-_LOADER = "set -e; " + _INDEX.format(pack=f"/{_PACK}")
 LOADER_TIMEOUT_S = 1800
 
 
@@ -63,6 +64,10 @@ def objects_volume_name(workspace_volume: str) -> str:
 
 class ShippedObjects:
     """A remote workspace's object store: a volume on the engine, and what fks sent into it."""
+
+    thin = False
+    """Send thin packs (deltas against what the volume holds): only for a loader on the engine
+    that can complete them there; fks indexes its own packs, which must stand alone."""
 
     def __init__(
         self,
@@ -108,7 +113,7 @@ class ShippedObjects:
                 self._repo.top,
                 "pack-objects",
                 "--revs",
-                "--thin",
+                *(["--thin"] if self.thin else []),
                 "--stdout",
                 "--delta-base-offset",
                 "-q",
@@ -121,41 +126,26 @@ class ShippedObjects:
         return pack.stat().st_size > 32  # more than a header and a trailer: objects
 
     def _load(self, pack: Path) -> None:
-        """Run the loader on the engine with the pack put into it before it starts."""
-        from docker.types import Mount as DockerMount
-
-        archive = pack.with_suffix(".tar")
-        with tarfile.open(archive, "w") as tar:
-            info = tar.gettarinfo(str(pack), arcname=_PACK)
-            info.uid = info.gid = 0
-            info.mode = 0o444
-            with pack.open("rb") as data:
-                tar.addfile(info, data)
-
+        """Index the pack here and put it, with its index, into the volume: through a container
+        that mounts the volume and is only created, never started."""
+        archive = _indexed_archive(pack)
         kwargs = {
             "image": self._image,
-            "command": ["sh", "-c", _LOADER],
+            "command": ["true"],
             "user": "0:0",
             "labels": self._labels,
-            "mounts": [DockerMount(target=OBJECTS, source=self.name, type="volume")],
+            "mounts": [_volume_mount(self.name)],
             "network_mode": "none",
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "mem_limit": "1g",
             "detach": True,
         }
         container = create_container(self._client, kwargs, what="the workspace loader")
         try:
             with archive.open("rb") as data:
-                with_retries("put_archive", lambda: container.put_archive("/", data))
-            with_retries("start", container.start)
-            status = container.wait(timeout=LOADER_TIMEOUT_S)
-            if int(status.get("StatusCode", -1)) != 0:
-                tail = container.logs(stdout=True, stderr=True, tail=5).decode(errors="replace")
-                raise SandboxError(
-                    f"could not load the workspace's base into volume {self.name}: "
-                    f"{one_line(tail) or 'exit ' + str(status.get('StatusCode'))}"
-                )
+                with_retries("put_archive", lambda: container.put_archive(OBJECTS, data))
+        except Exception as exc:
+            raise SandboxError(
+                f"could not load the workspace's base into volume {self.name}: {one_line(str(exc))}"
+            ) from None
         finally:
             with contextlib.suppress(Exception):
                 container.remove(force=True)
@@ -165,3 +155,42 @@ class ShippedObjects:
 
     def remove(self) -> None:
         remove_volume(self._client, self.name)
+
+
+def _volume_mount(name: str) -> Any:
+    from docker.types import Mount as DockerMount
+
+    return DockerMount(target=OBJECTS, source=name, type="volume")
+
+
+def _indexed_archive(pack: Path) -> Path:
+    """A tar of `pack/pack-<hash>.{pack,idx}`: the pack and the index this machine's git made of
+    it (in a repository of its own beside the pack: the user's is never touched)."""
+    scratch = pack.parent
+    bare = scratch / "index-repo"
+    env = {
+        "GIT_DIR": str(bare),
+        "GIT_OBJECT_DIRECTORY": str(bare / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": "",
+    }
+    idx = pack.with_suffix(".idx")
+    done = run_git(scratch, "init", "-q", "--bare", str(bare))
+    if done.returncode == 0:
+        done = run_git(scratch, "index-pack", "-o", str(idx), str(pack), env=env)
+    if done.returncode != 0:
+        detail = one_line(done.stderr.decode(errors="replace")) or "no output"
+        raise SandboxError(f"could not index the workspace's base: {detail}")
+    name = "pack-" + done.stdout.decode().split()[-1]
+    archive = pack.with_suffix(".tar")
+    with tarfile.open(archive, "w") as tar:
+        folder = tarfile.TarInfo("pack")
+        folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+        tar.addfile(folder)
+        for source, suffix in ((pack, ".pack"), (idx, ".idx")):  # the index last: git's key
+            info = tar.gettarinfo(str(source), arcname=f"pack/{name}{suffix}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o444
+            with source.open("rb") as data:
+                tar.addfile(info, data)
+    return archive

@@ -112,6 +112,8 @@ class PackServer:
 class SwarmObjects(ShippedObjects):
     """The object store volume on a swarm node, loaded by a service that fetches the pack."""
 
+    thin = True  # the loader completes them from what the volume holds
+
     def __init__(
         self,
         client: docker.DockerClient,
