@@ -254,11 +254,12 @@ def _timer(name: str, command: str) -> str:
 def instrumented_script() -> str:
     """`iteration.sh` exactly as fks runs it, plus `date +%s%N` timers around its parts.
 
-    prepare: the workspace checkout (a git dir of fks's making, then `clean -ffdx` and
-    `checkout -f -B`: every file written on a new volume, only what changed on a recycled one);
-    index: copying the base index to .git/index and reading its identity for the host (counted
-    with prepare); settle: after a full checkout of a big tree only, the wait for the file clock
-    to leave the checkout's second; snapshot: the progress fingerprint taken before the agent;
+    prepare: from the start of the workspace checkout (a git dir of fks's making, then `clean
+    -ffdx` and `checkout -f -B`: every file written on a new volume, only what changed on a
+    recycled one) to the end of copying the base index to .git/index and reading its identity
+    for the host, in one window (a timer costs a process); settle: after a full checkout of a
+    big tree only, the wait for the file clock to leave the checkout's second (inside the
+    prepare window: subtract it); snapshot: the progress fingerprint taken before the agent;
     export: all that runs after the agent (fingerprint, leftover commit, bundle); bundle: `git
     bundle create` alone.
     Stops if the script changed and a timer no longer fits.
@@ -267,9 +268,13 @@ def instrumented_script() -> str:
 
     text = export.script()
     for old, new in (
-        ("if prepare; then", f"if {{ {_timer('prepare', 'prepare')}; }}; then"),
+        ("ready=\nif prepare; then", "fks_t_prepare=$(date +%s%N)\nready=\nif prepare; then"),
         ("then settle && ready=1;", f"then {{ {_timer('settle', 'settle')}; }} && ready=1;"),
-        ("|| base_index ||", f"|| {{ {_timer('index', 'base_index')}; }} ||"),
+        (
+            "|| base_index || ready=\n",
+            "|| base_index || ready=\n"
+            'echo "fks-bench prepare_ns=$(( $(date +%s%N) - fks_t_prepare ))" >&2\n',
+        ),
         (
             "before=${FKS_BEFORE:-$(snapshot)}\n",
             _timer("snapshot", "before=${FKS_BEFORE:-$(snapshot)}") + "\n",
@@ -424,8 +429,8 @@ def bench_workspace(work: Path, repeat: int) -> list[str]:
             if "settle" in later or "settle" not in first:
                 raise SystemExit("bench: step 2 did a full checkout, or step 1 did not")
             if attempt:
-                firsts.append(first["prepare"] + first["index"])
-                laters.append(later["prepare"] + later["index"])
+                firsts.append(first["prepare"] - first["settle"])
+                laters.append(later["prepare"])
                 settles.append(first["settle"])
                 step2_wall.append(wall)
                 bare.append(t_bare)
@@ -818,7 +823,7 @@ def _ship_and_checkout(its: Iterations, ws: Any, branch: str) -> tuple[float, fl
     ship = time.perf_counter() - started
     with tempfile.TemporaryDirectory() as scratch:
         _, parts = its.run(its.sandbox(ws, branch, Path(scratch)), ("true",))
-    return ship, parts["prepare"] + parts["index"]
+    return ship, parts["prepare"] - parts.get("settle", 0.0)
 
 
 def _clone_there(client: Any, repo_path: Path, volume: str) -> float:

@@ -15,8 +15,36 @@
 # .git/fks-export/: `bundle` (the branch and, if files were left uncommitted, a commit of them
 # as refs/fks/leftover) and `info` (key=value lines). The host checks both and trusts neither.
 set -u
-ex=.git/fks-export
-say() { printf '%s\n' "$*" >>"$ex/info"; }
+ex=.git/fks-export info=
+say() { printf '%s\n' "$*" >>"$ex/info" && info="$info$*	"; }
+
+# HEAD's ref (refs/heads/…), read without a process: empty unless HEAD is a regular file
+# saying `ref: …` (git's own writing of a symbolic HEAD).
+head_ref() {
+    head=
+    [ -f .git/HEAD ] && [ ! -h .git/HEAD ] && read -r head <.git/HEAD 2>/dev/null
+    case $head in "ref: "*) head=${head#ref: } ;; *) head= ;; esac
+}
+
+# An empty export directory. A real folder holding nothing but entries named info and bundle
+# (what this script leaves there) is emptied with one `rm -f`, which follows no link; anything
+# else is removed and made anew.
+clear_export() {
+    if [ -d "$ex" ] && [ ! -h "$ex" ]; then
+        set --
+        for f in "$ex"/* "$ex"/.[!.]* "$ex"/..?*; do
+            case $f in
+            "$ex/info" | "$ex/bundle") set -- "$@" "$f" ;;
+            *) [ ! -e "$f" ] && [ ! -h "$f" ] || set -- "$ex" ;; # else a glob that matched nothing
+            esac
+        done
+        if [ "${1:-}" != "$ex" ] && { [ $# -eq 0 ] || rm -f -- "$@" 2>/dev/null; }; then
+            info=
+            return 0
+        fi
+    fi
+    rm -rf "$ex" && mkdir -p "$ex" && info=
+}
 
 # Folders the agent made read-only or unreadable, opened again (top down): files can then be
 # removed and written; their ctimes, which prepare relies on, do not change.
@@ -37,31 +65,36 @@ writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; 
 # git rewrites it (a file written in the same second as the base index, git re-reads). A step
 # that fails (folders the agent made read-only) runs again once they are writable.
 
+# Everything in .git goes, in one process, but the base index (a regular file: its identity
+# is printed, as `%i:%C@:%s`) and the real folders objects, objects/info, refs and
+# fks-export, emptied (so that prepare need not make them again). Nothing is followed.
+sweep_git() {
+    find .git -mindepth 1 \( -path "$base" -type f -printf '%i:%C@:%s\n' \) -o \
+        ! \( -type d \( -path .git/objects -o -path .git/objects/info -o -path .git/refs -o -path "$ex" \) \) \
+        -delete 2>/dev/null
+}
+
 prepare() {
-    if [ -z "${FKS_NEW_STEP:-}" ] && [ "$(git symbolic-ref -q HEAD 2>/dev/null)" = "refs/heads/$FKS_BRANCH" ]; then
+    head_ref
+    if [ -z "${FKS_NEW_STEP:-}" ] && [ "$head" = "refs/heads/$FKS_BRANCH" ]; then
         prepared=kept full=  # a later iteration of the step: the workspace as the agent left it
         return 0
     fi
     base=.git/fks-base-index prepared=
     trusted= empty= full=
-    if [ -n "${FKS_BASE_INDEX:-}" ] && [ -d .git ] && [ ! -h .git ] && [ -f "$base" ] && [ ! -h "$base" ] &&
-        [ "$(stat -c %i:%.9Z:%s "$base")" = "$FKS_BASE_INDEX" ]; then
-        trusted=1
+    if [ -n "${FKS_BASE_INDEX:-}" ] && [ -d .git ] && [ ! -h .git ]; then
+        ident=$(sweep_git) || ident=$(writable && sweep_git) || ident=
+        # find's %C@ has a tenth digit
+        [ "$ident" = "${FKS_BASE_INDEX%:*}0:${FKS_BASE_INDEX##*:}" ] && trusted=1
     fi
-    if [ -n "$trusted" ]; then
-        set -- .git/* .git/.[!.]* .git/..?*
-        for f; do
-            shift
-            [ "$f" = "$base" ] || { [ ! -e "$f" ] && [ ! -h "$f" ]; } || set -- "$@" "$f"
-        done
-        [ $# -eq 0 ] || rm -rf -- "$@" 2>/dev/null || { writable && rm -rf -- "$@"; } || return 1
-    else
+    if [ -z "$trusted" ]; then
         set -- * .[!.]* ..?*
         [ "$*" = "* .[!.]* ..?*" ] && [ ! -e "*" ] && empty=1
         rm -rf .git 2>/dev/null || { writable && rm -rf .git; } || return 1
         full=1
     fi
-    mkdir -p .git/objects/info .git/refs || return 1
+    [ -d .git/objects/info ] && [ -d .git/refs ] && [ -d "$ex" ] ||
+        mkdir -p .git/objects/info .git/refs "$ex" || return 1
     printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n\tcheckStat = default\n\ttrustctime = true\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n' >.git/config &&
         echo /fks/objects >.git/objects/info/alternates &&
         printf 'ref: refs/heads/%s\n' "$FKS_BRANCH" >.git/HEAD || return 1
@@ -102,12 +135,12 @@ settle() {
 # What the host may trust of the base index: its inode number, ctime and size. Neither its
 # content nor its mtime can change without its ctime changing, except within the same tick of
 # the file clock: so the agent starts only once that clock has moved past it (checked on the
-# export directory, made since).
+# agent's copy, made since).
 base_index() {
     cp "$base" .git/index || return 1  # the agent's (a hard link's count would change its ctime)
     while :; do
         # shellcheck disable=SC2046
-        set -- $(stat -c '%i:%.9Z:%s' "$base" "$ex") || return 1
+        set -- $(stat -c '%i:%.9Z:%s' "$base" .git/index) || return 1
         made=${1#*:} since=${2#*:}
         made=${made%:*} since=${since%:*}
         if [ "${since%.*}" -gt "${made%.*}" ] ||
@@ -115,7 +148,7 @@ base_index() {
             prepared=$1
             return 0
         fi
-        touch "$ex" || return 1
+        touch .git/index || return 1
     done
 }
 
@@ -123,23 +156,35 @@ base_index() {
 # respected), without touching the agent's index: the progress fingerprint, and what an
 # uncommitted-leftovers commit would hold.
 snapshot() {
+    printf '%s %s' "$(git rev-parse -q --verify HEAD 2>/dev/null)" "$(worktree_tree)"
+}
+
+worktree_tree() {
     cp .git/index .git/fks-index 2>/dev/null || rm -f .git/fks-index
-    tree=$(GIT_INDEX_FILE=.git/fks-index sh -c 'git add -A . && git write-tree' 2>/dev/null)
+    # shellcheck disable=SC2030
+    (GIT_INDEX_FILE=.git/fks-index && export GIT_INDEX_FILE && git add -A . && git write-tree) 2>/dev/null
     rm -f .git/fks-index
-    printf '%s %s' "$(git rev-parse -q --verify HEAD 2>/dev/null)" "$tree"
 }
 
 export_work() {
-    tip=$(git rev-parse -q --verify "refs/heads/$FKS_BRANCH^{commit}" 2>/dev/null)
+    tip= tip_tree=
+    # The branch's commit and tree, in one process.
+    # shellcheck disable=SC2046
+    set -- $(git cat-file --batch-check='%(objectname)' 2>/dev/null <<EOF
+refs/heads/$FKS_BRANCH^{commit}
+refs/heads/$FKS_BRANCH^{tree}
+EOF
+    )
+    [ $# -eq 2 ] && tip=$1 tip_tree=$2
     if [ -z "$tip" ]; then
         say "warning=the agent deleted its branch $FKS_BRANCH; it stays where it was"
         tip=$FKS_SINCE
     fi
-    head=$(git symbolic-ref -q HEAD)
+    head_ref
     if [ "$head" != "refs/heads/$FKS_BRANCH" ]; then
         detached=$(git rev-parse -q --verify "HEAD^{commit}" 2>/dev/null)
         if [ -z "$head" ] && [ -n "$detached" ] && git merge-base --is-ancestor "$tip" "$detached"; then
-            tip=$detached  # commits made on a detached HEAD still count
+            tip=$detached tip_tree= # commits made on a detached HEAD still count
         fi
         say "warning=the agent left HEAD off its branch; put it back on $FKS_BRANCH"
         git update-ref "refs/heads/$FKS_BRANCH" "$tip"
@@ -147,9 +192,10 @@ export_work() {
     fi
     refs=
     [ "$tip" = "$FKS_SINCE" ] || refs="refs/heads/$FKS_BRANCH"
-    now=$(snapshot)
-    tree=${now#* }
-    if [ -n "$tree" ] && [ "$tree" != "$(git rev-parse -q --verify "$tip^{tree}")" ]; then
+    tree=$(worktree_tree)
+    now="$tip $tree"
+    [ -z "$tree" ] || [ -n "$tip_tree" ] || tip_tree=$(git rev-parse -q --verify "$tip^{tree}")
+    if [ -n "$tree" ] && [ "$tree" != "$tip_tree" ]; then
         leftover=$(echo "fks: uncommitted work" | git commit-tree "$tree" -p "$tip") &&
             git update-ref refs/fks/leftover "$leftover" && refs="$refs refs/fks/leftover"
     fi
@@ -171,15 +217,16 @@ log_bundle() {
 }
 
 cd /workspace || exit 125
-mkdir -p "$HOME" "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" 2>/dev/null
+[ -d "$HOME" ] && [ -d "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" ] ||
+    mkdir -p "$HOME" "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" 2>/dev/null
 if [ "$FKS_MODE" = export ]; then
-    rm -rf "$ex" && mkdir -p "$ex" || exit 125
+    clear_export || exit 125
     export_work
     say "end=1"
     if [ "${FKS_EXPORT_VIA:-}" = log ]; then
         [ -f "$ex/bundle" ] && say "bundle=1"
         log_bundle
-        printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$(tr '\n' '\t' <"$ex/info")" >&2
+        printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$info" >&2
     fi
     exit 0
 fi
@@ -187,7 +234,7 @@ ready=
 if prepare; then
     if [ -n "$full" ]; then settle && ready=1; else ready=1; fi
 fi
-[ -z "$ready" ] || { rm -rf "$ex" && mkdir -p "$ex"; } || ready=
+# (prepare made the export directory, except for a later iteration: it holds the last one's)
 [ -z "$ready" ] || [ "$prepared" = kept ] || base_index || ready=
 if [ -z "$ready" ]; then
     echo "fks: could not prepare the workspace (branch $FKS_BRANCH at $FKS_START)" >&2
@@ -205,7 +252,7 @@ if [ -n "${FKS_TASK_YAML:-}" ]; then
     fi
 fi
 if ! command -v "$1" >/dev/null 2>&1; then
-    say "missing=1"
+    clear_export && say "missing=1"
     echo "fks: agent '$1' not found in the image" >&2
     exit 127
 fi
@@ -217,7 +264,7 @@ trap ':' INT TERM
 "$@"
 code=$?
 trap - INT TERM
-rm -rf "$ex" && mkdir -p "$ex" || exit 125
+clear_export || exit 125
 say "before=$before"
 export_work
 say "end=1"
@@ -225,5 +272,5 @@ say "end=1"
 log_bundle
 # The same lines on stderr, after the agent's last output: when there is no bundle, the host
 # needs nothing else from the container (fks takes this line out of the agent's output).
-printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$(tr '\n' '\t' <"$ex/info")" >&2
+printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$info" >&2
 exit "$code"

@@ -349,6 +349,38 @@ def test_export_that_is_not_a_regular_file_is_refused(repo: Path, host: Host, at
     assert step_tip(repo) == host.refs["refs/heads/main"]
 
 
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(f"ln -s /etc {EX}/extra", id="extra-symlink"),
+        pytest.param(f"touch {EX}/.hidden", id="hidden-file"),
+        pytest.param(f"rm -rf {EX} && ln -s /etc {EX}", id="export-dir-symlink"),
+        pytest.param(f"ln -s /etc/passwd {EX}/bundle", id="bundle-symlink"),
+        pytest.param(f"mkdir -p {EX}/bundle/x", id="bundle-dir"),
+        pytest.param(f"ln one.txt {EX}/info", id="info-hardlink-to-tracked-file"),
+        pytest.param(f"ln -sf ../../one.txt {EX}/info", id="info-symlink-to-tracked-file"),
+    ],
+)
+def test_what_the_agent_leaves_in_the_export_dir_is_cleared(
+    repo: Path, host: Host, attack: str
+) -> None:
+    """The export directory is the agent's to write while it runs: whatever it leaves there,
+    each iteration's export starts from an empty one, without following or writing through
+    anything the agent placed (its own files stay as it committed them)."""
+    body = f"""
+if [ -e one.txt ]; then {MARK}
+else echo one > one.txt && git add one.txt && git commit -qm 'agent one'; fi
+{attack}
+"""
+    res = sandbox(host.agent(body) + ":3")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    assert "refused" not in res.output
+    assert len(record(repo)["steps"][0]["iterations"]) == 2
+    assert git(repo, "show", "main:one.txt") == "one"
+    assert (repo / "one.txt").read_text() == "one\n"
+
+
 def test_committed_symlink_outside_repo_is_just_a_symlink(repo: Path, host: Host) -> None:
     """Committed symlinks to host paths land as symlinks; fks never follows them."""
     body = f"""
