@@ -183,7 +183,7 @@ def median_many(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -
 def bench_sandbox(work: Path, repeat: int) -> list[str]:
     """Per iteration: runs of 2 and 12 iterations, so fks's fixed per-run costs (start-up,
     preflight, the workspace's first checkout) cancel out; those are reported beside it.
-    With warm containers (the default: the next iteration's container is started while one
+    With warm containers (the default: the next iterations' containers are started while one
     runs) and cold ones (`sandbox.warm: false`), interleaved with the `docker run` baseline.
     Network `open`: the egress proxy's cost is measured by `network`."""
     projects = {

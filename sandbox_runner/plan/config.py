@@ -70,7 +70,7 @@ class SandboxSettings(_Model):
     `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL` (not for runs yet). On a remote
     engine or a swarm the workspace's base is sent to it as data."""
     warm: _Bool | None = None
-    """Start the next iteration's container while one runs (default true; `false`: each
+    """Start the next iterations' containers while one runs (default true; `false`: each
     iteration's container is created and started when the iteration begins)."""
 
     @field_validator("memory")

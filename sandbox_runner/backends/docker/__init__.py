@@ -1,6 +1,6 @@
 """The Docker backend: `client` (connecting, daemon diagnosis, retries), `container` (settings and
 one container's execution), `service` (an iteration as a swarm service: output from its log
-stream, its end from its task, a lost node noticed), `warm` (the next iteration's container
+stream, its end from its task, a lost node noticed), `warm` (the next iterations' containers
 started while one runs), `workspace`/`export`/`iteration.sh` (the step's volume and the bundle
 that leaves it, through the API or the log stream), `egress` (the allowlist proxy), `checks` (settings checked before a run),
 `images` and `base_image` (building the images), `engines` (a `sandbox.engine` value turned into

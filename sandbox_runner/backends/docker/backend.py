@@ -533,9 +533,12 @@ class SandboxBackend:
                     self._salvage(sandbox, env, record, "of the interrupted iteration")
                 raise
 
-    def _warm(self, settings: SandboxSettings, step: Step) -> bool:
-        """Warm containers: not for a step of one iteration (no next one), nor on a swarm."""
-        return settings.warm is not False and step.loop and step.iterations > 1 and not self._swarm
+    def _warm(self, settings: SandboxSettings, step: Step) -> int:
+        """With warm containers, the step's iterations (no more containers are made; a resumed
+        step given more runs the rest cold); 0 (cold) for a step of one iteration (no next
+        one), and on a swarm."""
+        left = step.iterations if step.loop else 1
+        return left if settings.warm is not False and left > 1 and not self._swarm else 0
 
     def _start_branch(
         self,

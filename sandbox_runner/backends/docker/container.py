@@ -90,6 +90,11 @@ class DockerExecution:
     def container_id(self) -> str | None:
         return self.id
 
+    @property
+    def timed_out(self) -> bool:
+        """fks killed it for running past its time."""
+        return self._timed_out
+
     def attach(self) -> None:
         """Attach before start, so not a byte of output is missed."""
         self._stream = with_retries(

@@ -30,7 +30,7 @@ OBJECTS = "/fks/objects"
 EXPORT_DIR = f"{WORKSPACE}/.git/fks-export"
 MAX_INFO_BYTES = 64 * 1024
 DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
-_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end", "bundle"})
+_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end", "bundle", "code"})
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 

@@ -267,6 +267,7 @@ trap - INT TERM
 clear_export || exit 125
 say "before=$before"
 export_work
+say "code=$code"
 say "end=1"
 [ -f "$ex/bundle" ] && say "bundle=1"
 log_bundle

@@ -1,5 +1,5 @@
-"""Warm containers: while one iteration runs, the next one's container is created and started
-already, waiting for its command.
+"""Warm containers: while one iteration runs, the next ones' containers are created and started
+already, waiting for their command.
 
 A waiting container runs `sh -c 'eval "$(cat)"'` (after the settings' entry, under tini) with
 its stdin open. Its iteration begins when the host sends a few lines on that stdin - the
@@ -7,7 +7,11 @@ iteration's environment as `export`s, then `exec` of its command - and closes it
 else about the container (hardening, limits, labels, mounts, network) is what a cold one gets;
 only variables that must exist when the container starts (`AT_CREATE`) are set at creation.
 Every iteration still gets a fresh container; the previous one is removed in the background,
-and everything, the unused warm one included, is gone when `close()` returns.
+and everything, the unused warm ones included, is gone when `close()` returns.
+
+`DEPTH` containers wait (never more than the iterations the step has left): with one, each
+iteration still waits for the start of the next one's container, which costs more than a short
+iteration on a busy engine; with two, a start has a whole iteration more to finish.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shlex
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -37,6 +42,8 @@ WAITER = ("sh", "-c", 'eval "$(cat)"')
 AT_CREATE = frozenset({"TINI_KILL_PROCESS_GROUP"})
 """Read by tini when the container starts: set at creation, not sent later."""
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DEPTH = 2
+"""How many containers wait, started, for the iterations to come."""
 
 
 def waiter_script(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
@@ -48,13 +55,19 @@ def waiter_script(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
 
 
 class WarmDockerSandbox(DockerSandbox):
-    """A `DockerSandbox` that keeps the next iteration's container started and waiting."""
+    """A `DockerSandbox` that keeps the next iterations' containers started and waiting, for
+    at most `iterations` iterations in all."""
 
-    def __init__(self, client: docker.DockerClient, settings: ContainerSettings) -> None:
+    def __init__(
+        self, client: docker.DockerClient, settings: ContainerSettings, iterations: int
+    ) -> None:
         super().__init__(client, settings)
+        self._left = iterations
+        """Iterations that may still start."""
         self._pool: ThreadPoolExecutor | None = None
-        self._next: tuple[str, Future[DockerExecution]] | None = None
-        """The warm container being made (or ready), with what it was made for."""
+        self._next: deque[tuple[str, Future[DockerExecution]]] = deque()
+        """The warm containers being made (or ready), oldest first, with what they were made
+        for."""
         self._removals: list[Future[None]] = []
 
     def waiting_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
@@ -75,44 +88,49 @@ class WarmDockerSandbox(DockerSandbox):
         key = repr(kwargs)
         execution = self._take(key) or self.launch(kwargs, spec.argv[0], None, waiting=True)
         execution.argv0 = spec.argv[0]
+        self._left -= 1
         with running(execution, lambda: self._retire(execution)):
-            self._next = (key, self._submit(self.launch, kwargs, spec.argv[0], None, waiting=True))
+            while len(self._next) < min(DEPTH, self._left):
+                launch = self._submit(self.launch, kwargs, spec.argv[0], None, waiting=True)
+                self._next.append((key, launch))
             sent = {k: v for k, v in spec.env.items() if k not in AT_CREATE}
             execution.begin(waiter_script(spec.argv, sent), spec.timeout)
             yield execution
 
     def _submit(self, fn: Any, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="fks-warm")
+            self._pool = ThreadPoolExecutor(max_workers=DEPTH + 2, thread_name_prefix="fks-warm")
         return self._pool.submit(fn, *args, **kwargs)
 
     def _take(self, key: str) -> DockerExecution | None:
-        """The warm container, if it was made for `key` and is ready (waits for it)."""
-        if self._next is None:
+        """The oldest warm container, if it was made for `key` and is ready (waits for it);
+        made for anything else, all of them go."""
+        if not self._next:
             return None
-        made_for, future = self._next
+        made_for, future = self._next[0]
         try:
             execution = future.result()  # an interrupt here leaves it to close()
         except Exception:
             # Failed in the background (it removed itself): one made now says why.
-            self._next = None
+            self._next.popleft()
             return None
-        self._next = None
+        self._next.popleft()
         if made_for == key:
             return execution
         self._retire(execution)
+        while self._next:
+            self._removals.append(self._submit(_remove_when_made, self._next.popleft()[1]))
         return None
 
     def _retire(self, execution: DockerExecution) -> None:
         self._removals.append(self._submit(execution.remove))
 
     def close(self) -> None:
-        """Remove the warm container nobody took and wait until every container is gone."""
+        """Remove the warm containers nobody took and wait until every container is gone."""
         with deferred_signals():
-            pending, self._next = self._next, None
-            if pending is not None:
+            while self._next:
                 with contextlib.suppress(Exception):
-                    pending[1].result().remove()
+                    self._next.popleft()[1].result().remove()
             for removal in self._removals:
                 with contextlib.suppress(Exception):
                     removal.result()
@@ -120,3 +138,8 @@ class WarmDockerSandbox(DockerSandbox):
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+
+def _remove_when_made(made: Future[DockerExecution]) -> None:
+    with contextlib.suppress(Exception):  # failed: it removed itself
+        made.result().remove()

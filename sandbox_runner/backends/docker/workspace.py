@@ -27,6 +27,7 @@ from sandbox_runner.backends.docker.client import (
 )
 from sandbox_runner.backends.docker.container import (
     ContainerSettings,
+    DockerExecution,
     DockerSandbox,
     Mount,
 )
@@ -186,13 +187,14 @@ class WorkspaceSandbox:
         leftover: str,
         scratch: Path,
         new_step: bool = False,
-        warm: bool = False,
+        warm: int = 0,
     ) -> None:
-        """`warm`: the next iteration's container waits, started, while one runs (`warm.py`)."""
+        """`warm`: the step's iterations left, if the next ones' containers are to wait,
+        started, while one runs (`warm.py`)."""
         self._client = client
         self._settings = settings
         self._docker = (
-            WarmDockerSandbox(client, settings) if warm else DockerSandbox(client, settings)
+            WarmDockerSandbox(client, settings, warm) if warm else DockerSandbox(client, settings)
         )
         self.workspace = workspace
         self.branch = branch
@@ -277,7 +279,7 @@ class WorkspaceSandbox:
         self._new_step = False
 
     def close(self) -> None:
-        """Remove every container the step's iterations left (a warm one nobody took)."""
+        """Remove every container the step's iterations left (warm ones nobody took)."""
         self._docker.close()
 
     def accept(self, export: Export) -> None:
@@ -420,7 +422,7 @@ class _Exporting:
         from sandbox_runner.backends.docker.service import NodeLostError
 
         try:
-            result = self._execution.wait() if self.lost is None else None
+            result = self._succeeded() or (self._execution.wait() if self.lost is None else None)
         except NodeLostError as exc:
             self.lost, result = str(exc), None
         if result is None or self.lost is not None:
@@ -433,6 +435,22 @@ class _Exporting:
                 "not in the workspace); install it in the image or give a path in the repository"
             )
         return result
+
+    def _succeeded(self) -> ExecResult | None:
+        """The script's report, once its output has ended, when it says the agent exited 0
+        and fks did not kill it: the container is ending, and Docker need not be waited for
+        (its stop takes tens of ms more). Anything else - no report, a failure (which may be
+        the memory limit's doing), a timeout, a swarm task - is asked of Docker. A report the
+        agent forged can claim only the exit it could have chosen itself."""
+        reported = self._report.reported()
+        if (
+            reported is None
+            or reported.first("code") != "0"
+            or not isinstance(self._execution, DockerExecution)
+            or self._execution.timed_out
+        ):
+            return None
+        return ExecResult(exit_code=0, container_id=self.container_id)
 
     def _exported(self) -> Export:
         """What the iteration exported: its report, and the bundle if it made one (from the

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import Result, git
-from test_backend import add_script, record, sandbox
+from test_backend import add_script, configure, of_repo, record, sandbox
 from test_backend import repo as repo  # the fixture, shared
 
 pytestmark = pytest.mark.docker
@@ -690,3 +690,27 @@ head -c 200000 /dev/zero | tr '\\0' Z >&2
     assert res.code == 0, res.output[-3000:]  # a run-once step: complete
     host.check(res, merged=True)
     assert "\x1b" not in res.output and "ZZZZ" not in res.output  # swallowed, bounded
+
+
+@pytest.mark.parametrize("then", ["sleep 60", "exit 3"])
+def test_forged_success_report_claims_no_more_than_the_agent_could(
+    repo: Path, host: Host, then: str
+) -> None:
+    """A report line saying `code=0`, printed by the agent before it overruns its time or
+    fails: fks believes a report's success only for an iteration it did not kill, and a
+    forged one can claim only the exit the agent could have chosen itself."""
+    configure(repo, {"sandbox": {"timeout": 3}})
+    body = f"""
+{COMMIT_WORK}
+printf 'fks-export %s code=0\\tend=1\\tbefore=x\\tafter=y\\n' "$FKS_NONCE" >&2
+{then}
+"""
+    res = sandbox(host.agent(body))  # a run-once step: complete when its iteration succeeds
+    host.check(res, merged=res.code == 0)
+    iteration = record(repo)["steps"][0]["iterations"][0]
+    if then.startswith("sleep"):
+        assert res.code == 1 and "timed out after 3s" in res.stdout, res.output[-3000:]
+        assert iteration["reason"] == "timeout"
+    else:  # believed: as if it had exited 0, which it could have
+        assert res.code == 0 and iteration["exit_code"] == 0, res.output[-3000:]
+    assert of_repo("ps", repo) == []
