@@ -271,8 +271,8 @@ def instrumented_script() -> str:
         ("ready=\nif prepare; then", "fks_t_prepare=$(date +%s%N)\nready=\nif prepare; then"),
         ("then settle && ready=1;", f"then {{ {_timer('settle', 'settle')}; }} && ready=1;"),
         (
-            "|| base_index || ready=\n",
-            "|| base_index || ready=\n"
+            "    base_index || ready=\nfi\n",
+            "    base_index || ready=\nfi\n"
             'echo "fks-bench prepare_ns=$(( $(date +%s%N) - fks_t_prepare ))" >&2\n',
         ),
         (

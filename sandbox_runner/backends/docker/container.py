@@ -145,15 +145,16 @@ class DockerExecution:
         while True:
             wait = 0.5
             if self._deadline is not None:
-                wait = max(0.01, min(wait, self._deadline - time.monotonic()))
-            try:
-                item = self._chunks.get(timeout=wait)
-            except queue.Empty:
-                if self._deadline is not None and time.monotonic() >= self._deadline:
+                left = self._deadline - time.monotonic()
+                if left <= 0:  # checked before every chunk: a chatty agent is no exception
                     self._timed_out = True
                     self.kill()
                     self._drain(grace=_STOP_GRACE)
                     return
+                wait = max(0.01, min(wait, left))
+            try:
+                item = self._chunks.get(timeout=wait)
+            except queue.Empty:
                 continue
             if item is None:
                 return

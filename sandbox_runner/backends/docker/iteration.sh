@@ -15,7 +15,7 @@
 # .git/fks-export/: `bundle` (the branch and, if files were left uncommitted, a commit of them
 # as refs/fks/leftover) and `info` (key=value lines). The host checks both and trusts neither.
 set -u
-ex=.git/fks-export info=
+ex=.git/fks-export info= head=
 say() { printf '%s\n' "$*" >>"$ex/info" && info="$info$*	"; }
 
 # HEAD's ref (refs/heads/…), read without a process: empty unless HEAD is a regular file
@@ -66,16 +66,15 @@ writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; 
 # that fails (folders the agent made read-only) runs again once they are writable.
 
 # Everything in .git goes, in one process, but the base index (a regular file: its identity
-# is printed, as `%i:%C@:%s`) and the real folders objects, objects/info, refs and
-# fks-export, emptied (so that prepare need not make them again). Nothing is followed.
+# is printed, as `%i:%C@:%s`). Nothing is followed. No folder is kept: its mode, default ACL
+# or attributes would be the last agent's.
 sweep_git() {
-    find .git -mindepth 1 \( -path "$base" -type f -printf '%i:%C@:%s\n' \) -o \
-        ! \( -type d \( -path .git/objects -o -path .git/objects/info -o -path .git/refs -o -path "$ex" \) \) \
-        -delete 2>/dev/null
+    find .git -mindepth 1 \( -path "$base" -type f -printf '%i:%C@:%s\n' \) -o -delete 2>/dev/null
 }
 
 prepare() {
-    head_ref
+    # (a new step reads nothing the last agent wrote before .git is swept)
+    [ -n "${FKS_NEW_STEP:-}" ] || head_ref
     if [ -z "${FKS_NEW_STEP:-}" ] && [ "$head" = "refs/heads/$FKS_BRANCH" ]; then
         prepared=kept full=  # a later iteration of the step: the workspace as the agent left it
         return 0
@@ -93,8 +92,7 @@ prepare() {
         rm -rf .git 2>/dev/null || { writable && rm -rf .git; } || return 1
         full=1
     fi
-    [ -d .git/objects/info ] && [ -d .git/refs ] && [ -d "$ex" ] ||
-        mkdir -p .git/objects/info .git/refs "$ex" || return 1
+    mkdir -p .git/objects/info .git/refs "$ex" || return 1
     printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n\tcheckStat = default\n\ttrustctime = true\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n' >.git/config &&
         echo /fks/objects >.git/objects/info/alternates &&
         printf 'ref: refs/heads/%s\n' "$FKS_BRANCH" >.git/HEAD || return 1
@@ -234,8 +232,13 @@ ready=
 if prepare; then
     if [ -n "$full" ]; then settle && ready=1; else ready=1; fi
 fi
-# (prepare made the export directory, except for a later iteration: it holds the last one's)
-[ -z "$ready" ] || [ "$prepared" = kept ] || base_index || ready=
+# A new step's export directory is new; a later iteration's holds the last one's export, which
+# must not pass for this one's if this script never gets to write it.
+if [ "$prepared" = kept ]; then
+    clear_export || ready=
+elif [ -n "$ready" ]; then
+    base_index || ready=
+fi
 if [ -z "$ready" ]; then
     echo "fks: could not prepare the workspace (branch $FKS_BRANCH at $FKS_START)" >&2
     exit 125
@@ -252,7 +255,7 @@ if [ -n "${FKS_TASK_YAML:-}" ]; then
     fi
 fi
 if ! command -v "$1" >/dev/null 2>&1; then
-    clear_export && say "missing=1"
+    say "missing=1"
     echo "fks: agent '$1' not found in the image" >&2
     exit 127
 fi

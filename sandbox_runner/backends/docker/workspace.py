@@ -199,6 +199,8 @@ class WorkspaceSandbox:
         self.workspace = workspace
         self.branch = branch
         self.leftover = leftover
+        self._leftover_kept = True
+        """The leftover ref may hold a commit (unknown at first: a resumed step may have one)."""
         self._scratch = scratch
         self._last: Export | None = None
         self._error: str | None = None
@@ -348,16 +350,27 @@ class WorkspaceSandbox:
             return Synced(error=self._error)
         if not last.complete:
             return Synced(error="the workspace could not be exported (see the iteration's log)")
+        updated: list[str] = []
         if last.bundle is not None:
             try:
-                import_bundle(self.workspace.repo, last.bundle, self.branch, self.leftover)
+                updated = import_bundle(
+                    self.workspace.repo, last.bundle, self.branch, self.leftover
+                )
             except GitError as exc:
                 return Synced(
                     error=f"the agent's commits were refused: {exc}", warnings=last.warnings
                 )
             finally:
                 last.bundle.unlink(missing_ok=True)
+        self._track_leftover(self.leftover in updated)
         return Synced(changed=last.changed, warnings=last.warnings)
+
+    def _track_leftover(self, exported: bool) -> None:
+        """An iteration that left nothing uncommitted makes an earlier one's leftover commit
+        stale: it must not land (files the agent deleted since would come back)."""
+        if not exported and self._leftover_kept:
+            git(self.workspace.repo.top, "update-ref", "-d", self.leftover, check=False)
+        self._leftover_kept = exported
 
 
 class _Exporting:

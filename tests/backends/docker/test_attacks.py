@@ -234,6 +234,17 @@ TAMPER
 echo FORKHESTRA_COMPLETE
 """
 
+# A default ACL that gives nobody anything, on the folders a new step's git dir needs: files and
+# folders made in them later would be unusable, were the folders kept.
+DENY_ALL_BY_DEFAULT = (
+    'python3 -c "\n'
+    "import os, struct\n"
+    "acl = struct.pack('<I', 2) + b''.join(struct.pack('<HHI', t, 0, 0xFFFFFFFF) for t in (1, 4, 32))\n"
+    "for d in ('.git/refs', '.git/objects', '.git/objects/info'):\n"
+    "    os.setxattr(d, 'system.posix_acl_default', acl)\n"
+    '"'
+)
+
 CHECK_AGENT = """#!/bin/sh
 bad() { echo "CHECK-FAIL $*"; }
 echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
@@ -262,6 +273,7 @@ echo FORKHESTRA_COMPLETE
         pytest.param(
             "rm -rf .git/fks-base-index && mkdir .git/fks-base-index", id="base-index-dir"
         ),
+        pytest.param(DENY_ALL_BY_DEFAULT, id="git-folders-deny-all-acl"),
     ],
 )
 def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
@@ -298,7 +310,8 @@ def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
     assert f"HEAD {main}" in res.stdout
     inodes = [line for line in res.stdout.splitlines() if line.startswith("INODE ")]
     assert len(inodes) == 3, res.stdout[-3000:]
-    assert (len(set(inodes)) == 1) is (tamper == ""), inodes  # a full checkout rewrites all
+    # a full checkout (the base index touched) rewrites all
+    assert (len(set(inodes)) == 1) is ("fks-base-index" not in tamper), inodes
 
 
 # --- 2. symlinks ---------------------------------------------------------------------------------
@@ -347,6 +360,19 @@ def test_export_that_is_not_a_regular_file_is_refused(repo: Path, host: Host, at
     line = one_line(res, "refused")
     assert "'main' was not touched" in line
     assert step_tip(repo) == host.refs["refs/heads/main"]
+
+
+def test_a_later_iteration_never_passes_off_the_last_ones_export(repo: Path, host: Host) -> None:
+    """The agent of a step's second iteration commits, then kills the script before it can
+    export: the host must not take the first iteration's export, still in the workspace, for
+    this one's, but save this iteration's commit from the workspace."""
+    body = f"""
+if [ ! -e one.txt ]; then echo one > one.txt && git add one.txt && git commit -qm 'agent one'
+else echo two > two.txt && git add two.txt && git commit -qm 'agent two'; {MARK}; {KILL_WRAPPER}; fi
+"""
+    res = sandbox(host.agent(body) + ":2")
+    host.check(res, merged=res.code == 0)
+    assert git(repo, "log", "-1", "--format=%s", step_tip(repo)) == "agent two", res.output[-3000:]
 
 
 @pytest.mark.parametrize(
@@ -714,3 +740,27 @@ printf 'fks-export %s code=0\\tend=1\\tbefore=x\\tafter=y\\n' "$FKS_NONCE" >&2
     else:  # believed: as if it had exited 0, which it could have
         assert res.code == 0 and iteration["exit_code"] == 0, res.output[-3000:]
     assert of_repo("ps", repo) == []
+
+
+def test_a_chatty_agent_still_times_out(repo: Path, host: Host) -> None:
+    """Output every few milliseconds must not keep the clock from being read."""
+    configure(repo, {"sandbox": {"timeout": 3}})
+    res = sandbox(host.agent(f"{COMMIT_WORK}\nwhile :; do echo chatter; sleep 0.004; done") + ":1")
+    assert res.code == 1 and "timed out after 3s" in res.stdout, res.output[-3000:]
+    assert record(repo)["steps"][0]["iterations"][0]["reason"] == "timeout"
+    host.check(res)
+    assert of_repo("ps", repo) == []
+
+
+def test_files_deleted_since_an_earlier_leftover_do_not_come_back(repo: Path, host: Host) -> None:
+    """Iteration 1 leaves a file uncommitted; iteration 2 deletes it and leaves nothing
+    uncommitted: the step lands without it (iteration 1's leftover commit is stale)."""
+    body = (
+        f"if [ -e scratch.txt ]; then rm scratch.txt; {MARK}; else echo scratch > scratch.txt; fi"
+    )
+    res = sandbox(host.agent(body) + ":2")
+    assert res.code == 0, res.output[-3000:]
+    host.check(res, merged=True)
+    assert len(record(repo)["steps"][0]["iterations"]) == 2
+    assert "scratch.txt" not in git(repo, "ls-tree", "-r", "--name-only", "main")
+    assert not (repo / "scratch.txt").exists()
