@@ -12,6 +12,14 @@ and everything, the unused warm ones included, is gone when `close()` returns.
 `DEPTH` containers wait (never more than the iterations the step has left): with one, each
 iteration still waits for the start of the next one's container, which costs more than a short
 iteration on a busy engine; with two, a start has a whole iteration more to finish.
+
+The iterations of a step share one network namespace, as the containers of a pod do: a small
+container of its own (`sleep`, labelled `fks.role=netns`, the step's network settings and
+labels, hardened like the others) holds it, and every iteration's container joins it
+(`network_mode: container:…`). Making and tearing down a namespace per container (its veth,
+the kernel's cleanup) cost more than all the rest of a container's start and removal. Nothing
+of an iteration lives on in it: the agent has no capability to configure it, and its sockets
+end with its processes, which end with its container. The holder goes with the step.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from sandbox_runner.backends.docker.container import (
     DockerSandbox,
     running,
 )
+from sandbox_runner.backends.docker.egress import LABEL_ROLE
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -44,6 +53,9 @@ AT_CREATE = frozenset({"TINI_KILL_PROCESS_GROUP"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEPTH = 2
 """How many containers wait, started, for the iterations to come."""
+ROLE_NETNS = "netns"
+"""`fks.role` of the container holding a step's network namespace."""
+_HOLD = ("sleep", "2147483647")
 
 
 def waiter_script(argv: Sequence[str], env: Mapping[str, str]) -> bytes:
@@ -69,10 +81,16 @@ class WarmDockerSandbox(DockerSandbox):
         """The warm containers being made (or ready), oldest first, with what they were made
         for."""
         self._removals: list[Future[None]] = []
+        self._netns: DockerExecution | None = None
+        """The container holding the step's network namespace, once made."""
 
     def waiting_kwargs(self, spec: ExecSpec) -> dict[str, Any]:
         """`containers.create` arguments of a waiting container for iterations like `spec`."""
         kwargs = self.container_kwargs(spec)
+        if self._settings.network != "host":  # (the host's: nothing to make)
+            kwargs.pop("network", None)
+            kwargs.pop("extra_hosts", None)  # the holder's /etc/hosts is the joiners'
+            kwargs["network_mode"] = f"container:{self._holder(spec).id}"
         kwargs["command"] = [*self._settings.entry, *WAITER]
         kwargs["environment"] = {k: v for k, v in spec.env.items() if k in AT_CREATE}
         kwargs["stdin_open"] = True
@@ -96,6 +114,16 @@ class WarmDockerSandbox(DockerSandbox):
             sent = {k: v for k, v in spec.env.items() if k not in AT_CREATE}
             execution.begin(waiter_script(spec.argv, sent), spec.timeout)
             yield execution
+
+    def _holder(self, spec: ExecSpec) -> DockerExecution:
+        """The step's network namespace holder, made on first use with the step's network
+        settings and labels (so that `fks clean` finds it after a kill -9)."""
+        if self._netns is None:
+            kwargs = self.container_kwargs(spec)
+            kwargs.update(command=list(_HOLD), environment={}, mounts=[], working_dir="/")
+            kwargs["labels"] = {**kwargs["labels"], LABEL_ROLE: ROLE_NETNS}
+            self._netns = self.launch(kwargs, _HOLD[0], None)
+        return self._netns
 
     def _submit(self, fn: Any, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._pool is None:
@@ -138,6 +166,9 @@ class WarmDockerSandbox(DockerSandbox):
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+            if self._netns is not None:  # after every container that joined it
+                self._netns.remove()
+                self._netns = None
 
 
 def _remove_when_made(made: Future[DockerExecution]) -> None:

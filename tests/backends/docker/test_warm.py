@@ -26,7 +26,7 @@ from test_backend import (
     sandbox,
 )
 
-from sandbox_runner.backends.docker.warm import DEPTH
+from sandbox_runner.backends.docker.warm import DEPTH, ROLE_NETNS
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend
@@ -34,9 +34,12 @@ __all__ = ["repo"]  # the fixture, shared with test_backend
 KILLED = 137  # what `docker rm -f` of a container that still waits for its command leaves
 
 
-def container_events(repo: Path, since: float) -> dict[str, dict[str, Any]]:
-    """Per agent container of `repo` (egress proxies left out): the time of each event
-    (create, start, die, destroy, in ns) and its exit code."""
+def container_events(
+    repo: Path, since: float, role: str | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per agent container of `repo` (egress proxies and network namespace holders left out;
+    `role`: those of that role only): the time of each event (create, start, die, destroy, in
+    ns) and its exit code."""
     client = docker.from_env()
     seen: dict[str, dict[str, Any]] = {}
     events = client.events(
@@ -47,7 +50,7 @@ def container_events(repo: Path, since: float) -> dict[str, dict[str, Any]]:
     )
     for event in events:
         attrs = event["Actor"]["Attributes"]
-        if attrs.get("fks.role") == "egress-proxy":
+        if attrs.get("fks.role") != role:
             continue
         entry = seen.setdefault(event["id"], {"run": attrs.get("fks.run")})
         action = event.get("Action") or event.get("status")
@@ -80,6 +83,9 @@ def check_one_container_per_iteration(repo: Path, since: float, warm: bool, most
         assert started_before == warm, "the next container is made while one runs (warm only)"
     assert all("destroy" in e for e in events.values()), events
     assert {e["run"] for e in events.values()} == {record(repo)["id"]}
+    holders = container_events(repo, since, ROLE_NETNS)
+    assert len(holders) == (1 if warm else 0), holders  # the step's network namespace
+    assert all("destroy" in e for e in holders.values()), holders
     assert of_repo("ps", repo) == []
 
 
@@ -181,16 +187,18 @@ def test_kill_9_then_clean_removes_the_warm_containers(repo: Path) -> None:
                 [
                     "docker",
                     "ps",
-                    "-q",
                     "--filter",
                     f"label=fks.repo={repo}",
                     "--filter",
                     "label=fks.step",
+                    "--format",
+                    '{{.ID}} {{.Label "fks.role"}}',
                 ],
                 capture_output=True,
                 text=True,
                 check=True,
-            ).stdout.split()
+            ).stdout.splitlines()
+            agents = [line for line in agents if not line.endswith(ROLE_NETNS)]
             if logged and len(agents) == 1 + DEPTH:  # the iteration's and the warm ones
                 break
             assert time.monotonic() < deadline, "no warm container next to the running one"
@@ -200,7 +208,7 @@ def test_kill_9_then_clean_removes_the_warm_containers(repo: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert len(of_repo("ps", repo)) >= 1 + DEPTH  # nobody removed them
+    assert len(of_repo("ps", repo)) >= 2 + DEPTH  # nobody removed them, nor the holder
     res = fks("clean", cwd=repo)
     assert res.code == 0, res.output
     assert of_repo("ps", repo) == [] and of_repo("volume", repo) == [], res.output
@@ -211,3 +219,42 @@ def test_warm_setting_is_validated(repo: Path) -> None:
     res = fks("validate")
     assert res.code == 2, res.output
     assert "sandbox.warm" in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_nothing_of_an_iteration_lives_on_in_the_shared_network_namespace(repo: Path) -> None:
+    """The iterations of a step share a network namespace: a listener an iteration leaves
+    behind (in a session of its own, output closed) is gone when the next one begins."""
+    listener = (
+        "import socket, time\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', 47123)); s.listen()\n"
+        "open('/tmp/listening', 'w').close()\n"
+        "while True: s.accept()[0].sendall(b'LEFT-BEHIND'); time.sleep(0.01)\n"
+    )
+    probe = (
+        "import socket\n"
+        "try: print(socket.create_connection(('127.0.0.1', 47123), 2).recv(64).decode())\n"
+        "except OSError as exc: print('REFUSED', type(exc).__name__)\n"
+    )
+    add_script(
+        repo,
+        "leave.sh",
+        "#!/bin/sh\n"
+        'if [ -e started ]; then python3 -c "$PROBE"; echo FORKHESTRA_COMPLETE; exit 0; fi\n'
+        "touch started\n"
+        'setsid python3 -c "$LISTENER" </dev/null >/dev/null 2>&1 &\n'
+        "while [ ! -e /tmp/listening ]; do sleep 0.05; done\n"
+        'python3 -c "$PROBE"\n',
+    )
+    configure(repo, {"sandbox": {"env": ["LISTENER", "PROBE"]}})
+    res = fks(
+        "run",
+        "./scripts/leave.sh:3",
+        "--sandbox",
+        cwd=repo,
+        env={**os.environ, "LISTENER": listener, "PROBE": probe},
+    )
+    assert res.code == 0, res.output
+    assert res.stdout.count("LEFT-BEHIND") == 1, res.stdout  # iteration 1 reached its own
+    assert "REFUSED ConnectionRefusedError" in res.stdout, res.stdout
+    assert of_repo("ps", repo) == []
