@@ -706,6 +706,7 @@ def _through_proxy(
         network="none",
         mounts=[*container.mounts, socket],
         entry=tuple(proxy.wrap_argv([])),
+        join_entry=tuple(proxy.wait_argv([])),
     )
     env = {k: v for k, v in env.items() if k not in CLAUDE_ENV or k in listed}
     return container, {**proxy.env(), **env}

@@ -62,6 +62,9 @@ class ContainerSettings:
     """Path -> tmpfs mount options."""
     entry: tuple[str, ...] = ()
     """Put before every command (e.g. what starts the egress forwarders, then `exec "$@"`)."""
+    join_entry: tuple[str, ...] = ()
+    """Put instead before the command of a container that joins a network namespace whose
+    holder ran `entry` (e.g. what waits until the holder's forwarders listen)."""
 
 
 class DockerExecution:

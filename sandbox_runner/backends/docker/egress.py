@@ -247,6 +247,17 @@ def _agent_script(*, with_api: bool) -> str:
     )
 
 
+def _wait_script(*, with_api: bool) -> str:
+    """Wait until the forwarders listen (someone else starts them), then exec "$@"."""
+    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
+    listening = " && ".join(_listening(port) for _, port in pairs)
+    return (
+        f"i=0; until {listening}; do i=$((i + 1)); "
+        "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
+        'sleep 0.01; done; exec "$@"'
+    )
+
+
 # --- The proxy container ------------------------------------------------------------------------
 
 
@@ -360,6 +371,11 @@ class EgressProxy:
     def wrap_argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run after the in-container forwarders listen (`sh -c '…; exec "$@"' sh argv…`)."""
         return ["sh", "-c", _agent_script(with_api=self._api is not None), "sh", *argv]
+
+    def wait_argv(self, argv: Sequence[str]) -> list[str]:
+        """`argv` run once the forwarders of the network namespace it joined listen (started by
+        the namespace's holder with `wrap_argv`)."""
+        return ["sh", "-c", _wait_script(with_api=self._api is not None), "sh", *argv]
 
     def denied_requests(self, since: float | None = None) -> list[Denied]:
         """Requests the allow-list refused (at or after `since`, a time.time()), per host:port,

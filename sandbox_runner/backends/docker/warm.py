@@ -19,7 +19,9 @@ labels, hardened like the others) holds it, and every iteration's container join
 (`network_mode: container:…`). Making and tearing down a namespace per container (its veth,
 the kernel's cleanup) cost more than all the rest of a container's start and removal. Nothing
 of an iteration lives on in it: the agent has no capability to configure it, and its sockets
-end with its processes, which end with its container. The holder goes with the step.
+end with its processes, which end with its container. With the egress proxy, the holder also
+runs the forwarders to it (`entry`), once for the step; an iteration's container waits until
+they listen (`join_entry`). The holder goes with the step.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class WarmDockerSandbox(DockerSandbox):
             kwargs.pop("network", None)
             kwargs.pop("extra_hosts", None)  # the holder's /etc/hosts is the joiners'
             kwargs["network_mode"] = f"container:{self._holder(spec).id}"
-        kwargs["command"] = [*self._settings.entry, *WAITER]
+            kwargs["command"] = [*self._settings.join_entry, *WAITER]
+        else:
+            kwargs["command"] = [*self._settings.entry, *WAITER]
         kwargs["environment"] = {k: v for k, v in spec.env.items() if k in AT_CREATE}
         kwargs["stdin_open"] = True
         return kwargs
@@ -120,7 +124,8 @@ class WarmDockerSandbox(DockerSandbox):
         settings and labels (so that `fks clean` finds it after a kill -9)."""
         if self._netns is None:
             kwargs = self.container_kwargs(spec)
-            kwargs.update(command=list(_HOLD), environment={}, mounts=[], working_dir="/")
+            # `entry` starts the egress forwarders, if any, for the step (its mounts: their socket)
+            kwargs.update(command=[*self._settings.entry, *_HOLD], environment={}, working_dir="/")
             kwargs["labels"] = {**kwargs["labels"], LABEL_ROLE: ROLE_NETNS}
             self._netns = self.launch(kwargs, _HOLD[0], None)
         return self._netns

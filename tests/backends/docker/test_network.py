@@ -146,3 +146,28 @@ def test_dry_run_shows_each_steps_network(repo: Path) -> None:
     assert res.code == 2 and "--allow" in res.stderr and len(res.stderr.splitlines()) == 1, (
         res.output
     )
+
+
+def test_every_warm_iteration_goes_out_through_the_proxy(
+    repo: Path, servers: tuple[str, int, int]
+) -> None:
+    """A step's iterations share one network namespace (warm containers): the forwarders to the
+    proxy run once, in its holder, and every iteration reaches the allowed host through them -
+    also after the container of the one before is gone - and nothing else."""
+    address, ok, other = servers
+    add_script(
+        repo,
+        "each.sh",
+        "#!/bin/sh\n"
+        "get() { curl -s -o /dev/null -m 5 -w '%{http_code}' \"$@\" || true; }\n"
+        'echo "each-allowed=$(get http://$ADDR:$OK/) each-other=$(get http://$ADDR:$OTHER/)'
+        " each-direct=$(get --noproxy '*' http://$ADDR:$OK/)\"\n"
+        "n=$(cat n 2>/dev/null || echo 0); echo $((n + 1)) > n\n"
+        '[ "$n" -ge 3 ] && echo FORKHESTRA_COMPLETE\n'
+        "exit 0\n",
+    )
+    configure(repo, {"sandbox": {"env": ["ADDR", "OK", "OTHER"]}})
+    env = {"ADDR": address, "OK": str(ok), "OTHER": str(other)}
+    res = sandbox("./scripts/each.sh:6", "--allow", f"{address}:{ok}", env=env)
+    assert res.code == 0, res.output
+    assert res.stdout.count("each-allowed=200 each-other=403 each-direct=000") == 4, res.stdout
