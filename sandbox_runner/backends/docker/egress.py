@@ -207,7 +207,7 @@ def _listening(port: int) -> str:
 
 def _proxy_script(*, with_api: bool) -> str:
     """Squid, then (once it listens) socat from the Unix sockets to it, then READY_LINE."""
-    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
+    pairs = _pairs(with_api=with_api)
     listening = " && ".join(_listening(port) for _, port in pairs)
     sockets = " && ".join(f"[ -S {path} ]" for path, _ in pairs)
     forwarders = "".join(
@@ -231,31 +231,31 @@ def _proxy_script(*, with_api: bool) -> str:
 def _agent_script(*, with_api: bool) -> str:
     """socat from 127.0.0.1 ports to the proxy's sockets, in the background; once they listen,
     exec the agent's argv ("$@")."""
-    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
-    listening = " && ".join(_listening(port) for _, port in pairs)
     forwarders = "".join(
         f"socat TCP-LISTEN:{port},fork,bind=127.0.0.1,reuseaddr UNIX-CONNECT:{path} & "
-        for path, port in pairs
+        for path, port in _pairs(with_api=with_api)
     )
+    return _wait_script(with_api=with_api, starting=forwarders)
+
+
+def _wait_script(*, with_api: bool, starting: str = "") -> str:
+    """Run `starting` (the forwarders, or nothing: someone else starts them), wait until the
+    forwarders listen, then exec "$@". socat is checked either way: the forwarders run it, in
+    this image (a step's containers share it)."""
+    listening = " && ".join(_listening(port) for _, port in _pairs(with_api=with_api))
     return (
         "command -v socat >/dev/null || "
         "{ echo 'fks: socat is not in the image; the egress proxy needs it' >&2; exit 127; }; "
-        f"{forwarders}"
+        f"{starting}"
         f"i=0; until {listening}; do i=$((i + 1)); "
         "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
         'sleep 0.01; done; exec "$@"'
     )
 
 
-def _wait_script(*, with_api: bool) -> str:
-    """Wait until the forwarders listen (someone else starts them), then exec "$@"."""
-    pairs = [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
-    listening = " && ".join(_listening(port) for _, port in pairs)
-    return (
-        f"i=0; until {listening}; do i=$((i + 1)); "
-        "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
-        'sleep 0.01; done; exec "$@"'
-    )
+def _pairs(*, with_api: bool) -> list[tuple[str, int]]:
+    """(socket, port) of each forwarder."""
+    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
 
 
 # --- The proxy container ------------------------------------------------------------------------
