@@ -255,9 +255,10 @@ def instrumented_script() -> str:
     """`iteration.sh` exactly as fks runs it, plus `date +%s%N` timers around its parts.
 
     prepare: from the start of the workspace checkout (a git dir of fks's making, then `clean
-    -ffdx` and `checkout -f -B`: every file written on a new volume, only what changed on a
-    recycled one) to the end of copying the base index to .git/index and reading its identity
-    for the host, in one window (a timer costs a process); settle: after a full checkout of a
+    -ffdx` of the folders changed since the last checkout, none here, and `checkout -f -B`:
+    every file written on a new volume, only what changed on a recycled one) to the end of
+    copying the base index to .git/index and reading its identity for the host, in one window
+    (a timer costs a process); settle: after a full checkout of a
     big tree only, the wait for the file clock to leave the checkout's second (inside the
     prepare window: subtract it); snapshot: the progress fingerprint taken before the agent;
     export: all that runs after the agent (fingerprint, leftover commit, bundle); bundle: `git

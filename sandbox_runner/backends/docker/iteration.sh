@@ -46,9 +46,10 @@ clear_export() {
     rm -rf "$ex" && mkdir -p "$ex" && info=
 }
 
-# Folders the agent made read-only or unreadable, opened again (top down): files can then be
-# removed and written; their ctimes, which prepare relies on, do not change.
-writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; true; }
+# Folders the agent made read-only or unreadable, opened again (top down, each before it is
+# read; from its parent, so that no path is too long): files can then be removed and written;
+# their ctimes, which prepare relies on, do not change.
+writable() { find . -type d ! -perm -u=rwx -execdir chmod u+rwx {} \; 2>/dev/null; true; }
 
 # A new step gets a git dir of fks's making, never the last agent's: every byte of the volume,
 # .git included (config, hooks, HEAD, refs, objects, index), may be hostile, and git obeys its
@@ -62,14 +63,72 @@ writable() { find . -type d ! -perm -u=rwx -exec chmod u+rwx {} \; 2>/dev/null; 
 # `fks-prepared` line this script prints before the agent starts; see base_index); else the
 # step starts from an empty index: every file removed and written, a full checkout. A file the
 # agent changed since has a later ctime, which no one without CAP_SYS_TIME can set back, so
-# git rewrites it (a file written in the same second as the base index, git re-reads). A step
-# that fails (folders the agent made read-only) runs again once they are writable.
+# git reads it again and writes it if it differs (a file written in the same second as the
+# base index, git re-reads). The
+# same holds for folders: one whose entries changed (made, removed, renamed) has a later
+# ctime, so `clean` looks only in the folders changed since the base index (see
+# changed_folders). A step that fails (folders the agent made read-only or unreadable) runs
+# again once they are writable.
 
 # Everything in .git goes, in one process, but the base index (a regular file: its identity
 # is printed, as `%i:%C@:%s`). Nothing is followed. No folder is kept: its mode, default ACL
 # or attributes would be the last agent's.
 sweep_git() {
     find .git -mindepth 1 \( -path "$base" -type f -printf '%i:%C@:%s\n' \) -o -delete 2>/dev/null
+}
+
+# The folders whose entries changed since the base index was written (its ctime), as `./a/b`
+# words; a changed folder's subfolders are not listed (clean takes it whole). At the base
+# index's checkout every folder held only tracked entries, so an untracked or ignored one can
+# be only in these. A folder not changed is read only if it has subfolders, known by its link
+# count (2: none) where the file system keeps that count true (see links_count_folders);
+# elsewhere every folder is read. "." (everything) when the top changed, when a changed
+# folder's name has a character other than [A-Za-z0-9._/-], or when the walk fails.
+changed_folders() {
+    set --
+    links_count_folders && set -- -o -type d -links 2 -prune
+    find . -path ./.git -prune -o -type d \( -newercc "$base" \
+        \( -path '*[!A-Za-z0-9._/-]*' -printf '. ' -quit -o -printf '%p ' \) -prune \) "$@"
+}
+
+# Whether the workspace's file system is one whose folders' link count is 2 plus their
+# subfolders (some, such as CIFS, say 2 for every folder), read from the mount table.
+links_count_folders() {
+    fs=
+    while read -r _ _ _ _ point rest; do
+        [ "$point" = /workspace ] && fs=${rest#* - } && fs=${fs%% *}
+    done </proc/self/mountinfo
+    case $fs in ext2 | ext3 | ext4 | xfs | tmpfs) return 0 ;; *) return 1 ;; esac
+}
+
+unseen_by_git() {
+    find "$@" -path ./.git -prune -o \( -name .git -o -type p -o -type s -o -type b -o -type c \) \
+        -prune -exec rm -rf -- {} +
+}
+
+# Untracked and ignored entries in the given paths (`.`: everything), removed:
+# - first what git's walk never looks at: FIFOs, sockets and devices (a FIFO git opened, such
+#   as a `.gitattributes`, would block it) and any `.git` below the top (a nested repository's
+#   config and hooks, or a gitfile);
+# - then `git clean`, by the base index. git only warns of a folder it cannot open (and exits
+#   0): anything on stderr is a failure, and the clean runs again once every folder is
+#   writable;
+# - what git still cannot clean (a path longer than it takes) goes whole, tracked files
+#   included: the checkout writes them again.
+clean() {
+    { unseen_by_git "$@" 2>/dev/null || { writable && unseen_by_git "$@" 2>/dev/null; }; } && {
+        out=$(GIT_INDEX_FILE=$base GIT_LITERAL_PATHSPECS=1 git clean -q -ffdx -- "$@" 2>&1) &&
+            [ -z "$out" ] ||
+            { writable && GIT_INDEX_FILE=$base GIT_LITERAL_PATHSPECS=1 git clean -q -ffdx -- "$@" 2>/dev/null; }
+    } && return 0
+    writable
+    for path in "$@"; do
+        if [ "$path" = . ]; then
+            find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf -- {} + || return 1
+        else
+            rm -rf -- "$path" || return 1
+        fi
+    done
 }
 
 prepare() {
@@ -80,9 +139,14 @@ prepare() {
         return 0
     fi
     base=.git/fks-base-index prepared=
-    trusted= empty= full=
+    trusted= empty= full= changed=.
     if [ -n "${FKS_BASE_INDEX:-}" ] && [ -d .git ] && [ ! -h .git ]; then
-        ident=$(sweep_git) || ident=$(writable && sweep_git) || ident=
+        # Side by side: the sweep of .git and the look for changed folders (outside .git).
+        sweep_git >/tmp/fks-base-ident &
+        changed=$(changed_folders 2>/dev/null) || changed=.
+        if ! wait "$!" || ! read -r ident </tmp/fks-base-ident; then
+            ident=$(writable && sweep_git) || ident=
+        fi
         # find's %C@ has a tenth digit
         [ "$ident" = "${FKS_BASE_INDEX%:*}0:${FKS_BASE_INDEX##*:}" ] && trusted=1
     fi
@@ -96,11 +160,16 @@ prepare() {
     printf '[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n\tcheckStat = default\n\ttrustctime = true\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n' >.git/config &&
         echo /fks/objects >.git/objects/info/alternates &&
         printf 'ref: refs/heads/%s\n' "$FKS_BRANCH" >.git/HEAD || return 1
-    # Untracked and ignored files first (a new volume has none), so that nothing is in the way.
-    if [ -n "$trusted" ] || [ -z "$empty" ]; then
-        GIT_INDEX_FILE=$base git clean -q -ffdx 2>/dev/null ||
-            { writable && GIT_INDEX_FILE=$base git clean -q -ffdx; } || return 1
-    fi
+    # Untracked and ignored files first (a new volume has none), so that nothing is in the way:
+    # after a full switch everywhere, else in the folders changed since the base index.
+    [ -n "$trusted" ] || changed=.
+    [ -n "$empty" ] && changed=
+    set -f
+    # shellcheck disable=SC2086
+    set -- $changed
+    set +f
+    [ $# -le 64 ] || set -- .
+    [ $# -eq 0 ] || clean "$@" || return 1
     GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START" 2>/dev/null ||
         { writable && GIT_INDEX_FILE=$base git checkout -q -f --no-track -B "$FKS_BRANCH" "$FKS_START"; } ||
         return 1

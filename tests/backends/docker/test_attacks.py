@@ -252,15 +252,23 @@ echo "HEAD $(git rev-parse HEAD)"
 left=$(GIT_INDEX_FILE=/tmp/fresh sh -c 'git read-tree HEAD && git status --porcelain --ignored -uall')
 [ -z "$left" ] || bad "not exactly the commit: $left"
 [ -z "$(git status --porcelain --ignored -uall)" ] || bad "the index disagrees"
-[ "$(cat README.md racy.txt dir1/f dir2/f)" = "$(printf 'hello\\nracy\\none\\ntwo')" ] || bad files
+FILES
 [ -z "$(git ls-files -v | grep -v '^H ')" ] || bad "index flags"
 [ -z "$(git config --get-regexp 'core[.](hookspath|fsmonitor|sparsecheckout|worktree)')" ] || bad config
 [ "$(git config core.checkStat)/$(git config core.trustctime)" = default/true ] || bad config
 [ -z "$(ls .git/hooks .git/info 2>/dev/null)" ] || bad "hooks or info"
 [ -z "$(find .git/objects -type f ! -path '*/info/*')" ] || bad "local objects"
+[ -z "$(find . -path ./.git -prune -o \\( -name .git -o -type p -o -type s \\) -print)" ] || bad "unseen"
 echo CHECK-DONE
 echo FORKHESTRA_COMPLETE
 """
+
+
+def check_agent(paths: str, content: str) -> str:
+    """CHECK_AGENT, which also checks that the files `paths` hold `content` (printf's)."""
+    return CHECK_AGENT.replace(
+        "FILES", f'[ "$(cat {paths})" = "$(printf \'{content}\')" ] || bad files'
+    )
 
 
 @pytest.mark.parametrize(
@@ -300,7 +308,9 @@ def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "files to dirty")
     add_script(repo, "dirty.sh", DIRTY_AGENT.replace("TAMPER", tamper))
-    add_script(repo, "check.sh", CHECK_AGENT)
+    add_script(
+        repo, "check.sh", check_agent("README.md racy.txt dir1/f dir2/f", r"hello\nracy\none\ntwo")
+    )
     main = git(repo, "rev-parse", "main")
     res = sandbox("./scripts/dirty.sh:1 -> ./scripts/dirty.sh:1 -> ./scripts/check.sh:1")
     assert res.code == 0, res.output[-3000:]
@@ -312,6 +322,97 @@ def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
     assert len(inodes) == 3, res.stdout[-3000:]
     # a full checkout (the base index touched) rewrites all
     assert (len(set(inodes)) == 1) is ("fks-base-index" not in tamper), inodes
+
+
+# What a step leaves only inside tracked folders (the top untouched), hidden from its snapshot
+# (ignored, excluded, or behind assume-unchanged): the next step cleans only the folders whose
+# entries changed, so each way of changing one must be seen.
+FOLDERS_AGENT = """#!/bin/sh
+set -u
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+mkdir -p .git/info && echo '*.tmp' >> .git/info/exclude
+LEAVE
+echo FORKHESTRA_COMPLETE
+"""
+
+
+@pytest.mark.parametrize(
+    "leave",
+    [
+        pytest.param(
+            'mtime=$(stat -c %Y a/b/c) && echo u > a/b/c/u.tmp && touch -d "@$mtime" a/b/c',
+            id="deep-mtime-put-back",
+        ),
+        pytest.param(
+            "git update-index --assume-unchanged s/d/f && mv s/d s/e.tmp && mkdir s/d && "
+            "echo u > s/d/f2.tmp",
+            id="folders-swapped",
+        ),
+        pytest.param(
+            "echo junk > s/x.log && mkdir -p s/n.tmp/locked && touch s/n.tmp/locked/x && "
+            "chmod 000 s/n.tmp/locked && chmod a-w s",
+            id="read-only-folder",
+        ),
+        pytest.param(
+            "git update-index --assume-unchanged s/d/f && echo u > s/d/u.tmp && echo u > s/u.tmp "
+            "&& chmod 000 s/d",
+            id="tracked-folder-unreadable",
+        ),
+        pytest.param(
+            "mkdir -p a/.git && echo evil > a/.git/evil && echo 'gitdir: /nowhere' > a/b/c/.git "
+            "&& ln -s /etc/passwd s/.git && git init -q s/d && "
+            "git -C s/d config core.fsmonitor 'echo hooked > /workspace/HOOKED.log; false'",
+            id="git-dirs-below-the-top",
+        ),
+        pytest.param(
+            "mkfifo a/b/c/pipe && python3 -c "
+            "'import socket; socket.socket(socket.AF_UNIX).bind(\"s/sock\")'",
+            id="fifo-and-socket",
+        ),
+        pytest.param("mkfifo top.tmp", id="fifo-at-the-top"),
+        pytest.param(
+            "git update-index --assume-unchanged a/b/c/f && touch a/b/c/f && "
+            "mkfifo a/.gitattributes",
+            id="fifo-where-git-reads-attributes",
+        ),
+        pytest.param(
+            'python3 -c "import os\n'
+            "os.chdir('a/b/c'); os.mkdir('deep.tmp'); os.chdir('deep.tmp')\n"
+            "for _ in range(25): os.mkdir('d' * 200); os.chdir('d' * 200)\n"
+            "open('f', 'w').write('x')\n"
+            "os.chmod('.', 0)\"",
+            id="path-longer-than-git-takes",
+        ),
+        pytest.param('echo u > "odd dir/u.tmp"', id="odd-folder-name"),
+        pytest.param("for n in $(seq 10 80); do echo u > m$n/u.tmp; done", id="71-folders"),
+    ],
+)
+def test_next_step_finds_nothing_left_in_the_folders_the_last_changed(
+    repo: Path, leave: str
+) -> None:
+    """Untracked and ignored files left deep in tracked folders (the folder's mtime put back),
+    in swapped folders, in a read-only folder, in a folder made unreadable, in a folder whose
+    name has a space, in 71 folders: the next steps still find exactly their commit, with
+    the unchanged files never rewritten."""
+    files = {"untouched.txt": "same\n", ".gitignore": "*.log\n", "a/b/c/f": "c\n"}
+    files |= {"s/f": "s\n", "s/d/f": "d\n", "odd dir/f": "odd\n"}
+    files |= {f"m{n}/f": f"{n}\n" for n in range(10, 81)}
+    for name, content in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "folders to dirty")
+    add_script(repo, "dirty.sh", FOLDERS_AGENT.replace("LEAVE", leave))
+    configure(repo, {"sandbox": {"timeout": 15}})  # a preparation that blocks fails, not hangs
+    add_script(repo, "check.sh", check_agent("a/b/c/f s/f s/d/f", r"c\ns\nd"))
+    main = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/dirty.sh:1 -> ./scripts/dirty.sh:1 -> ./scripts/check.sh:1")
+    assert res.code == 0, res.output[-3000:]
+    assert "CHECK-DONE" in res.stdout and "CHECK-FAIL" not in res.stdout, res.stdout[-3000:]
+    assert git(repo, "rev-parse", "main") == main  # nothing the snapshots saw, nothing merged
+    assert not (repo / "HOOKED.log").exists()
+    inodes = [line for line in res.stdout.splitlines() if line.startswith("INODE ")]
+    assert len(inodes) == 3 and len(set(inodes)) == 1, res.stdout[-3000:]
 
 
 # --- 2. symlinks ---------------------------------------------------------------------------------
