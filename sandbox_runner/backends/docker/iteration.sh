@@ -64,11 +64,10 @@ writable() { find . -type d ! -perm -u=rwx -execdir chmod u+rwx {} \; 2>/dev/nul
 # step starts from an empty index: every file removed and written, a full checkout. A file the
 # agent changed since has a later ctime, which no one without CAP_SYS_TIME can set back, so
 # git reads it again and writes it if it differs (a file written in the same second as the
-# base index, git re-reads). The
-# same holds for folders: one whose entries changed (made, removed, renamed) has a later
-# ctime, so `clean` looks only in the folders changed since the base index (see
-# changed_folders). A step that fails (folders the agent made read-only or unreadable) runs
-# again once they are writable.
+# base index, git re-reads). The same holds for folders: one whose entries changed (made,
+# removed, renamed) has a later ctime, so `clean` looks only in the folders changed since the
+# base index (see changed_folders). A step that fails (folders the agent made read-only or
+# unreadable) runs again once they are writable.
 
 # Everything in .git goes, in one process, but the base index (a regular file: its identity
 # is printed, as `%i:%C@:%s`). Nothing is followed. No folder is kept: its mode, default ACL
