@@ -22,7 +22,12 @@ from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     Mount,
 )
-from sandbox_runner.backends.docker.egress import SOCKET_DIR, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress import (
+    SETTLE_S,
+    SOCKET_DIR,
+    ApiUpstream,
+    EgressProxy,
+)
 from sandbox_runner.backends.docker.export import WORKSPACE
 from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects, objects_volume_name
 from sandbox_runner.backends.docker.swarm import PackServer, SwarmObjects, SwarmWorkspace
@@ -605,13 +610,13 @@ class SandboxBackend:
         result: IterationResult,
         proxy: EgressProxy | None,
     ) -> IterationResult:
+        synced = sandbox.sync(env)  # meanwhile, the refusals' log lines arrive
         if proxy is not None:
-            denied = proxy.denied_requests(since=result.started.timestamp() - 1)
+            denied = proxy.take_denied(settled_at=result.ended.timestamp() + SETTLE_S)
             result = replace(
                 result,
                 denied=tuple(DeniedRecord(host=d.host, port=d.port, count=d.count) for d in denied),
             )
-        synced = sandbox.sync(env)
         for warning in synced.warnings:
             if self._reporter is not None:
                 self._reporter.warn(warning)

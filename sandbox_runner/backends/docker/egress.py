@@ -45,7 +45,8 @@ CACHE_LOG = "/var/log/squid/cache.log"
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 LABEL_ROLE = "fks.role"
 READY_LINE = "fks-proxy ready"
-_LOG_LIMIT = 16 * 1024 * 1024  # bytes of access log read at most (the newest are kept)
+_LOG_LIMIT = 16 * 1024 * 1024  # bytes of refusals kept between takes (the newest)
+SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
 # Characters a credential may have: those of API keys and OAuth tokens, and none that
 # squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
 _CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
@@ -311,6 +312,7 @@ class EgressProxy:
         self._container: Any = None
         self._log_lock = threading.Lock()
         self._denied_lines: collections.deque[str] = collections.deque()
+        self._kept = 0  # bytes in _denied_lines
         self._log_stream: Any = None
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
@@ -377,10 +379,24 @@ class EgressProxy:
         the namespace's holder with `wrap_argv`)."""
         return ["sh", "-c", _wait_script(with_api=self._api is not None), "sh", *argv]
 
-    def denied_requests(self, since: float | None = None) -> list[Denied]:
-        """Requests the allow-list refused (at or after `since`, a time.time()), per host:port,
-        most frequent first. Read from Squid's access log in the proxy container."""
-        return parse_denied(self._read_access_log(), since=since)
+    def take_denied(self, *, settled_at: float | None = None) -> list[Denied]:
+        """Requests the allow-list refused since the last take (or the start), per host:port,
+        most frequent first, read from Squid's access log on the proxy container's output.
+
+        A refusal's line reaches that output a moment after the agent got its answer: with
+        `settled_at` (a time.time(), such as when the iteration ended plus SETTLE_S) the take
+        first waits until then - usually not at all, when other work came between. Each line
+        is counted once: iterations of a step that follow each other within a second each get
+        their own."""
+        if self._container is None:
+            raise SandboxError("The egress proxy is not running (outside its `with` block)")
+        if settled_at is not None:
+            time.sleep(max(0.0, min(SETTLE_S, settled_at - time.time())))
+        with self._log_lock:
+            lines = "".join(self._denied_lines)
+            self._denied_lines.clear()
+            self._kept = 0
+        return parse_denied(lines)
 
     def _create_container(self) -> Any:
         from docker.types import Mount
@@ -426,17 +442,9 @@ class EgressProxy:
                 )
             time.sleep(0.02)
 
-    def _read_access_log(self) -> str:
-        """The refused requests seen so far on the container's output (newest _LOG_LIMIT bytes)."""
-        if self._container is None:
-            raise SandboxError("The egress proxy is not running (outside its `with` block)")
-        time.sleep(0.05)  # the last request's line may still be on its way
-        with self._log_lock:
-            return "".join(self._denied_lines)
-
     def _follow_log(self) -> None:
         """In a thread: keep the access log's TCP_DENIED lines, bounded in bytes."""
-        pending, kept = b"", 0
+        pending = b""
         with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
             stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
             self._log_stream = stream
@@ -450,9 +458,9 @@ class EgressProxy:
                     line = raw.decode(errors="replace") + "\n"
                     with self._log_lock:
                         self._denied_lines.append(line)
-                        kept += len(line)
-                        while kept > _LOG_LIMIT and self._denied_lines:
-                            kept -= len(self._denied_lines.popleft())
+                        self._kept += len(line)
+                        while self._kept > _LOG_LIMIT and self._denied_lines:
+                            self._kept -= len(self._denied_lines.popleft())
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)

@@ -23,6 +23,7 @@ from sandbox_runner.backends.docker.egress import (
     API_PORT,
     FORWARD_PORT,
     PLACEHOLDER,
+    SETTLE_S,
     ApiUpstream,
     Denied,
     EgressProxy,
@@ -214,7 +215,7 @@ def test_agent_env_and_argv() -> None:
     assert argv[2].endswith('exec "$@"') and REAL_KEY not in argv[2]
     without_api = EgressProxy(object(), run_id="r", allow=[])
     with pytest.raises(SandboxError, match="not running"):
-        without_api.denied_requests()
+        without_api.take_denied()
     assert "ANTHROPIC_BASE_URL" not in without_api.env()
     assert "api.sock" not in without_api.wrap_argv(["true"])[2]
 
@@ -359,15 +360,16 @@ def test_agent_reaches_allowed_hosts_only_and_refusals_are_reported(lab: Lab) ->
         ]
     )
     with lab.proxy() as proxy:
-        since = time.time()
         code, output = lab.agent(proxy, script)
-        denied = proxy.denied_requests(since=since)
+        denied = proxy.take_denied(settled_at=time.time() + SETTLE_S)
+        again = proxy.take_denied()
     assert code == 0, output
     assert _codes(output) == ["200", "200", "200", "403", "403", "403"]
     assert [seen["path"] for seen in lab.allowed.seen[-3:]] == ["/by-ip", "/by-name", "/tunnel"]
     assert lab.allowed.seen[-2]["headers"]["Host"] == f"allowed.test:{ok}"
     assert not any(seen["path"] == "/other-port" for seen in lab.api.seen)
     assert denied == [Denied("denied.test", ok, 2), Denied(gw, other, 1)]
+    assert again == []  # each refusal is counted once
 
 
 @pytest.mark.docker

@@ -171,3 +171,6 @@ def test_every_warm_iteration_goes_out_through_the_proxy(
     res = sandbox("./scripts/each.sh:6", "--allow", f"{address}:{ok}", env=env)
     assert res.code == 0, res.output
     assert res.stdout.count("each-allowed=200 each-other=403 each-direct=000") == 4, res.stdout
+    # Each iteration's record counts its own refusal, also when the one before was <1 s ago.
+    denied = [it["denied"] for it in record(repo)["steps"][0]["iterations"]]
+    assert denied == [[{"host": address, "port": other, "count": 1}]] * 4, denied
