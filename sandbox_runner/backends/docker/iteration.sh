@@ -225,8 +225,10 @@ snapshot() {
     printf '%s %s' "$(git rev-parse -q --verify HEAD 2>/dev/null)" "$(worktree_tree)"
 }
 
+# The copy keeps the index's time: git compares whole seconds, and tells a file changed in the
+# second its stat was recorded only by that time (racily clean); a later one would hide it.
 worktree_tree() {
-    cp .git/index .git/fks-index 2>/dev/null || rm -f .git/fks-index
+    cp -p .git/index .git/fks-index 2>/dev/null || rm -f .git/fks-index
     # shellcheck disable=SC2030
     (GIT_INDEX_FILE=.git/fks-index && export GIT_INDEX_FILE && git add -A . && git write-tree) 2>/dev/null
     rm -f .git/fks-index

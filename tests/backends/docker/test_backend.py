@@ -172,6 +172,30 @@ def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
     assert (repo / "src" / "new.py").read_text() == "code\n"
 
 
+SAME_SECOND = """#!/bin/sh
+# At the start of a second: commit a file, then change it (same size) within that second, and
+# end in the next one. git tells the change only by the index's own time (racily clean).
+start=$(date +%s)
+while [ "$(date +%s)" = "$start" ]; do :; done
+sleep 0.05  # file times follow a coarser clock
+echo "draft 1" > draft.txt && git add draft.txt && git commit -qm "draft 1"
+echo "draft 2" > draft.txt
+[ "$(date +%s)" != "$(stat -c %Y draft.txt)" ] && echo "WINDOW MISSED"
+sleep 1.1
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_work_changed_in_the_second_of_its_commit_is_not_lost(repo: Path) -> None:
+    """A tracked file changed, to the same size, in the second its commit wrote the index, and
+    left uncommitted: kept (git's racy-clean check needs the index's own time)."""
+    add_script(repo, "same-second.sh", SAME_SECOND)
+    res = sandbox("./scripts/same-second.sh:1")
+    assert res.code == 0 and "WINDOW MISSED" not in res.stdout, res.output
+    assert git(repo, "show", "main:draft.txt") == "draft 2"
+    assert "left uncommitted" in git(repo, "log", "-1", "--format=%s", "main")
+
+
 def run_with_user_commit(
     repo: Path, flags: Path, dsl: str, edit: dict[str, str]
 ) -> tuple[int, str, str, str]:
