@@ -337,6 +337,9 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             yield f"      claude: {', '.join(stats)}"
     for denied in it.denied:
         yield f"      denied: {denied.describe()} (not on the sandbox's allow-list)"
+    if it.denied_more:
+        many = "s" if it.denied_more != 1 else ""
+        yield f"      denied: {it.denied_more} more request{many} to other destinations"
     if it.error_tail and it.reason != "marker":
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:

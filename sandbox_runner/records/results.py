@@ -29,7 +29,9 @@ class IterationResult:
     note: str | None = None
     """A line worth showing the user (timeouts, Claude errors, back-off)."""
     denied: tuple[DeniedRecord, ...] = ()
-    """Requests the egress allow-list refused during the iteration."""
+    """Requests the egress allow-list refused during the iteration, the most refused first."""
+    denied_more: int = 0
+    """Requests refused to destinations not in `denied` (the list is bounded)."""
 
     @property
     def rate_limited(self) -> bool:

@@ -87,7 +87,10 @@ class IterationRecord(_Record):
     error_tail: str | None = Field(default=None, exclude=False)
     """Last stderr lines of a failed iteration (for the repeated-error breaker)."""
     denied: list[DeniedRecord] = Field(default_factory=list)
-    """Requests the sandbox's egress allow-list refused during the iteration."""
+    """Requests the sandbox's egress allow-list refused during the iteration, per destination,
+    the most refused first (at most 20)."""
+    denied_more: int = 0
+    """Requests refused to destinations not in `denied`."""
 
 
 class StepRecord(_Record):
@@ -384,6 +387,7 @@ class RecordWriter:
         iteration.claude = result.claude
         iteration.error_tail = result.error_tail
         iteration.denied = list(result.denied)
+        iteration.denied_more = result.denied_more
         self.save()
 
     def count_iteration(self, iteration: IterationRecord) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import replace
@@ -75,6 +76,7 @@ DEFAULT_MEMORY = "4g"
 DEFAULT_PIDS_LIMIT = 4096
 DEFAULT_TIMEOUT = 3600.0
 ALLOWLIST = "allowlist"
+DENIED_REPORTED = 10  # refused destinations named when a step ends; the rest summed in one line
 OPEN = "open"
 # The root filesystem is read-only: these (and the workspace) are where an agent may write.
 TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
@@ -612,10 +614,13 @@ class SandboxBackend:
     ) -> IterationResult:
         synced = sandbox.sync(env)  # meanwhile, the refusals' log lines arrive
         if proxy is not None:
-            denied = proxy.take_denied(settled_at=result.ended.timestamp() + SETTLE_S)
+            refused = proxy.take_denied(settled_at=result.ended.timestamp() + SETTLE_S)
             result = replace(
                 result,
-                denied=tuple(DeniedRecord(host=d.host, port=d.port, count=d.count) for d in denied),
+                denied=tuple(
+                    DeniedRecord(host=d.host, port=d.port, count=d.count) for d in refused.listed
+                ),
+                denied_more=refused.more,
             )
         for warning in synced.warnings:
             if self._reporter is not None:
@@ -666,17 +671,29 @@ class SandboxBackend:
         return self._report_landing(landing, branch, base, outcome)
 
     def _report_denied(self, record: StepRecord) -> None:
-        """One line per refused destination, with the option that would allow it."""
-        counts: dict[tuple[str, int | None], int] = {}
+        """One line per refused destination, with the option that would allow it: the
+        DENIED_REPORTED most refused, then one line for the rest."""
+        if self._reporter is None:
+            return
+        counts: Counter[tuple[str, int | None]] = Counter()
+        more = 0
         for it in record.iterations:
+            more += it.denied_more
             for d in it.denied:
-                counts[(d.host, d.port)] = counts.get((d.host, d.port), 0) + d.count
-        for (host, port), count in sorted(counts.items(), key=lambda item: -item[1]):
+                counts[(d.host, d.port)] += d.count
+        ordered = sorted(counts.items(), key=lambda item: -item[1])
+        for (host, port), count in ordered[:DENIED_REPORTED]:
             entry = host if port in (None, 80, 443) else f"{host}:{port}"
             line = DeniedRecord(host=host, port=port, count=count).describe()
-            if self._reporter is not None:
-                verb = "was" if count == 1 else "were"
-                self._reporter.warn(f"{line} {verb} denied; allow with --allow {entry}")
+            verb = "was" if count == 1 else "were"
+            self._reporter.warn(f"{line} {verb} denied; allow with --allow {entry}")
+        more += sum(count for _, count in ordered[DENIED_REPORTED:])
+        if more:
+            run_id = self._run.record.id if self._run is not None else "last"
+            self._reporter.warn(
+                f"{more} more request{'s were' if more != 1 else ' was'} denied, to other "
+                f"destinations (the most refused of each iteration: fks show {run_id})"
+            )
 
     def _report_landing(
         self, landing: Landing, branch: str, base: str, outcome: StepOutcome

@@ -8,7 +8,6 @@ proxy container, which the agent can neither see nor reach except through Squid.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import io
 import os
@@ -45,8 +44,11 @@ CACHE_LOG = "/var/log/squid/cache.log"
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 LABEL_ROLE = "fks.role"
 READY_LINE = "fks-proxy ready"
-_LOG_LIMIT = 16 * 1024 * 1024  # bytes of refusals kept between takes (the newest)
+_LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
+DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
+_DENIED_COUNTED = 1000  # distinct destinations counted between takes; beyond them, summed up
+_HOST_LIMIT = 253  # characters of a refused host kept (a DNS name's most)
 # Characters a credential may have: those of API keys and OAuth tokens, and none that
 # squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
 _CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
@@ -271,6 +273,17 @@ class Denied:
     count: int
 
 
+@dataclass(frozen=True)
+class Refusals:
+    """What the allow-list refused since the last take: at most DENIED_LISTED destinations,
+    the most refused first, and how many requests went to others (an agent can ask for
+    any number of hosts; the user gets a bounded list)."""
+
+    listed: tuple[Denied, ...] = ()
+    more: int = 0
+    """Requests to destinations not listed."""
+
+
 class EgressProxy:
     """The proxy container and its socket volume for one run, as a `with` block.
 
@@ -311,8 +324,8 @@ class EgressProxy:
         self._volume: Any = None
         self._container: Any = None
         self._log_lock = threading.Lock()
-        self._denied_lines: collections.deque[str] = collections.deque()
-        self._kept = 0  # bytes in _denied_lines
+        self._denied: Counter[tuple[str, int | None]] = Counter()
+        self._denied_more = 0  # refusals to destinations beyond _DENIED_COUNTED
         self._log_stream: Any = None
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
@@ -379,9 +392,9 @@ class EgressProxy:
         the namespace's holder with `wrap_argv`)."""
         return ["sh", "-c", _wait_script(with_api=self._api is not None), "sh", *argv]
 
-    def take_denied(self, *, settled_at: float | None = None) -> list[Denied]:
-        """Requests the allow-list refused since the last take (or the start), per host:port,
-        most frequent first, read from Squid's access log on the proxy container's output.
+    def take_denied(self, *, settled_at: float | None = None) -> Refusals:
+        """Requests the allow-list refused since the last take (or the start), read from
+        Squid's access log on the proxy container's output.
 
         A refusal's line reaches that output a moment after the agent got its answer: with
         `settled_at` (a time.time(), such as when the iteration ended plus SETTLE_S) the take
@@ -393,10 +406,11 @@ class EgressProxy:
         if settled_at is not None:
             time.sleep(max(0.0, min(SETTLE_S, settled_at - time.time())))
         with self._log_lock:
-            lines = "".join(self._denied_lines)
-            self._denied_lines.clear()
-            self._kept = 0
-        return parse_denied(lines)
+            counts, more = self._denied, self._denied_more
+            self._denied, self._denied_more = Counter(), 0
+        ordered = _most_refused(counts)
+        listed = ordered[:DENIED_LISTED]
+        return Refusals(tuple(listed), more + sum(d.count for d in ordered[DENIED_LISTED:]))
 
     def _create_container(self) -> Any:
         from docker.types import Mount
@@ -443,7 +457,8 @@ class EgressProxy:
             time.sleep(0.02)
 
     def _follow_log(self) -> None:
-        """In a thread: keep the access log's TCP_DENIED lines, bounded in bytes."""
+        """In a thread: count the access log's refusals per destination, for up to
+        _DENIED_COUNTED destinations between takes (the rest summed up)."""
         pending = b""
         with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
             stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
@@ -451,16 +466,21 @@ class EgressProxy:
             for chunk in stream:
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                pending = pending[-_LOG_LIMIT:]
+                pending = pending[-_LINE_LIMIT:]
                 for raw in lines:
-                    if b" TCP_DENIED/" not in raw:
-                        continue
-                    line = raw.decode(errors="replace") + "\n"
-                    with self._log_lock:
-                        self._denied_lines.append(line)
-                        self._kept += len(line)
-                        while self._kept > _LOG_LIMIT and self._denied_lines:
-                            self._kept -= len(self._denied_lines.popleft())
+                    if b" TCP_DENIED/" in raw:
+                        self._count_denied(raw[:_LINE_LIMIT].decode(errors="replace"))
+
+    def _count_denied(self, line: str) -> None:
+        found = _denied_line(line)
+        if found is None:
+            return
+        _when, key = found
+        with self._log_lock:
+            if key in self._denied or len(self._denied) < _DENIED_COUNTED:
+                self._denied[key] += 1
+            else:
+                self._denied_more += 1
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)
@@ -490,22 +510,34 @@ class EgressProxy:
 
 
 def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
-    """TCP_DENIED lines of the forward port in an access log written with logformat `fks`."""
+    """TCP_DENIED lines of the forward port in an access log written with logformat `fks`,
+    per destination, the most refused first."""
     counts: Counter[tuple[str, int | None]] = Counter()
     for line in log.splitlines():
-        fields = line.split()
-        if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
-            continue
-        stamp, _status, _method, host, port, local_port = fields
-        if local_port != str(FORWARD_PORT):
-            continue
-        try:
-            when = float(stamp)
-        except ValueError:
-            continue
-        if since is not None and when < since:
-            continue
-        counts[(host, int(port) if port.isdigit() else None)] += 1
+        found = _denied_line(line)
+        if found is not None and (since is None or found[0] >= since):
+            counts[found[1]] += 1
+    return _most_refused(counts)
+
+
+def _denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
+    """(time, (host, port)) of a TCP_DENIED line of the forward port; None for any other."""
+    fields = line.split()
+    if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
+        return None
+    stamp, _status, _method, host, port, local_port = fields
+    if local_port != str(FORWARD_PORT):
+        return None
+    try:
+        when = float(stamp)
+    except ValueError:
+        return None
+    if len(host) > _HOST_LIMIT:
+        host = host[: _HOST_LIMIT - 1] + "\u2026"
+    return when, (host, int(port) if port.isdigit() and len(port) <= 5 else None)
+
+
+def _most_refused(counts: Counter[tuple[str, int | None]]) -> list[Denied]:
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or 0))
     return [Denied(host, port, count) for (host, port), count in ordered]
 

@@ -27,6 +27,7 @@ from sandbox_runner.backends.docker.egress import (
     ApiUpstream,
     Denied,
     EgressProxy,
+    Refusals,
     parse_denied,
     squid_config,
 )
@@ -198,6 +199,9 @@ def test_denied_requests_grouped_per_host_and_port() -> None:
         Denied("evil.example", 443, 1),
     ]
     assert parse_denied("") == []
+    long = f"1700000007.0 TCP_DENIED/403 GET {'a' * 3000}.test 99999999 {FORWARD_PORT}"
+    [refused] = parse_denied(long)
+    assert len(refused.host) == 253 and refused.host.endswith("\u2026") and refused.port is None
 
 
 def test_agent_env_and_argv() -> None:
@@ -368,8 +372,8 @@ def test_agent_reaches_allowed_hosts_only_and_refusals_are_reported(lab: Lab) ->
     assert [seen["path"] for seen in lab.allowed.seen[-3:]] == ["/by-ip", "/by-name", "/tunnel"]
     assert lab.allowed.seen[-2]["headers"]["Host"] == f"allowed.test:{ok}"
     assert not any(seen["path"] == "/other-port" for seen in lab.api.seen)
-    assert denied == [Denied("denied.test", ok, 2), Denied(gw, other, 1)]
-    assert again == []  # each refusal is counted once
+    assert denied == Refusals((Denied("denied.test", ok, 2), Denied(gw, other, 1)))
+    assert again == Refusals()  # each refusal is counted once
 
 
 @pytest.mark.docker

@@ -174,3 +174,47 @@ def test_every_warm_iteration_goes_out_through_the_proxy(
     # Each iteration's record counts its own refusal, also when the one before was <1 s ago.
     denied = [it["denied"] for it in record(repo)["steps"][0]["iterations"]]
     assert denied == [[{"host": address, "port": other, "count": 1}]] * 4, denied
+
+
+FLOOD = """#!/bin/sh
+# 1,200 hosts refused once each and one three times (before, and after, them), pipelined on
+# one connection; the last request closes it. Prints how many refusals came back.
+i=0
+{
+    printf 'GET http://most.flood.test/ HTTP/1.1\\r\\nHost: most.flood.test\\r\\n\\r\\n'
+    while [ $i -lt 1200 ]; do
+        printf 'GET http://h%d.flood.test/ HTTP/1.1\\r\\nHost: h%d.flood.test\\r\\n\\r\\n' $i $i
+        i=$((i + 1))
+    done
+    printf 'GET http://most.flood.test/ HTTP/1.1\\r\\nHost: most.flood.test\\r\\n\\r\\n'
+    printf 'GET http://most.flood.test/ HTTP/1.1\\r\\nHost: most.flood.test\\r\\nConnection: close\\r\\n\\r\\n'
+} | socat -t 60 - TCP:127.0.0.1:3128,shut-none | grep -c '^HTTP/1.1 403' | sed 's/^/refused=/'
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_a_flood_of_refused_hosts_is_reported_in_bounded_space(repo: Path) -> None:
+    """An agent that asks for any number of hosts gets them refused; the run's record lists
+    the 20 most refused of the iteration (of the first 1,000 destinations, counted one by one)
+    and sums up the rest, the step's end names 10 and sums up the rest: nothing grows with the
+    number of hosts, and no refusal goes uncounted."""
+    add_script(repo, "flood.sh", FLOOD)
+    res = sandbox("./scripts/flood.sh:1", timeout=240)
+    assert res.code == 0 and "refused=1203" in res.stdout, res.output
+    iteration = record(repo)["steps"][0]["iterations"][0]
+    listed = iteration["denied"]
+    assert len(listed) == 20 and listed[0] == {"host": "most.flood.test", "port": 80, "count": 3}
+    assert sum(d["count"] for d in listed) + iteration["denied_more"] == 1203
+    warnings = [line for line in res.stdout.splitlines() if " denied" in line]
+    assert len(warnings) == 11, warnings
+    assert warnings[0].endswith(
+        "3 requests to most.flood.test:80 were denied; allow with --allow most.flood.test"
+    )
+    assert "1191 more requests were denied, to other destinations" in warnings[-1], warnings
+    runs = repo / ".forge" / "runs"
+    assert sum(f.stat().st_size for f in runs.glob("*/run.json")) < 64 * 1024
+    shown = fks("show", "last").stdout.splitlines()
+    assert len([line for line in shown if "denied:" in line]) == 21, shown
+    assert f"denied: {iteration['denied_more']} more requests to other destinations" in "\n".join(
+        shown
+    )
