@@ -390,6 +390,12 @@ class RecordWriter:
         iteration.denied_more = result.denied_more
         self.save()
 
+    def set_denied(self, iteration: IterationRecord, denied: list[DeniedRecord], more: int) -> None:
+        """The refusals of an iteration whose last log lines came after its end was recorded."""
+        iteration.denied = denied
+        iteration.denied_more = more
+        self.save()
+
     def count_iteration(self, iteration: IterationRecord) -> None:
         iteration.counted = True
         self.save()

@@ -27,7 +27,9 @@ from sandbox_runner.backends.docker.egress import (
     SETTLE_S,
     SOCKET_DIR,
     ApiUpstream,
+    Denied,
     EgressProxy,
+    Refusals,
 )
 from sandbox_runner.backends.docker.export import WORKSPACE
 from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects, objects_volume_name
@@ -64,7 +66,13 @@ from sandbox_runner.plan.config import AgentConfig, SandboxSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.records.masking import CREDENTIAL_VARS
 from sandbox_runner.records.results import IterationResult, StepOutcome
-from sandbox_runner.records.store import ActiveRun, DeniedRecord, StepRecord, slug
+from sandbox_runner.records.store import (
+    ActiveRun,
+    DeniedRecord,
+    IterationRecord,
+    StepRecord,
+    slug,
+)
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -525,7 +533,9 @@ class SandboxBackend:
                         after_iteration=lambda result: self._after_iteration(
                             sandbox, env, result, proxy
                         ),
-                        land=lambda outcome: self._land(index, step, record, sandbox, outcome),
+                        land=lambda outcome: self._land(
+                            index, step, record, sandbox, outcome, proxy
+                        ),
                     )
             except BaseException as exc:
                 if isinstance(exc, Exception) and not resumed and not record.iterations:
@@ -612,9 +622,9 @@ class SandboxBackend:
         result: IterationResult,
         proxy: EgressProxy | None,
     ) -> IterationResult:
-        synced = sandbox.sync(env)  # meanwhile, the refusals' log lines arrive
-        if proxy is not None:
-            refused = proxy.take_denied(settled_at=result.ended.timestamp() + SETTLE_S)
+        synced = sandbox.sync(env)
+        if proxy is not None:  # what arrives later is the next iteration's (or see _land)
+            refused = proxy.take_denied()
             result = replace(
                 result,
                 denied=tuple(
@@ -644,6 +654,7 @@ class SandboxBackend:
         record: StepRecord,
         sandbox: WorkspaceSandbox,
         outcome: StepOutcome,
+        proxy: EgressProxy | None,
     ) -> StepOutcome:
         """Once the loop ended: commit what was left uncommitted, then merge a complete step."""
         assert (
@@ -657,6 +668,8 @@ class SandboxBackend:
         )
         identity = identity_env(repo)
         message = f"fks: commit what {step.agent} left uncommitted (run {run_id}, step {index})"
+        if proxy is not None and record.iterations:
+            self._late_refusals(record.iterations[-1], proxy)
         self._report_denied(record)
         leftover = apply_leftover(repo, branch, sandbox.leftover, message, identity)
         if leftover and self._reporter is not None:
@@ -669,6 +682,23 @@ class SandboxBackend:
         )
         self._writer.record_landing(record, landing)
         return self._report_landing(landing, branch, base, outcome)
+
+    def _late_refusals(self, last: IterationRecord, proxy: EgressProxy) -> None:
+        """Refusals whose log lines arrived after the last iteration's take: its own. Taken
+        once SETTLE_S has passed since it ended (a wait per step, not per iteration)."""
+        ended = last.ended.timestamp() if last.ended is not None else None
+        late = proxy.take_denied(settled_at=None if ended is None else ended + SETTLE_S)
+        if not late.listed and not late.more:
+            return
+        kept = Refusals(
+            tuple(Denied(d.host, d.port, d.count) for d in last.denied), last.denied_more
+        )
+        both = kept.plus(late)
+        self._writer.set_denied(
+            last,
+            [DeniedRecord(host=d.host, port=d.port, count=d.count) for d in both.listed],
+            both.more,
+        )
 
     def _report_denied(self, record: StepRecord) -> None:
         """One line per refused destination, with the option that would allow it: the

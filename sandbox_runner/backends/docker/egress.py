@@ -283,6 +283,15 @@ class Refusals:
     more: int = 0
     """Requests to destinations not listed."""
 
+    def plus(self, other: Refusals) -> Refusals:
+        """Both together, listed as one take would list them."""
+        counts: Counter[tuple[str, int | None]] = Counter()
+        for d in (*self.listed, *other.listed):
+            counts[(d.host, d.port)] += d.count
+        ordered = _most_refused(counts)
+        rest = sum(d.count for d in ordered[DENIED_LISTED:])
+        return Refusals(tuple(ordered[:DENIED_LISTED]), self.more + other.more + rest)
+
 
 class EgressProxy:
     """The proxy container and its socket volume for one run, as a `with` block.
@@ -396,11 +405,11 @@ class EgressProxy:
         """Requests the allow-list refused since the last take (or the start), read from
         Squid's access log on the proxy container's output.
 
-        A refusal's line reaches that output a moment after the agent got its answer: with
-        `settled_at` (a time.time(), such as when the iteration ended plus SETTLE_S) the take
-        first waits until then - usually not at all, when other work came between. Each line
-        is counted once: iterations of a step that follow each other within a second each get
-        their own."""
+        A refusal's line reaches that output a moment after the agent got its answer, so one
+        made just before the take may be in the next one; with `settled_at` (a time.time(),
+        such as when the step's last iteration ended plus SETTLE_S) the take first waits until
+        then. Each line is counted once: iterations of a step that follow each other within a
+        second each get their own."""
         if self._container is None:
             raise SandboxError("The egress proxy is not running (outside its `with` block)")
         if settled_at is not None:

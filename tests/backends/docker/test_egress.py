@@ -611,3 +611,15 @@ def test_real_claude_in_a_network_none_container_talks_to_the_api_through_the_pr
         assert keys == [REAL_KEY]
     assert any(seen["path"] == "/from-claude" for seen in lab.allowed.seen)
     assert REAL_KEY not in output
+
+
+def test_refusals_taken_apart_add_up_as_one_take_lists_them() -> None:
+    early = Refusals((Denied("a.test", 443, 2), Denied("b.test", 80, 1)), more=5)
+    late = Refusals(
+        (Denied("b.test", 80, 2), *(Denied(f"h{i}.test", 443, 1) for i in range(30))), 1
+    )
+    both = early.plus(late)
+    assert both.listed[:2] == (Denied("b.test", 80, 3), Denied("a.test", 443, 2))
+    assert len(both.listed) == 20
+    assert sum(d.count for d in both.listed) + both.more == 3 + 5 + 32 + 1
+    assert Refusals().plus(Refusals()) == Refusals()
