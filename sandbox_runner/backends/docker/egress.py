@@ -283,14 +283,19 @@ class Refusals:
     more: int = 0
     """Requests to destinations not listed."""
 
+    @classmethod
+    def of(cls, counts: Counter[tuple[str, int | None]], more: int = 0) -> Refusals:
+        """Counts per (host, port), listed: the DENIED_LISTED most refused, the rest summed."""
+        ordered = _most_refused(counts)
+        rest = sum(d.count for d in ordered[DENIED_LISTED:])
+        return cls(tuple(ordered[:DENIED_LISTED]), more + rest)
+
     def plus(self, other: Refusals) -> Refusals:
         """Both together, listed as one take would list them."""
         counts: Counter[tuple[str, int | None]] = Counter()
         for d in (*self.listed, *other.listed):
             counts[(d.host, d.port)] += d.count
-        ordered = _most_refused(counts)
-        rest = sum(d.count for d in ordered[DENIED_LISTED:])
-        return Refusals(tuple(ordered[:DENIED_LISTED]), self.more + other.more + rest)
+        return Refusals.of(counts, self.more + other.more)
 
 
 class EgressProxy:
@@ -417,9 +422,7 @@ class EgressProxy:
         with self._log_lock:
             counts, more = self._denied, self._denied_more
             self._denied, self._denied_more = Counter(), 0
-        ordered = _most_refused(counts)
-        listed = ordered[:DENIED_LISTED]
-        return Refusals(tuple(listed), more + sum(d.count for d in ordered[DENIED_LISTED:]))
+        return Refusals.of(counts, more)
 
     def _create_container(self) -> Any:
         from docker.types import Mount
