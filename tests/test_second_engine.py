@@ -22,10 +22,15 @@ import json, os, time
 from pathlib import Path
 
 def record(engine):
+    # Written whole (renamed into place) and last: the Ctrl-C the outer test sends once it sees
+    # the file then lands in the test's sleep, not in the middle of a request, where it could
+    # be raised in a finalizer and lost.
+    assert engine.client().ping()
     info = {"pid": engine.process.pid, "netns": engine.netns, "veth": engine.veth_host,
             "dir": str(engine.dir), "url": engine.url}
-    Path(os.environ["ENGINE_INFO"]).write_text(json.dumps(info))
-    assert engine.client().ping()
+    path = Path(os.environ["ENGINE_INFO"])
+    path.with_suffix(".tmp").write_text(json.dumps(info))
+    os.replace(path.with_suffix(".tmp"), path)
 
 def test_passes(second_engine):
     record(second_engine)
