@@ -446,7 +446,11 @@ def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
         raise UsageError(
             "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"
         )
-    argv = [program, "--append-system-prompt", PARENT_PROMPT, "--allowedTools", "Bash", *args]
+    from sandbox_runner.plan.agents import SETTING_SOURCES
+
+    # Not the project's .claude/ settings: forge agents land commits there.
+    argv = [program, *SETTING_SOURCES, "--append-system-prompt", PARENT_PROMPT]
+    argv += ["--allowedTools", "Bash", *args]
     sys.stdout.flush()
     os.chdir(project)
     os.execv(program, argv)
