@@ -196,9 +196,11 @@ def run(options: ForgeOptions) -> int:
     setup = _setup(options)
     session = new_run_id()
     ctx = _context(setup, session, options.max_cost)
+    out = sys.stderr if options.json_output else sys.stdout
+    for problem in TaskBoard(setup.project).problems():
+        print(f"[fks] Warning: {problem}", file=out)
     tasks = _selected(setup, options)
     if not tasks:
-        out = sys.stderr if options.json_output else sys.stdout
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
         if options.json_output:
             print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))

@@ -27,10 +27,17 @@ class TaskBoard:
             raise FksError(str(exc)) from None
 
     def _board(self) -> Board:
-        board = self._store().load()
-        if board.problems:
-            raise FksError(f"{board.problems[0]}; fix the task file (forge-tasks view checks it)")
-        return board
+        return self._store().load()
+
+    def problems(self) -> list[str]:
+        """One line per task file that cannot be read (its task is skipped, the others run)."""
+        from sandbox_runner.ui.ansi import strip_escapes
+
+        return [
+            strip_escapes(problem, keep="")[:300]
+            + "; skipped - fix the task file (forge-tasks view checks it)"
+            for problem in self._board().problems
+        ]
 
     def task(self, task_id: str) -> Task:
         found = [tf.task for tf in self._board().tasks if tf.task.id == task_id]

@@ -1,0 +1,73 @@
+"""What an agent can land in `forge/tasks/` and `.forge/` costs at most its own task: a task file
+fks cannot use is named in one line and skipped, and fks never writes through a link."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeapi import FakeAnthropic, Request, isolated_environ
+from helpers import FKS, git, init_repo, write_config
+
+needs_claude = pytest.mark.skipif(shutil.which("claude") is None, reason="needs the claude CLI")
+
+
+def forge_repo(tmp_path: Path) -> Path:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    write_config(repo, {"forge": {"maxReviewRetries": 0, "maxTurns": 3}})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    return repo
+
+
+def create(repo: Path, title: str) -> str:
+    done = subprocess.run(
+        [FKS, "forge", "create", title], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.split()[-1]
+
+
+def no_plan(request: Request) -> Any:
+    """Every analyst answers in words only: each task that runs fails at Analyze."""
+    return [{"text": "I cannot plan this."}]
+
+
+def forge_run(repo: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    with FakeAnthropic(responder=no_plan) as fake:
+        return subprocess.run(
+            [FKS, "forge", "run", *args],
+            cwd=repo,
+            env=isolated_environ(fake.env(tmp_path / "claude-config")),
+            capture_output=True,
+            text=True,
+            timeout=240,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+@needs_claude
+@pytest.mark.claude
+@pytest.mark.timeout(300)
+def test_a_task_file_with_an_overlong_id_is_skipped_and_the_others_run(tmp_path: Path) -> None:
+    repo = forge_repo(tmp_path)
+    good = create(repo, "good")
+    text = next((repo / "forge" / "tasks").glob("task-*.md")).read_text()
+    bad_id = "TASK-" + "a" * 250
+    (repo / "forge" / "tasks" / "task-zz - bad.md").write_text(text.replace(good, bad_id))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks")
+    done = forge_run(repo, tmp_path, "--json")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "task-zz - bad.md" in line]
+    assert len(warnings) == 1 and "is not a task id" in warnings[0], done.stderr[-2000:]
+    assert "skipped" in warnings[0] and len(warnings[0]) < 400
+    (task,) = json.loads(done.stdout)["tasks"]
+    assert (task["task"], task["status"]) == (good, "failed"), task  # the good one ran
+    assert [p.name for p in (repo / ".forge" / "work").iterdir()] == [f"{good}-001.yaml"]
+    assert git(repo, "branch", "--list", "fks/forge/*") == f"fks/forge/{good}"
