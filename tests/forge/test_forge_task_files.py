@@ -71,3 +71,49 @@ def test_a_task_file_with_an_overlong_id_is_skipped_and_the_others_run(tmp_path:
     assert (task["task"], task["status"]) == (good, "failed"), task  # the good one ran
     assert [p.name for p in (repo / ".forge" / "work").iterdir()] == [f"{good}-001.yaml"]
     assert git(repo, "branch", "--list", "fks/forge/*") == f"fks/forge/{good}"
+
+
+@pytest.mark.timeout(120)
+def test_a_run_on_a_branch_named_like_an_fks_lock_does_not_block_forge(tmp_path: Path) -> None:
+    """A chain on base `forge-work` (or `forge-merge`, `_in-place`) holds its branch's lock;
+    `fks forge answer`, which takes the work store's lock, still answers at once."""
+    from sandbox_runner.records.lock import run_lock
+
+    repo = forge_repo(tmp_path)
+    task = create(repo, "something")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "task")
+    for branch in ("forge-work", "forge-merge", "_in-place"):
+        git(repo, "branch", branch)
+    with (
+        run_lock(repo, "forge-work", run_label="chain"),
+        run_lock(repo, "forge-merge", run_label="chain"),
+        run_lock(repo, "_in-place", run_label="chain"),
+        run_lock(repo, None, run_label="in place"),  # a different lock from `_in-place`'s
+    ):
+        done = subprocess.run(
+            [FKS, "forge", "answer", task, "yes"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=90,  # before: it waited for the chain, however long that ran
+            check=False,
+        )
+    assert done.returncode == 2 and "has no open question" in done.stderr, done.stderr
+    locks = repo / ".forge" / "locks"
+    assert len(list((locks / "branches").iterdir())) == 3
+
+
+def test_branches_whose_names_differ_only_in_punctuation_have_their_own_locks(
+    tmp_path: Path,
+) -> None:
+    from sandbox_runner.records.lock import run_lock
+
+    repo = forge_repo(tmp_path)
+    long = "feature/" + "x" * 240
+    with (
+        run_lock(repo, "a/b", run_label="one"),
+        run_lock(repo, long, run_label="two"),
+        run_lock(repo, "a_b", run_label="three"),  # before: "already running on a/b"
+    ):
+        assert len(list((repo / ".forge" / "locks" / "branches").iterdir())) == 3
