@@ -17,7 +17,10 @@ from sandbox_runner.plan.config import ForgeSettings
 
 STAGES = ("analyze", "architect", "implement", "review")
 PROJECT_PROMPTS = Path("system-prompts") / "forge"
-MAX_DIFF = 200_000
+MAX_DIFF = 100_000
+"""Bytes of the diff the reviewer gets: it travels in one environment variable into a container,
+and the kernel takes at most 128 KiB in one."""
+REVIEW_DIFF = ".forge/review.diff"
 MAX_TASK_YAML = 100_000
 
 
@@ -101,14 +104,31 @@ def review_yaml(review: ReviewResult) -> str:
     return _yaml(review.model_dump())[:MAX_TASK_YAML]
 
 
-def review_prompt(task: TaskText, item: WorkItem, base_commit: str, diff: str) -> str:
-    if len(diff) > MAX_DIFF:
-        diff = diff[:MAX_DIFF] + f"\n… (diff cut at {MAX_DIFF} characters; read the files)"
+def review_diff(diff: bytes, more: bool) -> tuple[str, bool]:
+    """The text of `.forge/review.diff`: the diff, cut to whole lines at MAX_DIFF bytes when it
+    is longer (True: it was cut)."""
+    if more or len(diff) > MAX_DIFF:
+        diff = diff[:MAX_DIFF]
+        diff = diff[: diff.rfind(b"\n") + 1] or diff
+        more = True
+    text = diff.replace(b"\0", b"").decode("utf-8", "replace")
+    return text or "(the branch changes no file)\n", more
+
+
+def review_prompt(task: TaskText, item: WorkItem, base_commit: str, cut: bool) -> str:
+    """The reviewer's prompt: the diff itself is in `.forge/review.diff`, never in the prompt
+    (a command line holds at most 128 KiB in one argument)."""
     plan = item.analysis.plan if item.analysis is not None else "(none)"
+    where = f"The diff of the branch against its base {base_commit} is in {REVIEW_DIFF}"
+    if cut:
+        where += (
+            f"; it is longer than {MAX_DIFF // 1000} KB and was cut there (at a line end): read "
+            "the changed files themselves for the rest"
+        )
     return (
         f"{task.block()}\n\nThe plan was: {plan}\n\n"
-        f"Review the implementation: the diff of the branch against its base {base_commit}:\n\n"
-        f"```diff\n{diff}\n```\n\nAnswer with the structured output."
+        f"Review the implementation. {where}. Read it first.\n\n"
+        "Answer with the structured output."
     )
 
 
