@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 from helpers import git
-from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
+from test_pipeline import ANALYSIS, APPROVED, REJECTED, answer, commit, context, new_task, repo
 
 from sandbox_runner.backends.base import ExecSpec
 from sandbox_runner.backends.fake import FakeRun
+from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import process_task
 
@@ -81,3 +82,28 @@ def test_commits_into_forge_records_never_land(
     assert git(repo, "rev-parse", "main") == before
     saved = WorkStore(repo).get(task_id)
     assert saved is not None and saved.status == "failed"  # fks's own record, not the agent's
+
+
+def test_a_forge_link_committed_on_the_task_branch_is_not_written_through(
+    repo: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Implement commits `.forge` as a link to a host folder; the Review's `.forge/review.diff`
+    is not written there: the task fails, naming the link."""
+    task_id = new_task(repo, "linked", capsys)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def link(spec: ExecSpec) -> FakeRun:
+        (spec.cwd / ".forge").rename(spec.cwd / "forge-was-here")
+        (spec.cwd / ".forge").symlink_to(outside)
+        git(spec.cwd, "add", ".forge")
+        return commit({"a.txt": "one\n"})(spec)
+
+    # Before: the review rejected, and the next Implement's .forge/task.yaml went to `outside`.
+    ctx, _ = context(repo, [answer(ANALYSIS), link, answer(REJECTED), commit({"a.txt": "2\n"})])
+    with pytest.raises(FksError, match=r"\.forge is a symlink or not a folder") as raised:
+        process_task(ctx, task_id, max_cost=None)
+    assert "\n" not in str(raised.value)
+    saved = WorkStore(repo).get(task_id)
+    assert saved is not None and saved.status == "failed"
+    assert list(outside.iterdir()) == []

@@ -117,3 +117,50 @@ def test_branches_whose_names_differ_only_in_punctuation_have_their_own_locks(
         run_lock(repo, "a_b", run_label="three"),  # before: "already running on a/b"
     ):
         assert len(list((repo / ".forge" / "locks" / "branches").iterdir())) == 3
+
+
+# --- links in the checkout -------------------------------------------------------------------------
+
+
+def land_link(repo: Path, name: str, target: Path) -> None:
+    """What a merged step leaves: `name` committed as a symlink to a host path."""
+    (repo / name).parent.mkdir(parents=True, exist_ok=True)
+    (repo / name).symlink_to(target)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"{name} is a link")
+
+
+@pytest.mark.parametrize("link", ["forge/tasks", "forge"])
+@pytest.mark.parametrize("command", [["forge", "create", "x"], ["tasks", "create", "x"]])
+def test_fks_never_writes_task_files_through_a_link(
+    tmp_path: Path, link: str, command: list[str]
+) -> None:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    land_link(repo, link, outside)
+    done = subprocess.run([FKS, *command], cwd=repo, capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "link" in lines[0] and "Traceback" not in done.stderr, lines
+    assert list(outside.iterdir()) == []
+
+
+def test_a_task_file_that_is_a_link_is_neither_read_nor_written_through(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    task = create(repo, "real")
+    secret = tmp_path / "secret.md"
+    real = next((repo / "forge" / "tasks").glob("task-*.md"))
+    secret.write_text(real.read_text().replace(task, "TASK-zzzzzz").replace("real", "SECRET"))
+    (repo / "forge" / "tasks" / "task-zzzzzz - link.md").symlink_to(secret)
+    listed = subprocess.run([FKS, "tasks", "list"], cwd=repo, capture_output=True, text=True)
+    assert listed.returncode == 0 and "SECRET" not in listed.stdout + listed.stderr
+    assert "task-zzzzzz - link.md is a symlink" in listed.stderr
+    before = secret.read_text()
+    done = subprocess.run(
+        [FKS, "tasks", "edit", "TASK-zzzzzz", "--status", "done"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and secret.read_text() == before
