@@ -31,11 +31,16 @@ class TaskBoard:
 
     def problems(self) -> list[str]:
         """One line per task file that cannot be read (its task is skipped, the others run)."""
+        import unicodedata
+
         from sandbox_runner.ui.ansi import strip_escapes
 
+        def shown(text: str) -> str:  # file names are the agent's: no escapes, no bidi controls
+            text = strip_escapes(text, keep="")
+            return "".join(c for c in text if unicodedata.category(c) != "Cf")[:300]
+
         return [
-            strip_escapes(problem, keep="")[:300]
-            + "; skipped - fix the task file (forge-tasks view checks it)"
+            f"{shown(problem)}; skipped - fix the task file (forge-tasks view checks it)"
             for problem in self._board().problems
         ]
 

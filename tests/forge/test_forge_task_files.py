@@ -59,6 +59,8 @@ def test_a_task_file_with_an_overlong_id_is_skipped_and_the_others_run(tmp_path:
     text = next((repo / "forge" / "tasks").glob("task-*.md")).read_text()
     bad_id = "TASK-" + "a" * 250
     (repo / "forge" / "tasks" / "task-zz - bad.md").write_text(text.replace(good, bad_id))
+    hostile = "task-zy - \x1b]0;pwned\x07\u202ebad.md"  # a window title, a bidi override
+    (repo / "forge" / "tasks" / hostile).write_text("no front matter")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tasks")
     done = forge_run(repo, tmp_path, "--json")
@@ -67,6 +69,8 @@ def test_a_task_file_with_an_overlong_id_is_skipped_and_the_others_run(tmp_path:
     warnings = [line for line in done.stderr.splitlines() if "task-zz - bad.md" in line]
     assert len(warnings) == 1 and "is not a task id" in warnings[0], done.stderr[-2000:]
     assert "skipped" in warnings[0] and len(warnings[0]) < 400
+    (shown,) = [line for line in done.stderr.splitlines() if "task-zy" in line]
+    assert "task-zy - bad.md" in shown and "\x1b" not in shown and "\u202e" not in shown
     (task,) = json.loads(done.stdout)["tasks"]
     assert (task["task"], task["status"]) == (good, "failed"), task  # the good one ran
     assert [p.name for p in (repo / ".forge" / "work").iterdir()] == [f"{good}-001.yaml"]
