@@ -20,7 +20,8 @@ _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class LinkRefused(OSError):
-    """A path component is a symlink (or not what it must be): `path` names it."""
+    """A path component is a symlink (or not what it must be): `path` names it, `what` says
+    which (`is a symlink`, `is not a folder`, ...)."""
 
     def __init__(self, path: Path, what: str) -> None:
         super().__init__(errno.ELOOP, what, str(path))
@@ -50,7 +51,8 @@ def open_dir(root: Path, relative: PurePath, *, create: bool) -> int:
                 inner = os.open(part, _DIR, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise LinkRefused(here, "is a symlink or not a folder") from None
+                    link = stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode)
+                    raise LinkRefused(here, "is a symlink" if link else "is not a folder") from None
                 raise
             os.close(fd)
             fd = inner
