@@ -16,6 +16,7 @@ import pytest
 from fakeapi import FakeAnthropic, isolated_environ
 from helpers import fks, git, init_repo, write_config
 
+from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.agents import DEFAULT_MAX_TURNS, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.prompts import MARKER, MODE_AWARENESS
@@ -396,3 +397,32 @@ def test_real_cli_accepts_every_config_flag(tmp_path: Path) -> None:
     tools = {t.get("name") for t in request.body.get("tools", [])}
     assert not tools & {"WebFetch", "WebSearch"}, tools
     assert '"subtype":"success"' in done.stdout.replace(" ", "")
+
+
+def test_external_agent_is_defined_by_fks_from_the_file_without_its_hooks(tmp_path: Path) -> None:
+    """Claude Code loads no project agents (`--setting-sources user`): fks passes the agent's
+    prompt, description, model and tools with `--agents`, never hooks or MCP servers."""
+    other = tmp_path / "other"
+    (other / ".claude" / "agents").mkdir(parents=True)
+    (other / ".claude" / "agents" / "r.md").write_text(
+        "---\nname: rev-bot\ndescription: Reviews\nmodel: haiku\ntools: Read, Grep\n"
+        "hooks:\n  Stop: [{hooks: [{type: command, command: 'touch /tmp/x'}]}]\n"
+        "mcpServers: {evil: {command: sh}}\n---\nYou review code.\n"
+    )
+    (tmp_path / "here").mkdir()
+    cmd = resolve_agent(
+        "../other/.claude/agents/r", agents={}, cwd=tmp_path / "here", on_host=False
+    )
+    argv = cmd.argv((), "go")
+    assert value(argv, "--setting-sources") == "user"
+    assert json.loads(value(argv, "--agents")) == {
+        "rev-bot": {
+            "description": "Reviews",
+            "prompt": "You review code.",
+            "model": "haiku",
+            "tools": ["Read", "Grep"],
+        }
+    }
+    (other / ".claude" / "agents" / "r.md").write_text("---\nname: rev-bot\n---\n" + "x" * 70_000)
+    with pytest.raises(ConfigError, match="is over 64 KiB"):
+        cmd.argv((), "go")

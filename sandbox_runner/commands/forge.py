@@ -196,9 +196,11 @@ def run(options: ForgeOptions) -> int:
     setup = _setup(options)
     session = new_run_id()
     ctx = _context(setup, session, options.max_cost)
+    out = sys.stderr if options.json_output else sys.stdout
+    for problem in TaskBoard(setup.project).problems():
+        print(f"[fks] Warning: {problem}", file=out)
     tasks = _selected(setup, options)
     if not tasks:
-        out = sys.stderr if options.json_output else sys.stdout
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
         if options.json_output:
             print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))
@@ -446,7 +448,11 @@ def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
         raise UsageError(
             "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"
         )
-    argv = [program, "--append-system-prompt", PARENT_PROMPT, "--allowedTools", "Bash", *args]
+    from sandbox_runner.plan.agents import SETTING_SOURCES
+
+    # Not the project's .claude/ settings: forge agents land commits there.
+    argv = [program, *SETTING_SOURCES, "--append-system-prompt", PARENT_PROMPT]
+    argv += ["--allowedTools", "Bash", *args]
     sys.stdout.flush()
     os.chdir(project)
     os.execv(program, argv)

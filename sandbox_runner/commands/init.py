@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from importlib import resources
 from importlib.resources.abc import Traversable
-from pathlib import Path
+from pathlib import Path, PurePath
 
+from sandbox_runner import nofollow
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.git.runner import git_common_dir
 
@@ -74,22 +75,23 @@ def run(*, cwd: Path | None) -> int:
 
 def _create(project: Path, relative: str) -> bool:
     """Write the template unless something is already there; True when written."""
-    target = project / relative
-    if target.exists() or target.is_symlink():
-        return False
+    import errno
+    import os
+
+    parent, name = PurePath(relative).parent, PurePath(relative).name
     content = template(relative).read_bytes()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        with nofollow.opened_dir(project, parent, create=True) as folder:
+            # O_EXCL: a file (or link) there, or one that appears meanwhile, is kept.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(name, flags, 0o644, dir_fd=folder)
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+    except nofollow.LinkRefused as exc:
+        raise FksError(_link_refused(exc, f"cannot create {relative} in {project}")) from None
     except OSError as exc:
-        # FileExistsError here means a parent is a file (e.g. a file named `ralph`).
-        raise FksError(f"cannot create {relative} in {project}: {exc.strerror}") from None
-    try:
-        # "x" mode: a file that appears meanwhile is kept, not overwritten.
-        with target.open("xb") as out:
-            out.write(content)
-    except FileExistsError:
-        return False
-    except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            return False
         raise FksError(f"cannot create {relative} in {project}: {exc.strerror}") from None
     return True
 
@@ -98,15 +100,22 @@ def _write_schema(project: Path) -> None:
     """The schema follows this version of fks: written anew every time."""
     from sandbox_runner.plan.config import config_schema
 
-    target = project / SCHEMA
+    relative = PurePath(SCHEMA)
     text = json.dumps(config_schema(), indent=2) + "\n"
     try:
-        if target.is_symlink():
-            raise FksError(f"{SCHEMA} is a symlink in {project}; remove it")
-        target.write_text(text, encoding="utf-8")
+        with nofollow.opened_dir(project, relative.parent, create=True) as folder:
+            nofollow.write_file(folder, relative.name, text.encode("utf-8"))
+    except nofollow.LinkRefused as exc:
+        raise FksError(_link_refused(exc, f"cannot write {SCHEMA} in {project}")) from None
     except OSError as exc:
         raise FksError(f"cannot write {SCHEMA} in {project}: {exc.strerror}") from None
     print(f"wrote {SCHEMA} (the JSON Schema forge/chains.json refers to)")
+
+
+def _link_refused(exc: nofollow.LinkRefused, what: str) -> str:
+    if exc.what == "is a symlink":
+        return f"{exc}; fks init does not write through it - replace it with a folder"
+    return f"{what}: {exc}"
 
 
 def _report_missing(config: Path) -> None:

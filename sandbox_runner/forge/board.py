@@ -27,10 +27,22 @@ class TaskBoard:
             raise FksError(str(exc)) from None
 
     def _board(self) -> Board:
-        board = self._store().load()
-        if board.problems:
-            raise FksError(f"{board.problems[0]}; fix the task file (forge-tasks view checks it)")
-        return board
+        return self._store().load()
+
+    def problems(self) -> list[str]:
+        """One line per task file that cannot be read (its task is skipped, the others run)."""
+        import unicodedata
+
+        from sandbox_runner.ui.ansi import strip_escapes
+
+        def shown(text: str) -> str:  # file names are the agent's: no escapes, no bidi controls
+            text = strip_escapes(text, keep="")
+            return "".join(c for c in text if unicodedata.category(c) != "Cf")[:300]
+
+        return [
+            f"{shown(problem)}; skipped - fix the task file (forge-tasks view checks it)"
+            for problem in self._board().problems
+        ]
 
     def task(self, task_id: str) -> Task:
         found = [tf.task for tf in self._board().tasks if tf.task.id == task_id]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 _TEXT = 20_000
 _ITEMS = 200
@@ -33,8 +33,25 @@ class AnalysisResult(_Answer):
     """False: the task cannot be planned without more thought (the Architect takes over)."""
 
 
+_ARCHITECT_RULE: dict[str, Any] = {
+    # The Messages API refuses oneOf/anyOf/allOf at the top of a tool's input schema (the answer
+    # is a `StructuredOutput` tool call), so the rule is an if/then/else there.
+    "if": {"properties": {"resolved": {"const": True}}, "required": ["resolved"]},
+    "then": {"properties": {"analysis": {"type": "object"}}, "required": ["analysis"]},
+    "else": {
+        "properties": {
+            "analysis": {"type": "null"},
+            "question": {"type": "string", "pattern": r"\S"},
+        },
+        "required": ["question"],
+    },
+}
+
+
 class ArchitectResult(_Answer):
     """The Architect's verdict: a resolved analysis, or a question for a human."""
+
+    model_config = ConfigDict(json_schema_extra=_ARCHITECT_RULE)
 
     resolved: bool
     """True: `analysis` says how to do the task; false: only a human can answer `question`."""
@@ -42,6 +59,14 @@ class ArchitectResult(_Answer):
     """The complete analysis (when resolved)."""
     question: str | None = Field(default=None, max_length=_TEXT)
     """One clear, answerable question (when not resolved)."""
+
+    @model_validator(mode="after")
+    def _analysis_or_question(self) -> ArchitectResult:
+        if self.resolved != (self.analysis is not None):
+            raise ValueError("a resolved answer needs an analysis (and only then)")
+        if not self.resolved and not (self.question or "").strip():
+            raise ValueError("an unresolved answer needs a question")
+        return self
 
 
 class ReviewResult(_Answer):
@@ -71,10 +96,7 @@ def parse_answer(model: type[Answer], raw: dict[str, Any] | None) -> Answer | st
         answer = model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        return f"invalid {model.__name__}: {where}: {first['msg']}"
-    if isinstance(answer, ArchitectResult) and answer.resolved != (answer.analysis is not None):
-        return "invalid ArchitectResult: a resolved answer needs an analysis (and only then)"
-    if isinstance(answer, ArchitectResult) and not answer.resolved and not answer.question:
-        return "invalid ArchitectResult: an unresolved answer needs a question"
+        path = ".".join(str(part) for part in first["loc"])
+        why = first["msg"].removeprefix("Value error, ")
+        return f"invalid {model.__name__}: {path + ': ' if path else ''}{why}"
     return answer

@@ -17,8 +17,30 @@ from sandbox_runner.plan.config import ForgeSettings
 
 STAGES = ("analyze", "architect", "implement", "review")
 PROJECT_PROMPTS = Path("system-prompts") / "forge"
-MAX_DIFF = 200_000
+MAX_DIFF = 100_000
+"""Bytes of the diff the reviewer gets: it travels in one environment variable into a container,
+and the kernel takes at most 128 KiB in one."""
+REVIEW_DIFF = ".forge/review.diff"
 MAX_TASK_YAML = 100_000
+"""Bytes of `.forge/task.yaml` and `.forge/review.yaml` (environment variables in a container)."""
+# Each prompt is one command-line argument (at most 128 KiB): what an agent or a task file can
+# make long is cut to these bytes, so that every prompt stays under 110 KB.
+_DESCRIPTION, _CRITERIA, _ANALYSIS, _DIALOGUE, _FEEDBACK, _PLAN = (
+    40_000,
+    16_000,
+    24_000,
+    24_000,
+    24_000,
+    16_000,
+)
+
+
+def fit(text: str, limit: int, rest: str) -> str:
+    """`text` cut to `limit` UTF-8 bytes, saying so and where `rest` is."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore") + f"\n… (cut at {limit // 1000} KB; {rest})"
 
 
 @dataclass(frozen=True)
@@ -31,11 +53,12 @@ class TaskText:
     criteria: tuple[str, ...] = ()
 
     def block(self) -> str:
-        lines = [f"Task {self.id}: {self.title}"]
+        lines = [f"Task {self.id}: {fit(self.title, 1000, 'the task file has the rest')}"]
         if self.description:
-            lines += ["", "Description:", self.description]
+            lines += ["", "Description:", fit(self.description, _DESCRIPTION, "see the task file")]
         if self.criteria:
-            lines += ["", "Acceptance criteria:", *(f"- {c}" for c in self.criteria)]
+            criteria = "\n".join(f"- {c}" for c in self.criteria)
+            lines += ["", "Acceptance criteria:", fit(criteria, _CRITERIA, "see the task file")]
         return "\n".join(lines)
 
 
@@ -61,9 +84,11 @@ def analyze_prompt(task: TaskText) -> str:
 def architect_prompt(task: TaskText, item: WorkItem) -> str:
     parts = [task.block()]
     if item.analysis is not None:
-        parts.append("The analysis so far:\n" + _yaml(item.analysis.model_dump()))
+        analysis = _yaml(item.analysis.model_dump())
+        parts.append("The analysis so far:\n" + fit(analysis, _ANALYSIS, "that is all of it"))
     if item.question:
-        parts.append(f"Question asked earlier: {item.question}\nThe human's answer: {item.answer}")
+        dialogue = f"Question asked earlier: {item.question}\nThe human's answer: {item.answer}"
+        parts.append(fit(dialogue, _DIALOGUE, "that is all of it"))
     parts.append("Resolve what is open and answer with the structured output.")
     return "\n\n".join(parts)
 
@@ -75,7 +100,8 @@ def implement_prompt(task: TaskText, item: WorkItem) -> str:
         ".forge/review.yaml); read it first. Commit your work.",
     ]
     if item.feedback:
-        parts.append(f"This is attempt {item.attempts}. Address this first:\n{item.feedback}")
+        feedback = fit(item.feedback, _FEEDBACK, "see .forge/task.yaml")
+        parts.append(f"This is attempt {item.attempts}. Address this first:\n{feedback}")
     return "\n\n".join(parts)
 
 
@@ -93,22 +119,39 @@ def task_yaml(task: TaskText, item: WorkItem) -> str:
         data["clarification"] = {"question": item.question, "answer": item.answer}
     if item.feedback:
         data["feedback"] = item.feedback
-    return _yaml(data)[:MAX_TASK_YAML]
+    return fit(_yaml(data), MAX_TASK_YAML, "that is all of it")
 
 
 def review_yaml(review: ReviewResult) -> str:
     """`.forge/review.yaml`: the last review, for the Implement agent that addresses it."""
-    return _yaml(review.model_dump())[:MAX_TASK_YAML]
+    return fit(_yaml(review.model_dump()), MAX_TASK_YAML, "that is all of it")
 
 
-def review_prompt(task: TaskText, item: WorkItem, base_commit: str, diff: str) -> str:
-    if len(diff) > MAX_DIFF:
-        diff = diff[:MAX_DIFF] + f"\n… (diff cut at {MAX_DIFF} characters; read the files)"
-    plan = item.analysis.plan if item.analysis is not None else "(none)"
+def review_diff(diff: bytes, more: bool) -> tuple[str, bool]:
+    """The text of `.forge/review.diff`: the diff, cut to whole lines at MAX_DIFF bytes when it
+    is longer (True: it was cut)."""
+    if more or len(diff) > MAX_DIFF:
+        diff = diff[:MAX_DIFF]
+        diff = diff[: diff.rfind(b"\n") + 1] or diff
+        more = True
+    text = diff.replace(b"\0", b"").decode("utf-8", "replace")
+    return text or "(the branch changes no file)\n", more
+
+
+def review_prompt(task: TaskText, item: WorkItem, base_commit: str, cut: bool) -> str:
+    """The reviewer's prompt: the diff itself is in `.forge/review.diff`, never in the prompt
+    (a command line holds at most 128 KiB in one argument)."""
+    plan = fit(item.analysis.plan, _PLAN, "that is all of it") if item.analysis else "(none)"
+    where = f"The diff of the branch against its base {base_commit} is in {REVIEW_DIFF}"
+    if cut:
+        where += (
+            f"; it is longer than {MAX_DIFF // 1000} KB and was cut there (at a line end): read "
+            "the changed files themselves for the rest"
+        )
     return (
         f"{task.block()}\n\nThe plan was: {plan}\n\n"
-        f"Review the implementation: the diff of the branch against its base {base_commit}:\n\n"
-        f"```diff\n{diff}\n```\n\nAnswer with the structured output."
+        f"Review the implementation. {where}. Read it first.\n\n"
+        "Answer with the structured output."
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
 from sandbox_runner.engine.loop import StepContext, StepLoop
 from sandbox_runner.engine.reporter import Reporter
-from sandbox_runner.errors import Interrupted
+from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
     AnalysisResult,
@@ -239,6 +239,9 @@ class TaskStages:
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
         record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])  # type: ignore[arg-type]
+        return self._answer(model, record, outcome)
+
+    def _answer(self, model: type[A], record: StepRecord, outcome: StepOutcome) -> Answered[A]:
         last = outcome.last
         cost = record.cost_usd
         if not outcome.complete or last is None:
@@ -265,11 +268,7 @@ class TaskStages:
         files = {"task.yaml": prompts.task_yaml(self.task, item)}
         if item.review is not None:
             files["review.yaml"] = prompts.review_yaml(item.review)
-        if self._worktree is not None:
-            forge_dir = self._worktree / ".forge"
-            forge_dir.mkdir(exist_ok=True)
-            for name, text in files.items():
-                (forge_dir / name).write_text(text, encoding="utf-8")
+        self._write_forge_files(files)
         env = {"FKS_TASK_YAML": files["task.yaml"], "FKS_REVIEW_YAML": files.get("review.yaml", "")}
         record, outcome = self._stage(
             "implement", prompts.implement_prompt(self.task, item), [], env
@@ -282,17 +281,47 @@ class TaskStages:
         return Implemented(commits=commits, cost_usd=record.cost_usd, problem=problem)
 
     def review(self, item: WorkItem) -> Answered[ReviewResult]:
+        from sandbox_runner.git.runner import git_head
+
         assert item.branch is not None and item.start_commit is not None
-        diff = git(
+        raw, more = git_head(
             self.ctx.project,
             "diff",
             "--no-ext-diff",
             "--no-textconv",
+            "--no-color",
             item.start_commit,
             item.branch,
+            limit=prompts.MAX_DIFF,
         )
-        prompt = prompts.review_prompt(self.task, item, item.start_commit, diff)
-        return self._ask("review", ReviewResult, prompt)
+        diff, cut = prompts.review_diff(raw, more)
+        self._write_forge_files({"review.diff": diff})
+        prompt = prompts.review_prompt(self.task, item, item.start_commit, cut)
+        schema = json_schema(ReviewResult)
+        record, outcome = self._stage(
+            "review", prompt, ["--json-schema", schema], {"FKS_REVIEW_DIFF": diff}
+        )
+        return self._answer(ReviewResult, record, outcome)
+
+    def _write_forge_files(self, files: dict[str, str]) -> None:
+        """`.forge/<name>` in a local stage's worktree (a sandboxed stage's container writes
+        them from its environment); a `.forge` that is not a folder is refused, not followed."""
+        from sandbox_runner import nofollow
+
+        if self._worktree is None:
+            return
+        try:
+            with nofollow.opened_dir(self._worktree, Path(".forge"), create=True) as fd:
+                for name in ("task.yaml", "review.yaml", "review.diff"):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=fd)  # nothing stale: only this stage's files
+                for name, text in files.items():
+                    nofollow.write_file(fd, name, text.encode("utf-8"))
+        except nofollow.LinkRefused as exc:
+            raise FksError(
+                f"{exc} in the task's worktree (its branch {self.item.branch} made it so); "
+                "fks does not write through it - remove it from the branch"
+            ) from None
 
     def integrate(self, item: WorkItem) -> Integrated:
         from sandbox_runner.git.landing import merge_back

@@ -60,6 +60,36 @@ def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool
     return out
 
 
+def git_head(cwd: Path, *args: str, limit: int) -> tuple[bytes, bool]:
+    """The first `limit` bytes of git's output (True: there was more; git is stopped there,
+    so a huge output is never read). Raises GitError when git fails before that."""
+    import tempfile
+
+    with (
+        tempfile.TemporaryFile() as errors,
+        subprocess.Popen(
+            ["git", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            env={**os.environ, **_GIT_ENV, "LANGUAGE": "C"},
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        data = proc.stdout.read(limit + 1)
+        more = len(data) > limit
+        if more:
+            proc.kill()
+        proc.stdout.close()
+        status = proc.wait()
+        if not more and status != 0:
+            errors.seek(0)
+            tail = _decoded(errors.read(4096)).strip().splitlines()[-1:] or ["no output"]
+            raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail[0]}")
+    return data[:limit], more
+
+
 def _decoded(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape").removesuffix("\n")
 

@@ -5,21 +5,25 @@ Three kinds:
 - `binary`: an executable on PATH or at a path; step args and the prompt are appended.
 - `claude-agent`: `…/.claude/agents/<name>` → `claude --agent <name> -p …` in that project.
 - `claude`: a config agent with a system prompt → `claude -p <prompt> … --append-system-prompt`.
-Both claude kinds run in print mode with stream-json output.
+Both claude kinds run in print mode with stream-json output, and load settings (hooks, MCP
+servers, permissions, CLAUDE.md) only from the user's own Claude config and fks's flags, never
+from the project they run in: anything in it may have been written by an agent. A
+`claude-agent`'s definition is read by fks from the user's checkout and passed with `--agents`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError
-from sandbox_runner.paths import path_kind, read_in_project, shorten
+from sandbox_runner.paths import inside_project, path_kind, read_in_project, shorten
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
@@ -28,6 +32,13 @@ AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
 DEFAULT_MAX_TURNS = 100
 _CLAUDE_AGENTS = "/.claude/agents/"
+SETTING_SOURCES = ("--setting-sources", "user")
+"""Claude Code loads no project or local settings (`.claude/settings*.json`, `.mcp.json`,
+CLAUDE.md, project agents): only the user's, and what fks passes on the command line."""
+MAX_AGENT_FILE = 64 * 1024
+"""An agent file's size limit: its definition is one argv entry (`--agents`)."""
+_AGENT_FIELDS = ("description", "model")
+_AGENT_TOOL_FIELDS = ("tools", "disallowedTools")
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,51 @@ def parse_claude_agent_path(ref: str, base: Path) -> ClaudeAgentPath | None:
     file = project / ".claude" / "agents" / f"{stem}.md"
     found = path_kind(file, f"Agent '{shorten(ref)}'", AgentNotFoundError) == "file"
     return ClaudeAgentPath(project=project, name=stem, file=file if found else None)
+
+
+def agent_definition(file: Path, name: str) -> str:
+    """`--agents` JSON defining `name` from its Claude Code agent file: the body is the prompt;
+    description, model and tool lists come from the front matter (hooks, MCP servers and
+    permission modes there are not taken)."""
+    what = f"Agent '{shorten(name)}' file"
+    try:
+        with inside_project(file, what).open("rb") as handle:
+            data = handle.read(MAX_AGENT_FILE + 1)
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentNotFoundError(f"{what} {shorten(str(file))} cannot be read ({exc})") from None
+    if len(data) > MAX_AGENT_FILE:
+        raise ConfigError(
+            f"{what} {shorten(str(file))} is over {MAX_AGENT_FILE // 1024} KiB; shorten it"
+        )
+    header, body = _split_frontmatter(text)
+    fields: dict[str, object] = {"description": name, "prompt": body.strip() or name}
+    for key in _AGENT_FIELDS:
+        if isinstance(header.get(key), str) and header[key].strip():
+            fields[key] = header[key].strip()
+    for key in _AGENT_TOOL_FIELDS:
+        value = header.get(key)
+        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, list):
+            fields[key] = [str(item).strip() for item in items if str(item).strip()]
+    return json.dumps({name: fields})
+
+
+def _split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
+    """A Markdown file's YAML front matter (empty when missing or malformed) and its body."""
+    if not text.startswith("---"):
+        return {}, text
+    end = text.find("\n---", 3)
+    if end < 0:
+        return {}, ""
+    import yaml
+
+    try:
+        header = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        header = None
+    body = text[end + 4 :].split("\n", 1)[1] if "\n" in text[end + 4 :] else ""
+    return (header if isinstance(header, dict) else {}), body
 
 
 def frontmatter_name(file: Path) -> str | None:
@@ -90,6 +146,8 @@ class AgentCommand:
     """For `claude-agent`: the name passed to `--agent`."""
     project: Path | None = None
     """For `claude-agent`: the external project's root."""
+    agent_file: Path | None = None
+    """For `claude-agent`: its definition in the user's checkout (None: not found)."""
     config_root: Path | None = None
     """Where config-relative files (systemPrompt, mcpConfig, settings) live."""
 
@@ -107,7 +165,10 @@ class AgentCommand:
         if self.kind == "claude-agent":
             argv += ["--agent", self.claude_agent or ""]
         argv += ["-p", prompt or NO_PROMPT_TEXT, "--output-format", "stream-json", "--verbose"]
-        argv += ["--dangerously-skip-permissions", "--append-system-prompt", self._system_prompt()]
+        argv += ["--dangerously-skip-permissions", *SETTING_SOURCES]
+        if self.kind == "claude-agent" and self.agent_file is not None:
+            argv += ["--agents", agent_definition(self.agent_file, self.claude_agent or "")]
+        argv += ["--append-system-prompt", self._system_prompt()]
         if self.kind == "claude":
             argv += self._config_flags()
         return [*argv, *args]
@@ -199,6 +260,7 @@ def _claude_subagent(
         config=cfg,
         claude_agent=name,
         project=external.project,
+        agent_file=external.file,
     )
 
 

@@ -1,6 +1,7 @@
 """One run at a time per repository and base branch.
 
-An advisory `flock` on `.forge/locks/<base>.lock`: the kernel drops it when its process dies
+An advisory `flock` on `.forge/locks/branches/<base>-<hash>.lock` (`.forge/locks/in-place.lock`
+for a run in place): the kernel drops it when its process dies
 (even by `kill -9`), so a stale lock is reclaimed by simply taking it. The file's content
 names the holder for the error message.
 """
@@ -11,7 +12,6 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -40,8 +40,8 @@ class RunLock:
 
 
 def lock_path(project: Path, base_branch: str | None) -> Path:
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", base_branch) if base_branch else "_in-place"
-    return ForgeLayout(project).lock(name)
+    layout = ForgeLayout(project)
+    return layout.branch_lock(base_branch) if base_branch else layout.lock("in-place")
 
 
 def _holder(fd: int) -> dict[str, object]:

@@ -17,6 +17,8 @@ same id anyway (a hand-made copy), readers list both and refuse to guess which o
 or `edit` means.
 
 Ids are matched case-insensitively and the `TASK-` prefix may be left out when typing one.
+A hand-written id may have up to 32 such characters: ids name files, branches and work items,
+so anything longer or of other characters is refused before a path is made from it.
 """
 
 from __future__ import annotations
@@ -30,9 +32,11 @@ from sandbox_runner.tasks.errors import TaskError
 PREFIX = "TASK-"
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 RANDOM_CHARS = 6
+MAX_CHARS = 32
 FILE_GLOB = "task-*.md"
 
-_SUFFIX = re.compile(r"[0-9a-z]+")
+_SUFFIX = re.compile(rf"[0-9a-z]{{1,{MAX_CHARS}}}")
+_SHOWN = 40
 _SLUG_JUNK = re.compile(r"[^0-9A-Za-z]+")
 _SLUG_MAX = 50
 
@@ -43,8 +47,12 @@ def normalize(raw: str) -> str:
     suffix = text[len(PREFIX) :] if text.upper().startswith(PREFIX) else text
     suffix = suffix.lower()
     if not _SUFFIX.fullmatch(suffix):
+        shown = repr(raw if len(raw) <= _SHOWN else f"{raw[:_SHOWN]}…")
+        if len(raw) > _SHOWN:
+            shown += f" ({len(raw)} characters)"
         raise TaskError(
-            f"{raw!r} is not a task id (ids look like TASK-k3f9x2; `forge-tasks list` shows them)"
+            f"{shown} is not a task id (TASK- and at most {MAX_CHARS} letters and digits, "
+            "like TASK-k3f9x2; `forge-tasks list` shows them)"
         )
     return PREFIX + suffix
 

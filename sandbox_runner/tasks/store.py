@@ -5,16 +5,19 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import NamedTuple
 
+from sandbox_runner import nofollow
 from sandbox_runner.tasks import ids, model
 from sandbox_runner.tasks.errors import TaskError
 
 ROOT_ENV = "FORGE_TASKS_ROOT"
 TASKS_DIR = Path("forge", "tasks")
+MAX_TASK_FILE = 1024 * 1024
+"""A task file's size limit: a larger one is reported, not read."""
 
 
 def find_root(start: Path) -> Path:
@@ -77,45 +80,67 @@ class TaskStore:
         """Every `task-*.md` file; one that does not parse becomes a problem, not a failure."""
         tasks: list[TaskFile] = []
         problems: list[str] = []
-        paths = sorted(self.tasks_dir.glob(ids.FILE_GLOB)) if self.tasks_dir.is_dir() else []
-        for path in paths:
-            try:
-                text = path.read_text(encoding="utf-8")
-                tasks.append(TaskFile(path, model.parse(text, where=self.relative(path))))
-            except TaskError as exc:
-                problems.append(str(exc))
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"{self.relative(path)}: cannot be read: {exc}")
-        return Board(tasks, problems, [path.name for path in paths])
+        with self._tasks_fd(create=False) as fd:
+            if fd is None:
+                return Board([], [], [])
+            names = sorted(n for n in os.listdir(fd) if fnmatch(n, ids.FILE_GLOB))  # noqa: PTH208
+            for name in names:
+                path = self.tasks_dir / name
+                try:
+                    text = nofollow.read_file(fd, name, path, MAX_TASK_FILE).decode("utf-8")
+                    tasks.append(TaskFile(path, model.parse(text, where=self.relative(path))))
+                except TaskError as exc:
+                    problems.append(str(exc))
+                except nofollow.LinkRefused as exc:
+                    problems.append(f"{self.relative(path)} {exc.what}; not read")
+                except (OSError, UnicodeDecodeError) as exc:
+                    problems.append(f"{self.relative(path)}: cannot be read: {exc}")
+        return Board(tasks, problems, names)
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """Serialise writers: flock on the forge/tasks directory itself, so no lock file is left."""
+    def _open_tasks(self, *, create: bool) -> int | None:
+        """forge/tasks/, opened without following a link (None: it does not exist)."""
         try:
-            self.tasks_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.tasks_dir, os.O_RDONLY)
+            return nofollow.open_dir(self.root, TASKS_DIR, create=create)
+        except FileNotFoundError:
+            if create:
+                raise TaskError(f"cannot use {self.tasks_dir}: it is missing") from None
+            return None
+        except nofollow.LinkRefused as exc:
+            raise TaskError(
+                f"{exc}; fks never reads or writes through a link in the project: "
+                "replace it with a folder"
+            ) from None
         except OSError as exc:
             raise TaskError(
                 f"cannot use {self.tasks_dir}: {exc.strerror}; check the path and its permissions"
             ) from None
+
+    @contextlib.contextmanager
+    def _tasks_fd(self, *, create: bool) -> Iterator[int | None]:
+        fd = self._open_tasks(create=create)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield fd
         finally:
-            os.close(fd)  # closing the descriptor releases the lock
+            if fd is not None:
+                os.close(fd)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Serialise writers: flock on the forge/tasks directory itself, so no lock file is left."""
+        with self._tasks_fd(create=True) as fd:
+            assert fd is not None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield  # closing the descriptor releases the lock
 
     def write(self, path: Path, task: model.Task) -> None:
-        """Replace `path` atomically: readers see the old file or the new one, never half."""
-        try:
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".forge-tasks-", suffix=".tmp")
-        except OSError as exc:
-            raise TaskError(
-                f"cannot write in {path.parent}: {exc.strerror}; check its permissions"
-            ) from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-                out.write(model.dump(task))
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        """Replace `path` (in forge/tasks/) atomically: readers see the old file or the new
+        one, never half; a link there is replaced, never written through."""
+        assert path.parent == self.tasks_dir, path
+        with self._tasks_fd(create=True) as fd:
+            assert fd is not None
+            try:
+                nofollow.write_file(fd, path.name, model.dump(task).encode("utf-8"))
+            except OSError as exc:
+                raise TaskError(
+                    f"cannot write {self.relative(path)}: {exc.strerror}; check its permissions"
+                ) from None

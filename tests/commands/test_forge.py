@@ -118,18 +118,26 @@ def test_answer_needs_an_open_question_and_one_answer(repo: Path, tmp_path: Path
 # --- with the real claude CLI, locally (each task in a git worktree) -----------------------------
 
 
+READ_DIFF = [{"tool": "Read", "input": {"file_path": ".forge/review.diff"}}]
+
+
 def local_team(request: Request) -> Any:
+    system = request.system_text
+    results = json.dumps(request.tool_results)
+    reviewing = "You review the implementation of one task" in system
+    if reviewing and "Structured output" not in results and "+hi" in results:
+        # the diff, read from .forge/review.diff
+        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
     if any(r for r in request.tool_results):
         return [{"text": "Done."}]
-    system = request.system_text
     if "You analyze one task" in system:
         plan = {"complexity": "low", "plan": "Write it.", "sufficient": True}
         return [{"tool": "StructuredOutput", "input": plan}]
     if "You implement one task" in system:
         command = "test -f .forge/task.yaml && echo hi > hi.txt && git add hi.txt && git commit -qm 'say hi'"
         return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
-    if "You review the implementation of one task" in system and "+hi" in request.prompt:
-        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
+    if reviewing and ".forge/review.diff" in request.prompt and "+hi" not in request.prompt:
+        return READ_DIFF
     return [{"text": f"unexpected: {request.prompt[:100]}"}]
 
 

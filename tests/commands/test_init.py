@@ -208,3 +208,22 @@ def test_repository_copy_matches_the_template(rel: str) -> None:
     assert (REPO / rel).read_bytes() == (TEMPLATES / rel).read_bytes(), (
         f"{rel} differs from sandbox_runner/templates/init/{rel}"
     )
+
+
+@pytest.mark.parametrize("link", ["forge", "system-prompts", "forge/chains.schema.json"])
+def test_init_never_writes_through_a_link(project: Path, tmp_path: Path, link: str) -> None:
+    """A step may have landed `forge` as a link to a host folder: `fks init` refuses in one line
+    instead of writing its files there (a link in a file's place is replaced, not followed)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (project / link).parent.mkdir(parents=True, exist_ok=True)
+    (project / link).symlink_to(outside / "schema.json" if link.endswith(".json") else outside)
+    done = fks("init", cwd=project)
+    if link.endswith(".json"):
+        assert done.code == 0, done.output
+        assert not (project / link).is_symlink()
+    else:
+        assert done.code == 2, done.output
+        assert f"{project / link} is a symlink" in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert list(outside.iterdir()) == []

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import git
-from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
+from test_pipeline import ANALYSIS, APPROVED, REJECTED, answer, commit, context, new_task, repo
 
 from sandbox_runner.backends.base import ExecSpec
 from sandbox_runner.backends.fake import FakeRun
+from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import process_task
 
@@ -81,3 +83,70 @@ def test_commits_into_forge_records_never_land(
     assert git(repo, "rev-parse", "main") == before
     saved = WorkStore(repo).get(task_id)
     assert saved is not None and saved.status == "failed"  # fks's own record, not the agent's
+
+
+def test_a_forge_link_committed_on_the_task_branch_is_not_written_through(
+    repo: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Implement commits `.forge` as a link to a host folder; the Review's `.forge/review.diff`
+    is not written there: the task fails, naming the link."""
+    task_id = new_task(repo, "linked", capsys)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+
+    def link(spec: ExecSpec) -> FakeRun:
+        (spec.cwd / ".forge").rename(spec.cwd / "forge-was-here")
+        (spec.cwd / ".forge").symlink_to(outside)
+        git(spec.cwd, "add", ".forge")
+        return commit({"a.txt": "one\n"})(spec)
+
+    # Before: the review rejected, and the next Implement's .forge/task.yaml went to `outside`.
+    ctx, _ = context(repo, [answer(ANALYSIS), link, answer(REJECTED), commit({"a.txt": "2\n"})])
+    with pytest.raises(FksError, match=r"\.forge is a symlink") as raised:
+        process_task(ctx, task_id, max_cost=None)
+    assert "\n" not in str(raised.value)
+    saved = WorkStore(repo).get(task_id)
+    assert saved is not None and saved.status == "failed"
+    assert list(outside.iterdir()) == []
+
+
+ARG_MAX = 128 * 1024  # the kernel's limit for one argument or environment string
+
+
+def test_long_task_files_and_answers_never_make_an_argument_too_long(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A landed task file with a 400 KB description (multi-byte text), and a reviewer's 200 long
+    issues: every stage still starts, with each argument and variable under the limit."""
+    from sandbox_runner.tasks.commands import create
+
+    create(root=repo, title="long", description="é" * 200_000, criteria=["ü" * 50_000])
+    task_id = capsys.readouterr().out.split()[-1]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "long task")
+    seen: list[ExecSpec] = []
+
+    def watch(run: Any) -> Any:
+        def wrapped(spec: ExecSpec) -> FakeRun:
+            seen.append(spec)
+            return run(spec) if callable(run) else run
+
+        return wrapped
+
+    rejected = {"approved": False, "issues": ["ß" * 2_000] * 200, "suggestions": []}
+    script = [
+        answer({**ANALYSIS, "plan": "ö" * 20_000, "relevant_files": ["f" * 5000] * 200}),
+        commit({"a.txt": "one\n"}),
+        answer(rejected),
+        commit({"a.txt": "two\n"}),
+        answer(APPROVED),
+    ]
+    ctx, _ = context(repo, [watch(run) for run in script])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "completed", item and item.error
+    assert len(seen) == 5
+    for spec in seen:
+        longest = max(len(arg.encode()) for arg in spec.argv)
+        assert longest < ARG_MAX, (spec.argv[1][:100], longest)
+        for name, value in spec.env.items():
+            assert len(f"{name}={value}".encode()) < ARG_MAX, name

@@ -9,6 +9,7 @@
 #   FKS_START_TREE  FKS_START's tree; FKS_BASE_INDEX see prepare
 #   FKS_TASK_YAML, FKS_REVIEW_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml
 #               and .forge/review.yaml (kept out of git)
+#   FKS_REVIEW_DIFF  for its Review stage: written to .forge/review.diff
 #
 # The workspace is a Docker volume at /workspace: a git repository whose object store borrows
 # the user's objects (read-only at /fks/objects) as an alternate. What leaves it is data in
@@ -315,13 +316,18 @@ if [ -z "$ready" ]; then
 fi
 # Before anything the agent could print: the host trusts only the first such line.
 printf 'fks-prepared %s %s\n' "${FKS_NONCE:-}" "$prepared" >&2
-if [ -n "${FKS_TASK_YAML:-}" ]; then
+if [ -n "${FKS_TASK_YAML:-}${FKS_REVIEW_DIFF:-}" ]; then
     mkdir -p .git/info || exit 125
     grep -qx '/.forge/' .git/info/exclude 2>/dev/null || echo '/.forge/' >>.git/info/exclude
-    mkdir -p .forge && printf '%s\n' "$FKS_TASK_YAML" >.forge/task.yaml || exit 125
-    rm -f .forge/review.yaml
+    mkdir -p .forge && rm -f .forge/task.yaml .forge/review.yaml .forge/review.diff || exit 125
+    if [ -n "${FKS_TASK_YAML:-}" ]; then
+        printf '%s\n' "$FKS_TASK_YAML" >.forge/task.yaml || exit 125
+    fi
     if [ -n "${FKS_REVIEW_YAML:-}" ]; then
         printf '%s\n' "$FKS_REVIEW_YAML" >.forge/review.yaml || exit 125
+    fi
+    if [ -n "${FKS_REVIEW_DIFF:-}" ]; then
+        printf '%s\n' "$FKS_REVIEW_DIFF" >.forge/review.diff || exit 125
     fi
 fi
 if ! command -v "$1" >/dev/null 2>&1; then
