@@ -573,6 +573,9 @@ def forge_run_cmd(
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
     resume: ForgeResumeOption = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Process the named tasks anew, even landed ones.")
+    ] = False,
     json_output: ForgeJsonOption = False,
     junit: ForgeJunitOption = None,
     cwd: CwdOption = None,
@@ -591,6 +594,7 @@ def forge_run_cmd(
             allow=list(allow or []),
             max_cost=max_cost,
             resume=resume,
+            force=force,
             json_output=json_output,
             junit=junit,
             cwd=cwd,
@@ -604,6 +608,7 @@ def forge_run_cmd(
 def forge_worker_cmd(
     task: Annotated[str, typer.Argument()],
     session: Annotated[str, typer.Option("--session")],
+    mode: Annotated[str, typer.Option("--mode")] = "named",
     sandbox: RunSandboxOption = False,
     base: RunBaseOption = None,
     image: RunImageOption = None,
@@ -627,6 +632,7 @@ def forge_worker_cmd(
         cwd=cwd,
         config=config,
         session=session,
+        mode=mode,
     )
     return forge.worker(options, task)
 

@@ -7,10 +7,11 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast, get_args
 
 from sandbox_runner.commands.run import first_error
 from sandbox_runner.errors import (
@@ -25,6 +26,7 @@ from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.scheduler import ForgeView
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.worker import Mode
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
     ForgeConfig,
@@ -54,6 +56,10 @@ class ForgeOptions:
     allow: Sequence[str] = ()
     max_cost: float | None = None
     resume: bool = False
+    force: bool = False
+    """Process the named tasks anew, even a landed one."""
+    mode: str = "named"
+    """A worker's: how its task was chosen (forge.worker.Mode)."""
     json_output: bool = False
     junit: Path | None = None
     session: str | None = None
@@ -167,23 +173,52 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
             local.resolve(step)
 
 
-def _selected(setup: _Setup, options: ForgeOptions) -> list[str]:
-    board, store = TaskBoard(setup.project), WorkStore(setup.project)
-    if options.tasks:
-        wanted = [board.normalize(ref) for ref in options.tasks]
-        for task_id in wanted:
-            board.task(task_id)
-        return list(dict.fromkeys(wanted))
-    chosen = board.ready()
-    for item in store.items():
+def _ready(project: Path, resume: bool) -> list[str]:
+    """What `fks forge run` without TASKs processes now: items that go on (answered, stopped by
+    --max-cost, approved but not landed, with --resume the interrupted), then the ready tasks."""
+    chosen = TaskBoard(project).ready()
+    for item in WorkStore(project).items():
         again = (
             (item.status == "waiting" and item.answer)
             or item.status == "pending"
-            or (options.resume and item.interrupted)
+            or item.landable
+            or (resume and item.interrupted)
         )
-        if again and item.task_id not in chosen:
+        if again and not item.held and item.task_id not in chosen:
             chosen.insert(0, item.task_id)
     return chosen
+
+
+def _named(project: Path, options: ForgeOptions) -> list[str]:
+    """The TASKs the user named; a landed one is refused unless --force."""
+    from sandbox_runner.forge.worker import landed_line
+
+    board, store = TaskBoard(project), WorkStore(project)
+    wanted = list(dict.fromkeys(board.normalize(ref) for ref in options.tasks))
+    for task_id in wanted:
+        status = board.task(task_id).meta.status
+        item = store.get(task_id)
+        if options.force:
+            continue
+        if item is not None and item.status == "completed":
+            raise UsageError(landed_line(item))
+        if item is None and status == "Done":
+            raise UsageError(
+                f"{task_id} is Done in forge-tasks; fks forge run --force {task_id} processes it"
+            )
+    return wanted
+
+
+def _picker(
+    project: Path, options: ForgeOptions, named: Sequence[str]
+) -> Callable[[Sequence[str]], str | None]:
+    """The conductor's next task: the next named one, or what is ready at that moment."""
+
+    def pick(started: Sequence[str]) -> str | None:
+        tasks = named if options.tasks else _ready(project, options.resume)
+        return next((t for t in tasks if t not in started), None)
+
+    return pick
 
 
 def run(options: ForgeOptions) -> int:
@@ -193,10 +228,13 @@ def run(options: ForgeOptions) -> int:
     from sandbox_runner.signals import signals_as_interrupts
 
     _check_numbers(options)
+    if options.force and not options.tasks:
+        raise UsageError("--force redoes named tasks only: fks forge run --force TASK_ID")
     setup = _setup(options)
     session = new_run_id()
     ctx = _context(setup, session, options.max_cost)
-    tasks = _selected(setup, options)
+    named = _named(setup.project, options) if options.tasks else []
+    tasks = named or _ready(setup.project, options.resume)
     if not tasks:
         out = sys.stderr if options.json_output else sys.stdout
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
@@ -205,18 +243,21 @@ def run(options: ForgeOptions) -> int:
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
+    mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options)
-    view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
     conductor = Conductor(
-        tasks=tasks,
+        pick=_picker(setup.project, options, named),
         parallel=parallel,
-        argv_for=worker_argv([*_worker_args(options, setup), "--session", session]),
+        argv_for=worker_argv([*_worker_args(options, setup), "--session", session, "--mode", mode]),
         view=view,
         cwd=setup.project,
         keep_going=lambda: not _over_budget(setup.project, session, options.max_cost),
     )
     try:
-        with signals_as_interrupts():
+        with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
+            view.note(
+                f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'"
+            )
             codes = conductor.run()
     except Interrupted as exc:
         view.close()
@@ -224,15 +265,36 @@ def run(options: ForgeOptions) -> int:
             f"[fks] Interrupted ({exc.signal_name}); continue with: fks forge run --resume",
             file=sys.stderr,
         )
-        _write_outputs(setup, tasks, session, options)
+        _write_outputs(setup, conductor.started, session, options)
         return EXIT_INTERRUPTED
     except BaseException:
         view.close()
         raise
     view.close()
-    items = _write_outputs(setup, tasks, session, options)
-    done = all(i.status == "completed" for i in items) and len(items) == len(tasks)
-    return EXIT_COMPLETE if done and all(c == 0 for c in codes.values()) else EXIT_INCOMPLETE
+    items = _write_outputs(setup, conductor.started, session, options)
+    done = all(i.status == "completed" for i in items) and len(items) == len(conductor.started)
+    return (
+        EXIT_COMPLETE
+        if done and all(c in (0, EXIT_SKIPPED) for c in codes.values())
+        else EXIT_INCOMPLETE
+    )
+
+
+def forge_lock(project: Path, base: str, session: str) -> AbstractContextManager[object]:
+    """Held while fks forge lands on `base`: shared by `fks forge` runs, which claim their tasks
+    one by one, and exclusive of chains on `base` (and of in-place runs in its checkout)."""
+    from sandbox_runner.git.repo import checkout_of, open_repo
+    from sandbox_runner.records.lock import run_lock
+
+    stack = ExitStack()
+    with stack:
+        label = "fks forge run"
+        stack.enter_context(run_lock(project, base, run_label=label, shared=True)).set_run(session)
+        checkout = checkout_of(open_repo(project, what="fks forge"), base)
+        if checkout is not None and checkout.resolve() == project.resolve():
+            in_place = run_lock(project, None, run_label=label, shared=True)
+            stack.enter_context(in_place).set_run(session)
+        return stack.pop_all()
 
 
 def _view(options: ForgeOptions) -> ForgeView:
@@ -287,11 +349,18 @@ def worker(options: ForgeOptions, task_id: str) -> int:
 
     if not options.session:
         raise UsageError("a forge worker needs --session")
+    if options.mode not in get_args(Mode):
+        raise UsageError(f"--mode must be one of {', '.join(get_args(Mode))}")
     setup = _setup(options)
     ctx = _context(setup, options.session, options.max_cost)
     try:
         with signals_as_interrupts():
-            item = process_task(ctx, task_id, max_cost=options.max_cost)
+            item = process_task(
+                ctx,
+                task_id,
+                max_cost=options.max_cost,
+                mode=cast(Mode, options.mode),
+            )
     except Interrupted:
         print("[fks] Interrupted: the task's branch is kept; fks forge run --resume continues it")
         return EXIT_INTERRUPTED
@@ -334,8 +403,9 @@ def _summary_line(item: WorkItem) -> str:
         "failed": f"failed: {item.error}",
         "waiting": f"waiting for an answer: {item.question}",
         "pending": f"stopped before {item.stage} (--max-cost)",
-        "executing": f"interrupted during {item.stage}",
-    }[item.status]
+        "executing": f"being processed during {item.stage}",
+        "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
+    }[item.shown_status]
     return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
 
 
@@ -343,7 +413,7 @@ def _item_json(item: WorkItem) -> dict[str, object]:
     return {
         "task": item.task_id,
         "title": item.title,
-        "status": item.status,
+        "status": item.shown_status,
         "stage": item.stage,
         "attempts": item.attempts,
         "retries": item.retries,
@@ -369,12 +439,12 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         print("No task has been through fks forge yet (fks forge run starts the ready ones).")
         return EXIT_COMPLETE
     print(
-        f"{'TASK':<16} {'STATUS':<10} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
+        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
     )
     for i in items:
         waits = i.waiting_for or i.error or ""
         print(
-            f"{i.task_id:<16} {i.status:<10} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
+            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
     return EXIT_COMPLETE

@@ -56,9 +56,11 @@ class ForgeView:
 
 @dataclass
 class Conductor:
-    """Runs `argv_for(task_id)` for each task, `parallel` at a time."""
+    """Runs `argv_for(task_id)` for each task `pick` gives, `parallel` at a time."""
 
-    tasks: Sequence[str]
+    pick: Callable[[Sequence[str]], str | None]
+    """The next task to start, given those started so far (None: no more), asked each time a
+    place is free, so that what is ready is decided then, not once at the start."""
     parallel: int
     argv_for: Callable[[str], list[str]]
     view: ForgeView
@@ -67,19 +69,23 @@ class Conductor:
     keep_going: Callable[[], bool] = lambda: True
     """Checked before each start (e.g. the budget)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
     _lines: queue.Queue[tuple[str, str | None]] = field(default_factory=queue.Queue)
 
     def run(self) -> dict[str, int]:
         """Exit code of each worker that ran; raises Interrupted after stopping them all."""
-        pending = list(self.tasks)
         running: dict[str, Worker] = {}
+        more = True
         try:
-            while pending or running:
-                while pending and len(running) < self.parallel and self.keep_going():
-                    task_id = pending.pop(0)
+            while more or running:
+                while more and len(running) < self.parallel and self.keep_going():
+                    task_id = self.pick(self.started)
+                    if task_id is None:
+                        more = False
+                        break
+                    self.started.append(task_id)
                     running[task_id] = self._start(task_id)
-                if not self.keep_going():
-                    pending.clear()
+                more = more and self.keep_going()
                 self._drain(running, timeout=0.2)
                 self.view.tick(list(running.values()))
         except (KeyboardInterrupt, Interrupted) as exc:

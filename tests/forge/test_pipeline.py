@@ -17,8 +17,8 @@ from sandbox_runner.backends.base import ExecSpec
 from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.stages import ForgeContext
-from sandbox_runner.forge.work import WorkStore
-from sandbox_runner.forge.worker import process_task
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.worker import claim, process_task
 from sandbox_runner.git.repo import open_repo
 from sandbox_runner.plan.config import ForgeSettings
 from sandbox_runner.records.store import RunStore
@@ -283,13 +283,15 @@ def test_a_conflict_on_landing_sends_the_task_back_on_the_new_base(
 def test_the_work_item_is_the_lock(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task_id = new_task(repo, "locked", capsys)
     store = WorkStore(repo)
-    held = store.claim(task_id, "locked", session="other")
-    assert held is not None and held.status == "executing" and held.pid == os.getpid()
-    assert store.claim(task_id, "locked", session="again") is None  # a live holder
+    ctx, _ = context(repo, [])
+    held = claim(ctx, task_id, "locked", "named")
+    assert isinstance(held, WorkItem) and held.status == "executing" and held.pid == os.getpid()
+    assert "being processed by another fks forge run" in str(claim(ctx, task_id, "x", "named"))
     held.pid = 2**22 + 12345  # no such process: the holder died
     store.write(held)
-    again = store.claim(task_id, "locked", session="again")
-    assert again is not None and again.seq == 1 and again.session == "again"
+    ctx.session = "again"
+    again = claim(ctx, task_id, "locked", "named")
+    assert isinstance(again, WorkItem) and again.seq == 1 and again.session == "again"
 
 
 def test_an_interrupted_task_continues_where_it_stopped(
@@ -304,9 +306,7 @@ def test_an_interrupted_task_continues_where_it_stopped(
     with pytest.raises(KeyboardInterrupt):
         process_task(ctx, task_id, max_cost=None)
     item = WorkStore(repo).get(task_id)
-    assert item is not None and item.status == "executing" and item.stage == "implement"
-    item.pid = 2**22 + 12345
-    WorkStore(repo).write(item)
+    assert item is not None and item.status == "interrupted" and item.stage == "implement"
     ctx, sandbox = context(repo, [commit({"c.txt": "c\n"}), answer(APPROVED)])
     done = process_task(ctx, task_id, max_cost=None)
     assert done is not None and done.status == "completed"
