@@ -4,7 +4,8 @@
 The stage comes from the system prompt, the task from the prompt. It appends
 {"stage", "task", "pid"} to $FAKE_STATE/calls.jsonl, then answers like claude's stream-json:
   analyze    a low-complexity plan
-  implement  writes <task>.txt ("done\n") in its cwd and commits it
+  implement  writes <task>.txt (naming its pid) in its cwd and commits it (subject:
+             FAKE_SUBJECT, default "implement <task>")
   review     approves (FAKE_REJECT=1: rejects)
 Optional:
   FAKE_HOLD=<stage>:<task>  on that stage of that task, writes $FAKE_STATE/held and waits until
@@ -45,10 +46,13 @@ answer: object = None
 if stage == "analyze":
     answer = {"complexity": "low", "plan": "Write the file.", "sufficient": True}
 elif stage == "implement":
-    Path(f"{task}.txt").write_text("done\n")
+    Path(f"{task}.txt").write_text(f"done by {os.getpid()}\n")
     ident = ["-c", "user.name=Fake", "-c", "user.email=fake@example.com"]
     subprocess.run(["git", "add", "-A"], check=True)
-    subprocess.run(["git", *ident, "commit", "-qm", f"implement {task}"], check=True)
+    subprocess.run(
+        ["git", *ident, "commit", "-qm", os.environ.get("FAKE_SUBJECT", f"implement {task}")],
+        check=True,
+    )
 elif stage == "review":
     answer = {"approved": not os.environ.get("FAKE_REJECT"), "issues": ["not good"]}
 

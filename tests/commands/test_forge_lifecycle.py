@@ -10,9 +10,10 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import FKS, fks, git, init_repo
+from helpers import FKS, Result, fks, git, init_repo, write_config
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "agents" / "fake_claude.py"
 
@@ -83,3 +84,113 @@ def test_two_concurrent_runs_process_each_task_once(repo: Path, env: dict[str, s
     assert (repo / f"{first}.txt").exists() and (repo / f"{second}.txt").exists()
     status = json.loads(fks("forge", "status", "--json", "--cwd", str(repo)).stdout)
     assert {i["task"]: i["status"] for i in status} == {first: "completed", second: "completed"}
+
+
+def forge(repo: Path, env: dict[str, str], *args: str) -> Result:
+    return fks("forge", *args, "--cwd", str(repo), env=env, timeout=300)
+
+
+def item(repo: Path, task: str) -> dict[str, Any]:
+    done = fks("forge", "show", task, "--json", "--cwd", str(repo))
+    assert done.code == 0, done.output
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+STAGES = ("analyze", "implement", "review")
+
+
+def test_a_landed_task_is_refused_unless_forced(repo: Path, env: dict[str, str]) -> None:
+    task = create(repo, "once")
+    assert forge(repo, env, "run").code == 0
+    landed = git(repo, "rev-parse", "main")
+    branch = git(repo, "rev-parse", f"fks/forge/{task}")
+    again = forge(repo, env, "run", task)
+    assert again.code == 2, again.output
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert f"{task} already landed on 'main' ({landed[:12]})" in again.stderr
+    assert "--force" in again.stderr
+    assert git(repo, "rev-parse", f"fks/forge/{task}") == branch  # not reset to the base
+    assert item(repo, task)["status"] == "Done"
+    assert calls(env) == Counter({(task, s): 1 for s in STAGES})
+    forced = forge(repo, env, "run", "--force", task)
+    assert forced.code == 0, forced.output
+    assert calls(env) == Counter({(task, s): 2 for s in STAGES})
+    assert [i["seq"] for i in item(repo, task)["items"]] == [1, 2]
+
+
+def test_an_approved_task_whose_landing_was_blocked_lands_when_run_again(
+    repo: Path, env: dict[str, str]
+) -> None:
+    task = create(repo, "blocked")
+    (repo / f"{task}.txt").write_text("the user's own, untracked\n")
+    first = forge(repo, env, "run")
+    assert first.code == 1, first.output
+    assert "could not land" in first.stdout and f"fks forge land {task}" in first.stdout
+    assert (repo / f"{task}.txt").read_text() == "the user's own, untracked\n"
+    status = forge(repo, env, "status")
+    assert f"fks forge land {task}" in status.stdout, status.output
+    (repo / f"{task}.txt").unlink()
+    again = forge(repo, env, "run")
+    assert again.code == 0, again.output
+    assert calls(env) == Counter({(task, s): 1 for s in STAGES})  # no agent ran again
+    assert (repo / f"{task}.txt").read_text().startswith("done by")
+    shown = item(repo, task)
+    assert shown["status"] == "Done" and [i["status"] for i in shown["items"]] == ["completed"]
+
+
+def test_land_lands_only_an_approved_branch(repo: Path, env: dict[str, str]) -> None:
+    task, other = create(repo, "blocked"), create(repo, "unrun")
+    refused = forge(repo, env, "land", other)
+    assert refused.code == 2 and "has no approved branch to land" in refused.stderr
+    (repo / f"{task}.txt").write_text("in the way\n")
+    assert forge(repo, env, "run", task).code == 1
+    still = forge(repo, env, "land", task)
+    assert still.code == 1 and "could not land" in still.stdout, still.output
+    (repo / f"{task}.txt").unlink()
+    landed = forge(repo, env, "land", task)
+    assert landed.code == 0, landed.output
+    assert git(repo, "log", "-1", "--format=%s", "main") == f"implement {task}"
+    assert calls(env) == Counter({(task, s): 1 for s in STAGES})
+    again = forge(repo, env, "land", task)
+    assert again.code == 2 and "already landed" in again.stderr
+
+
+def test_retry_goes_on_from_the_rejection_and_reset_starts_anew(
+    repo: Path, env: dict[str, str]
+) -> None:
+    write_config(repo, {"forge": {"maxReviewRetries": 0}})
+    task = create(repo, "picky")
+    rejected = forge(repo, {**env, "FAKE_REJECT": "1"}, "run")
+    assert rejected.code == 1 and "rejected after 1 attempt(s)" in rejected.stdout
+    retried = forge(repo, env, "retry", task)
+    assert retried.code == 0, retried.output
+    assert calls(env) == Counter(
+        {(task, "analyze"): 1, (task, "implement"): 2, (task, "review"): 2}
+    )
+    reset = forge(repo, env, "reset", task)
+    assert reset.code == 0 and "starts it from Analyze" in reset.stdout, reset.output
+    assert item(repo, task)["status"] == "To Do"
+    assert forge(repo, env, "run").code == 0
+    assert calls(env)[(task, "analyze")] == 2
+    assert forge(repo, env, "retry", task).code == 2  # landed: nothing to retry
+
+
+def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
+    repo: Path, env: dict[str, str]
+) -> None:
+    task = create(repo, "shown")
+    (repo / f"{task}.txt").write_text("in the way\n")
+    subject = "fix \x1b[2J\x1b]0;pwned\x07it \u202etxt.exe\n[fks] Landed on 'main'"
+    assert forge(repo, {**env, "FAKE_SUBJECT": subject}, "run").code == 1
+    shown = forge(repo, env, "show", task)
+    assert shown.code == 0, shown.output
+    text = shown.stdout
+    assert f"{task}: shown (forge-tasks: Blocked)" in text
+    assert "#1 failed at integrate: 1 attempt(s), 0 retries, $0.0300" in text
+    for stage in STAGES:
+        assert f"  {stage} " in text
+    assert "result: could not land" in text
+    assert "    commit " in text and "fix it txt.exe [fks] Landed on 'main'" in text
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert not any(line.startswith("[fks]") for line in text.splitlines())
