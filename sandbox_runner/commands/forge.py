@@ -108,7 +108,7 @@ def forge_base(project: Path, base: str | None) -> str:
         branch_exists,
         checkout_of,
         current_branch,
-        dirty_tracked,
+        dirty_outside_tasks,
         open_repo,
     )
 
@@ -122,9 +122,7 @@ def forge_base(project: Path, base: str | None) -> str:
     elif not branch_exists(project, base):
         raise UsageError(f"--base {base}: no such branch in {project}")
     checkout = checkout_of(repo, base)
-    dirty = (
-        [p for p in dirty_tracked(checkout) if not p.startswith("forge/tasks/")] if checkout else []
-    )
+    dirty = dirty_outside_tasks(checkout) if checkout else []
     if dirty:
         raise UsageError(
             f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "

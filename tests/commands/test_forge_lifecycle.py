@@ -194,3 +194,42 @@ def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
     assert "    commit " in text and "fix it txt.exe [fks] Landed on 'main'" in text
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
     assert not any(line.startswith("[fks]") for line in text.splitlines())
+
+
+@pytest.mark.docker
+def test_task_statuses_left_by_forge_never_block_the_next_sandboxed_run(
+    repo: Path, env: dict[str, str]
+) -> None:
+    create(repo, "status")
+    assert forge(repo, env, "run").code == 0
+    assert git(repo, "status", "--porcelain", "--untracked-files=no").startswith('M "forge/tasks/')
+    done = fks("run", "--sandbox", "--dry-run", "claude", cwd=repo, env=env)
+    assert done.code == 0, done.output
+    (repo / "README.md").write_text("the user's change\n")  # anything else still blocks
+    done = fks("run", "--sandbox", "--dry-run", "claude", cwd=repo, env=env)
+    assert done.code == 2 and "uncommitted changes to tracked files" in done.stderr
+
+
+def test_forge_and_a_chain_on_the_same_base_exclude_each_other(
+    repo: Path, env: dict[str, str]
+) -> None:
+    from sandbox_runner.records.lock import run_lock
+
+    task = create(repo, "exclusive")
+    with run_lock(repo, "main", run_label="chain") as chain:  # as `fks run --sandbox` holds it
+        chain.set_run("20990101-000000-beef")
+        refused = forge(repo, env, "run")
+    assert refused.code == 2, refused.output
+    assert "run 20990101-000000-beef" in refused.stderr and "base branch 'main'" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert not (repo / ".forge" / "work").exists() and calls(env) == Counter()
+    state = Path(env["FAKE_STATE"])
+    running = start(repo, {**env, "FAKE_HOLD": f"review:{task}"})
+    wait_for(state / "held", running)
+    in_place = fks("run", "claude", cwd=repo, env=env)  # a chain in the checkout of 'main'
+    (state / "go").write_text("")
+    out, _ = running.communicate(timeout=300)
+    assert running.returncode == 0, out
+    assert in_place.code == 2, in_place.output
+    assert "is already running on" in in_place.stderr
+    assert calls(env)[("?", "other")] == 0
