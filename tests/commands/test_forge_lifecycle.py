@@ -233,3 +233,28 @@ def test_forge_and_a_chain_on_the_same_base_exclude_each_other(
     assert in_place.code == 2, in_place.output
     assert "is already running on" in in_place.stderr
     assert calls(env)[("?", "other")] == 0
+
+
+def test_an_interrupted_task_shows_as_interrupted_everywhere(
+    repo: Path, env: dict[str, str]
+) -> None:
+    import signal
+
+    task = create(repo, "stopped")
+    state = Path(env["FAKE_STATE"])
+    running = start(repo, {**env, "FAKE_HOLD": f"review:{task}"})
+    wait_for(state / "held", running)
+    running.send_signal(signal.SIGINT)
+    out, _ = running.communicate(timeout=300)
+    assert running.returncode == 130, out
+    assert f"{task} interrupted during review" in out
+    status = forge(repo, env, "status")
+    (row,) = [line for line in status.stdout.splitlines() if line.startswith(task)]
+    assert row.split()[1:3] == ["interrupted", "review"], status.stdout
+    runs = fks("runs", cwd=repo)
+    (line,) = [line for line in runs.stdout.splitlines() if f"forge {task}" in line]
+    assert "interrupted" in line and "incomplete" not in line, runs.stdout
+    assert item(repo, task)["items"][0]["status"] == "interrupted"
+    resumed = forge(repo, env, "run", "--resume")
+    assert resumed.code == 0, resumed.output
+    assert calls(env)[(task, "analyze")] == 1 and calls(env)[(task, "review")] == 2

@@ -15,6 +15,7 @@ from helpers import git, init_repo
 
 from sandbox_runner.backends.base import ExecSpec
 from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
+from sandbox_runner.errors import SandboxError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.stages import ForgeContext
 from sandbox_runner.forge.work import WorkItem, WorkStore
@@ -373,3 +374,27 @@ def test_an_invalid_architect_answer_fails_the_task(
     item = process_task(ctx, task_id, max_cost=None)
     assert item is not None and item.status == "failed"
     assert item.error == "Architect: invalid ArchitectResult: an unresolved answer needs a question"
+
+
+def test_a_docker_error_fails_the_task_in_one_line_never_leaving_it_executing(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import docker.errors
+
+    task_id = new_task(repo, "crashing", capsys)
+
+    def crash(spec: ExecSpec) -> FakeRun:
+        raise docker.errors.APIError("500 Server Error: the container is gone\nmore detail")
+
+    ctx, _ = context(repo, [answer(ANALYSIS), crash])
+    with pytest.raises(SandboxError) as raised:
+        process_task(ctx, task_id, max_cost=None)
+    message = str(raised.value)
+    assert "\n" not in message and f"fks forge retry {task_id}" in message
+    assert "Docker error during Implement: 500 Server Error: the container is gone" in message
+    item = WorkStore(repo).get(task_id)
+    assert item is not None and item.status == "failed" and item.pid is None
+    assert item.error is not None and item.error.startswith("Docker error during Implement")
+    assert status_of(repo, task_id) == "Blocked"
+    (run_id,) = item.runs
+    assert RunStore(repo).load(run_id).status == "failed"
