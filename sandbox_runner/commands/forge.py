@@ -7,8 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, cast, get_args
@@ -24,6 +23,7 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.scheduler import ForgeView
+from sandbox_runner.forge.selection import forge_lock, named_tasks, picker, ready_tasks
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode
@@ -36,6 +36,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.ui.shown import one_line
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -171,54 +172,6 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
             local.resolve(step)
 
 
-def _ready(project: Path, resume: bool) -> list[str]:
-    """What `fks forge run` without TASKs processes now: items that go on (answered, stopped by
-    --max-cost, approved but not landed, with --resume the interrupted), then the ready tasks."""
-    chosen = TaskBoard(project).ready()
-    for item in WorkStore(project).items():
-        again = (
-            (item.status == "waiting" and item.answer)
-            or item.status == "pending"
-            or item.landable
-            or (resume and item.interrupted)
-        )
-        if again and not item.held and item.task_id not in chosen:
-            chosen.insert(0, item.task_id)
-    return chosen
-
-
-def _named(project: Path, options: ForgeOptions) -> list[str]:
-    """The TASKs the user named; a landed one is refused unless --force."""
-    from sandbox_runner.forge.worker import landed_line
-
-    board, store = TaskBoard(project), WorkStore(project)
-    wanted = list(dict.fromkeys(board.normalize(ref) for ref in options.tasks))
-    for task_id in wanted:
-        status = board.task(task_id).meta.status
-        item = store.get(task_id)
-        if options.force:
-            continue
-        if item is not None and item.status == "completed":
-            raise UsageError(landed_line(item))
-        if item is None and status == "Done":
-            raise UsageError(
-                f"{task_id} is Done in forge-tasks; fks forge run --force {task_id} processes it"
-            )
-    return wanted
-
-
-def _picker(
-    project: Path, options: ForgeOptions, named: Sequence[str]
-) -> Callable[[Sequence[str]], str | None]:
-    """The conductor's next task: the next named one, or what is ready at that moment."""
-
-    def pick(started: Sequence[str]) -> str | None:
-        tasks = named if options.tasks else _ready(project, options.resume)
-        return next((t for t in tasks if t not in started), None)
-
-    return pick
-
-
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
     from sandbox_runner.forge.scheduler import Conductor, worker_argv
@@ -231,8 +184,8 @@ def run(options: ForgeOptions) -> int:
     setup = _setup(options)
     session = new_run_id()
     ctx = _context(setup, session, options.max_cost)
-    named = _named(setup.project, options) if options.tasks else []
-    tasks = named or _ready(setup.project, options.resume)
+    named = named_tasks(setup.project, options.tasks, force=options.force) if options.tasks else []
+    tasks = named or ready_tasks(setup.project, options.resume)
     if not tasks:
         out = sys.stderr if options.json_output else sys.stdout
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
@@ -244,7 +197,7 @@ def run(options: ForgeOptions) -> int:
     mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options)
     conductor = Conductor(
-        pick=_picker(setup.project, options, named),
+        pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
         argv_for=worker_argv([*_worker_args(options, setup), "--session", session, "--mode", mode]),
         view=view,
@@ -276,23 +229,6 @@ def run(options: ForgeOptions) -> int:
         if done and all(c in (0, EXIT_SKIPPED) for c in codes.values())
         else EXIT_INCOMPLETE
     )
-
-
-def forge_lock(project: Path, base: str, session: str) -> AbstractContextManager[object]:
-    """Held while fks forge lands on `base`: shared by `fks forge` runs, which claim their tasks
-    one by one, and exclusive of chains on `base` (and of in-place runs in its checkout)."""
-    from sandbox_runner.git.repo import checkout_of, open_repo
-    from sandbox_runner.records.lock import run_lock
-
-    stack = ExitStack()
-    with stack:
-        label = "fks forge run"
-        stack.enter_context(run_lock(project, base, run_label=label, shared=True)).set_run(session)
-        checkout = checkout_of(open_repo(project, what="fks forge"), base)
-        if checkout is not None and checkout.resolve() == project.resolve():
-            in_place = run_lock(project, None, run_label=label, shared=True)
-            stack.enter_context(in_place).set_run(session)
-        return stack.pop_all()
 
 
 def _view(options: ForgeOptions) -> ForgeView:
@@ -398,8 +334,8 @@ def _write_outputs(
 def _summary_line(item: WorkItem) -> str:
     what = {
         "completed": f"landed ({(item.merge_commit or '')[:12]})",
-        "failed": f"failed: {item.error}",
-        "waiting": f"waiting for an answer: {item.question}",
+        "failed": f"failed: {one_line(item.error or '')}",
+        "waiting": f"waiting for an answer: {one_line(item.question or '')}",
         "pending": f"stopped before {item.stage} (--max-cost)",
         "executing": f"being processed during {item.stage}",
         "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
@@ -440,7 +376,7 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
     )
     for i in items:
-        waits = i.waiting_for or i.error or ""
+        waits = one_line(i.waiting_for or i.error or "")
         print(
             f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"

@@ -13,7 +13,6 @@ from sandbox_runner.commands.forge import (
     _context,
     _project,
     _setup,
-    forge_lock,
     run,
 )
 from sandbox_runner.errors import (
@@ -26,6 +25,7 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.pipeline import prepare_retry
+from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
 from sandbox_runner.ui.shown import one_line
