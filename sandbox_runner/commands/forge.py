@@ -435,6 +435,9 @@ You talk with the user about the project's tasks and drive `fks forge` for them 
 - `fks forge run [TASK_ID...] [--parallel N] [--sandbox]`: process ready tasks (analyze, implement, review, land).
 - `fks forge clarifications`: questions the agents could not answer; ask the user, then
   `fks forge answer TASK_ID "answer"` and run again.
+- `fks forge show TASK_ID`: one task's history (stages, attempts, costs, results, commits).
+- `fks forge land|retry|reset TASK_ID`: land an approved task once its landing is unblocked; run a
+  failed one again from where it stopped; make its next run start from Analyze.
 - `fks forge create "title" --description "..."`: add a task; `forge-tasks list` shows them.
 - `fks runs`, `fks show RUN`, `fks review RUN`: what each agent did.
 """

@@ -206,7 +206,8 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
     if entry["question"]:
         lines.append(f"  question: {one_line(entry['question'])}")
     for stage in entry["stages"]:
-        reason = f" ({one_line(stage['reason'], 200)})" if stage.get("reason") else ""
+        said = stage.get("reason") if stage["status"] != "complete" else None
+        reason = f" ({one_line(said, 200)})" if said else ""
         cost = f" ${stage['costUsd']:.4f}" if "costUsd" in stage else ""
         lines.append(f"  {stage['stage']:<17} {stage['status']}{cost}{reason}  run {stage['run']}")
     lines += [f"  commit {one_line(commit, 200)}" for commit in entry["commits"]]

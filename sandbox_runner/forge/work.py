@@ -108,7 +108,7 @@ class WorkItem(BaseModel):
         if self.interrupted:
             return "fks forge run --resume (interrupted)"
         if self.landable:
-            return f"fks forge land {self.task_id} (approved; {self.error})"
+            return f"approved, not landed: {self.error}"
         return None
 
 
