@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from sandbox_runner.errors import Interrupted
+from sandbox_runner.errors import FksError, Interrupted
 
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
@@ -70,28 +70,39 @@ class Conductor:
     """Checked before each start (e.g. the budget)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
+    _no_more: bool = False
     _lines: queue.Queue[tuple[str, str | None]] = field(default_factory=queue.Queue)
 
     def run(self) -> dict[str, int]:
         """Exit code of each worker that ran; raises Interrupted after stopping them all."""
         running: dict[str, Worker] = {}
-        more = True
+        ask = True  # asked again once a worker ends: what it landed may make others ready
         try:
-            while more or running:
-                while more and len(running) < self.parallel and self.keep_going():
-                    task_id = self.pick(self.started)
+            while True:
+                while ask and len(running) < self.parallel and self.keep_going():
+                    task_id = self._pick()
                     if task_id is None:
-                        more = False
+                        ask = False
                         break
                     self.started.append(task_id)
                     running[task_id] = self._start(task_id)
-                more = more and self.keep_going()
+                if not running:
+                    return self.exit_codes
+                before = len(running)
                 self._drain(running, timeout=0.2)
+                ask = ask or (len(running) < before and not self._no_more)
                 self.view.tick(list(running.values()))
         except (KeyboardInterrupt, Interrupted) as exc:
             self._stop(running, exc)
             raise Interrupted(getattr(exc, "signal_name", "SIGINT")) from None
-        return self.exit_codes
+
+    def _pick(self) -> str | None:
+        try:
+            return self.pick(self.started)
+        except FksError as exc:  # e.g. a task file broken meanwhile: finish what runs
+            self.view.note(f"No more tasks started: {exc}")
+            self._no_more = True
+            return None
 
     def _start(self, task_id: str) -> Worker:
         proc = subprocess.Popen(

@@ -8,8 +8,9 @@ The stage comes from the system prompt, the task from the prompt. It appends
              FAKE_SUBJECT, default "implement <task>")
   review     approves (FAKE_REJECT=1: rejects)
 Optional:
-  FAKE_HOLD=<stage>:<task>  on that stage of that task, writes $FAKE_STATE/held and waits until
-                            $FAKE_STATE/go exists before answering
+  FAKE_HOLD=<stage>:<task>  on that stage of that task (*: of the first task to get there),
+                            writes the task to $FAKE_STATE/held and waits until $FAKE_STATE/go
+                            exists before answering (once)
 """
 
 import json
@@ -37,8 +38,11 @@ state.mkdir(parents=True, exist_ok=True)
 with (state / "calls.jsonl").open("a") as calls:
     calls.write(json.dumps({"stage": stage, "task": task, "pid": os.getpid()}) + "\n")
 
-if os.environ.get("FAKE_HOLD") == f"{stage}:{task}":
-    (state / "held").write_text(str(os.getpid()))
+if (
+    os.environ.get("FAKE_HOLD") in (f"{stage}:{task}", f"{stage}:*")
+    and not (state / "held").exists()
+):
+    (state / "held").write_text(task)
     while not (state / "go").exists():
         time.sleep(0.05)
 

@@ -67,12 +67,14 @@ def start(repo: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 
 def test_two_concurrent_runs_process_each_task_once(repo: Path, env: dict[str, str]) -> None:
-    first, second = create(repo, "first"), create(repo, "second")
+    tasks = {create(repo, "first"), create(repo, "second")}
     state = Path(env["FAKE_STATE"])
-    # Run A takes `first` and is held in its review; run B, started then, sees `second` ready
-    # and lands it; A, released, must not process `second` again.
-    run_a = start(repo, {**env, "FAKE_HOLD": f"review:{first}"}, "--parallel", "1")
+    # Run A takes one task and is held in its review; run B, started then, sees the other one
+    # ready and lands it; A, released, must not process that one again.
+    run_a = start(repo, {**env, "FAKE_HOLD": "review:*"}, "--parallel", "1")
     wait_for(state / "held", run_a)
+    first = (state / "held").read_text()
+    (second,) = tasks - {first}
     run_b = fks("forge", "run", "--cwd", str(repo), env=env, timeout=300)
     assert run_b.code == 0, run_b.output
     (state / "go").write_text("")
@@ -258,3 +260,33 @@ def test_an_interrupted_task_shows_as_interrupted_everywhere(
     resumed = forge(repo, env, "run", "--resume")
     assert resumed.code == 0, resumed.output
     assert calls(env)[(task, "analyze")] == 1 and calls(env)[(task, "review")] == 2
+
+
+def test_a_task_whose_dependency_lands_during_the_run_is_taken_by_it(
+    repo: Path, env: dict[str, str]
+) -> None:
+    first = create(repo, "first")
+    done = fks("tasks", "create", "second", "--depends-on", first, cwd=repo)
+    assert done.code == 0, done.output
+    second = done.stdout.split()[-1]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second")
+    ran = forge(repo, env, "run", "--parallel", "2")
+    assert ran.code == 0, ran.output
+    assert calls(env) == Counter({(t, s): 1 for t in (first, second) for s in STAGES})
+    assert f"[fks] {second} landed" in ran.stdout
+
+
+def test_a_task_file_broken_during_the_run_stops_only_new_starts(
+    repo: Path, env: dict[str, str]
+) -> None:
+    task = create(repo, "only")
+    state = Path(env["FAKE_STATE"])
+    running = start(repo, {**env, "FAKE_HOLD": f"review:{task}"}, "--parallel", "2")
+    wait_for(state / "held", running)
+    (repo / "forge" / "tasks" / "task-zzzzzz - broken.md").write_text("---\nid: [\n---\n")
+    (state / "go").write_text("")
+    out, _ = running.communicate(timeout=300)
+    assert running.returncode == 0, out
+    assert "No more tasks started: " in out and f"[fks] {task} landed" in out
+    assert "Traceback" not in out
