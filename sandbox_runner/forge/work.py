@@ -1,7 +1,7 @@
 """`.forge/work/<task-id>-<NNN>.yaml`: where each task is in the pipeline. Its `status` is also
-the lock: a process claims a task by turning it `executing` with its pid, under an flock, so two
-`fks forge run` at once never process the same task; a dead owner's claim is taken over.
-"""
+the lock: a worker claims a task (`forge.worker.claim`) by turning it `executing` with its pid,
+under an flock, so two `fks forge run` at once never process the same task; a dead owner's claim
+is taken over."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class WorkItem(BaseModel):
         if self.status == "waiting":
             return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
         if self.interrupted:
-            return "fks forge run --resume (interrupted)"
+            return "fks forge run --resume continues it"
         if self.landable:
             return f"approved, not landed: {self.error}"
         return None
