@@ -337,7 +337,7 @@ def _summary_line(item: WorkItem) -> str:
         "failed": f"failed: {one_line(item.error or '')}",
         "waiting": f"waiting for an answer: {one_line(item.question or '')}",
         "pending": f"stopped before {item.stage} (--max-cost)",
-        "executing": f"being processed during {item.stage}",
+        "executing": f"being processed by another fks forge run (at {item.stage})",
         "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
     }[item.shown_status]
     return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
