@@ -573,6 +573,9 @@ def forge_run_cmd(
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
     resume: ForgeResumeOption = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Process the named tasks anew, even landed ones.")
+    ] = False,
     json_output: ForgeJsonOption = False,
     junit: ForgeJunitOption = None,
     cwd: CwdOption = None,
@@ -591,6 +594,7 @@ def forge_run_cmd(
             allow=list(allow or []),
             max_cost=max_cost,
             resume=resume,
+            force=force,
             json_output=json_output,
             junit=junit,
             cwd=cwd,
@@ -604,6 +608,7 @@ def forge_run_cmd(
 def forge_worker_cmd(
     task: Annotated[str, typer.Argument()],
     session: Annotated[str, typer.Option("--session")],
+    mode: Annotated[str, typer.Option("--mode")] = "named",
     sandbox: RunSandboxOption = False,
     base: RunBaseOption = None,
     image: RunImageOption = None,
@@ -627,8 +632,90 @@ def forge_worker_cmd(
         cwd=cwd,
         config=config,
         session=session,
+        mode=mode,
     )
     return forge.worker(options, task)
+
+
+ForgeTaskArgument = Annotated[str, typer.Argument(metavar="TASK_ID")]
+
+
+@forge_app.command(
+    "land",
+    help=(
+        "Land an approved task whose landing was blocked (no agent runs). Exit codes: 0 landed, "
+        "1 not (the reason shown), 2 not approved or usage error."
+    ),
+)
+@_handled
+def forge_land_cmd(
+    task: ForgeTaskArgument,
+    base: RunBaseOption = None,
+    cwd: CwdOption = None,
+    config: ConfigOption = None,
+) -> int:
+    from sandbox_runner.commands import forge_task
+
+    return forge_task.land(_forge_options(base=base, cwd=cwd, config=config), task)
+
+
+@forge_app.command(
+    "retry",
+    help=(
+        "Run a failed or interrupted task again from the stage it stopped at, with fresh review "
+        "retries (a rejected one goes back to Implement with the review). Exit codes as run."
+    ),
+)
+@_handled
+def forge_retry_cmd(
+    task: ForgeTaskArgument,
+    sandbox: RunSandboxOption = False,
+    base: RunBaseOption = None,
+    image: RunImageOption = None,
+    engine: RunEngineOption = None,
+    allow: RunAllowOption = None,
+    max_cost: RunMaxCostOption = None,
+    json_output: ForgeJsonOption = False,
+    cwd: CwdOption = None,
+    config: ConfigOption = None,
+) -> int:
+    from sandbox_runner.commands import forge_task
+
+    options = _forge_options(
+        sandbox=sandbox,
+        base=base,
+        image=image,
+        engine=engine,
+        allow=list(allow or []),
+        max_cost=max_cost,
+        json_output=json_output,
+        cwd=cwd,
+        config=config,
+    )
+    return forge_task.retry(options, task)
+
+
+@forge_app.command(
+    "reset",
+    help="Forget a task's forge state: its next run starts from Analyze on a fresh branch.",
+)
+@_handled
+def forge_reset_cmd(task: ForgeTaskArgument, cwd: CwdOption = None) -> int:
+    from sandbox_runner.commands import forge_task
+
+    return forge_task.reset(cwd=cwd, task=task)
+
+
+@forge_app.command(
+    "show", help="A task's history across runs: stages, attempts, costs, results, branch, commits."
+)
+@_handled
+def forge_show_cmd(
+    task: ForgeTaskArgument, cwd: CwdOption = None, json_output: ForgeJsonOption = False
+) -> int:
+    from sandbox_runner.commands import forge_task
+
+    return forge_task.show(cwd=cwd, task=task, json_output=json_output)
 
 
 @forge_app.command(

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, cast, get_args
 
 from sandbox_runner.commands.run import first_error
 from sandbox_runner.errors import (
@@ -23,8 +23,10 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.scheduler import ForgeView
+from sandbox_runner.forge.selection import forge_lock, named_tasks, picker, ready_tasks
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.worker import Mode
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
     ForgeConfig,
@@ -34,6 +36,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.ui.shown import one_line
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -54,6 +57,10 @@ class ForgeOptions:
     allow: Sequence[str] = ()
     max_cost: float | None = None
     resume: bool = False
+    force: bool = False
+    """Process the named tasks anew, even a landed one."""
+    mode: str = "named"
+    """A worker's: how its task was chosen (forge.worker.Mode)."""
     json_output: bool = False
     junit: Path | None = None
     session: str | None = None
@@ -102,7 +109,7 @@ def forge_base(project: Path, base: str | None) -> str:
         branch_exists,
         checkout_of,
         current_branch,
-        dirty_tracked,
+        dirty_outside_tasks,
         open_repo,
     )
 
@@ -116,9 +123,7 @@ def forge_base(project: Path, base: str | None) -> str:
     elif not branch_exists(project, base):
         raise UsageError(f"--base {base}: no such branch in {project}")
     checkout = checkout_of(repo, base)
-    dirty = (
-        [p for p in dirty_tracked(checkout) if not p.startswith("forge/tasks/")] if checkout else []
-    )
+    dirty = dirty_outside_tasks(checkout) if checkout else []
     if dirty:
         raise UsageError(
             f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "
@@ -167,25 +172,6 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
             local.resolve(step)
 
 
-def _selected(setup: _Setup, options: ForgeOptions) -> list[str]:
-    board, store = TaskBoard(setup.project), WorkStore(setup.project)
-    if options.tasks:
-        wanted = [board.normalize(ref) for ref in options.tasks]
-        for task_id in wanted:
-            board.task(task_id)
-        return list(dict.fromkeys(wanted))
-    chosen = board.ready()
-    for item in store.items():
-        again = (
-            (item.status == "waiting" and item.answer)
-            or item.status == "pending"
-            or (options.resume and item.interrupted)
-        )
-        if again and item.task_id not in chosen:
-            chosen.insert(0, item.task_id)
-    return chosen
-
-
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
     from sandbox_runner.forge.scheduler import Conductor, worker_argv
@@ -193,13 +179,16 @@ def run(options: ForgeOptions) -> int:
     from sandbox_runner.signals import signals_as_interrupts
 
     _check_numbers(options)
+    if options.force and not options.tasks:
+        raise UsageError("--force redoes named tasks only: fks forge run --force TASK_ID")
     setup = _setup(options)
     session = new_run_id()
     ctx = _context(setup, session, options.max_cost)
     out = sys.stderr if options.json_output else sys.stdout
     for problem in TaskBoard(setup.project).problems():
         print(f"[fks] Warning: {problem}", file=out)
-    tasks = _selected(setup, options)
+    named = named_tasks(setup.project, options.tasks, force=options.force) if options.tasks else []
+    tasks = named or ready_tasks(setup.project, options.resume)
     if not tasks:
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
         if options.json_output:
@@ -207,18 +196,21 @@ def run(options: ForgeOptions) -> int:
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
+    mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options)
-    view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
     conductor = Conductor(
-        tasks=tasks,
+        pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
-        argv_for=worker_argv([*_worker_args(options, setup), "--session", session]),
+        argv_for=worker_argv([*_worker_args(options, setup), "--session", session, "--mode", mode]),
         view=view,
         cwd=setup.project,
         keep_going=lambda: not _over_budget(setup.project, session, options.max_cost),
     )
     try:
-        with signals_as_interrupts():
+        with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
+            view.note(
+                f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'"
+            )
             codes = conductor.run()
     except Interrupted as exc:
         view.close()
@@ -226,15 +218,19 @@ def run(options: ForgeOptions) -> int:
             f"[fks] Interrupted ({exc.signal_name}); continue with: fks forge run --resume",
             file=sys.stderr,
         )
-        _write_outputs(setup, tasks, session, options)
+        _write_outputs(setup, conductor.started, session, options)
         return EXIT_INTERRUPTED
     except BaseException:
         view.close()
         raise
     view.close()
-    items = _write_outputs(setup, tasks, session, options)
-    done = all(i.status == "completed" for i in items) and len(items) == len(tasks)
-    return EXIT_COMPLETE if done and all(c == 0 for c in codes.values()) else EXIT_INCOMPLETE
+    items = _write_outputs(setup, conductor.started, session, options)
+    done = all(i.status == "completed" for i in items) and len(items) == len(conductor.started)
+    return (
+        EXIT_COMPLETE
+        if done and all(c in (0, EXIT_SKIPPED) for c in codes.values())
+        else EXIT_INCOMPLETE
+    )
 
 
 def _view(options: ForgeOptions) -> ForgeView:
@@ -289,11 +285,18 @@ def worker(options: ForgeOptions, task_id: str) -> int:
 
     if not options.session:
         raise UsageError("a forge worker needs --session")
+    if options.mode not in get_args(Mode):
+        raise UsageError(f"--mode must be one of {', '.join(get_args(Mode))}")
     setup = _setup(options)
     ctx = _context(setup, options.session, options.max_cost)
     try:
         with signals_as_interrupts():
-            item = process_task(ctx, task_id, max_cost=options.max_cost)
+            item = process_task(
+                ctx,
+                task_id,
+                max_cost=options.max_cost,
+                mode=cast(Mode, options.mode),
+            )
     except Interrupted:
         print("[fks] Interrupted: the task's branch is kept; fks forge run --resume continues it")
         return EXIT_INTERRUPTED
@@ -333,11 +336,12 @@ def _write_outputs(
 def _summary_line(item: WorkItem) -> str:
     what = {
         "completed": f"landed ({(item.merge_commit or '')[:12]})",
-        "failed": f"failed: {item.error}",
-        "waiting": f"waiting for an answer: {item.question}",
+        "failed": f"failed: {one_line(item.error or '')}",
+        "waiting": f"waiting for an answer: {one_line(item.question or '')}",
         "pending": f"stopped before {item.stage} (--max-cost)",
-        "executing": f"interrupted during {item.stage}",
-    }[item.status]
+        "executing": f"being processed by another fks forge run (at {item.stage})",
+        "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
+    }[item.shown_status]
     return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
 
 
@@ -345,7 +349,7 @@ def _item_json(item: WorkItem) -> dict[str, object]:
     return {
         "task": item.task_id,
         "title": item.title,
-        "status": item.status,
+        "status": item.shown_status,
         "stage": item.stage,
         "attempts": item.attempts,
         "retries": item.retries,
@@ -371,12 +375,12 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         print("No task has been through fks forge yet (fks forge run starts the ready ones).")
         return EXIT_COMPLETE
     print(
-        f"{'TASK':<16} {'STATUS':<10} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
+        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
     )
     for i in items:
-        waits = i.waiting_for or i.error or ""
+        waits = one_line(i.waiting_for or i.error or "")
         print(
-            f"{i.task_id:<16} {i.status:<10} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
+            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
     return EXIT_COMPLETE
@@ -433,6 +437,9 @@ You talk with the user about the project's tasks and drive `fks forge` for them 
 - `fks forge run [TASK_ID...] [--parallel N] [--sandbox]`: process ready tasks (analyze, implement, review, land).
 - `fks forge clarifications`: questions the agents could not answer; ask the user, then
   `fks forge answer TASK_ID "answer"` and run again.
+- `fks forge show TASK_ID`: one task's history (stages, attempts, costs, results, commits).
+- `fks forge land|retry|reset TASK_ID`: land an approved task once its landing is unblocked; run a
+  failed one again from where it stopped; make its next run start from Analyze.
 - `fks forge create "title" --description "..."`: add a task; `forge-tasks list` shows them.
 - `fks runs`, `fks show RUN`, `fks review RUN`: what each agent did.
 """

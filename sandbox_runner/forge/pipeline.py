@@ -76,6 +76,20 @@ class TaskEvents(Protocol):
         ...
 
 
+def rejection(review: ReviewResult) -> str:
+    """What Implement is told after the reviewer rejected its work."""
+    issues = "\n".join(f"- {issue}" for issue in review.issues) or "- (no reason given)"
+    return f"The reviewer rejected the last attempt:\n{issues}"
+
+
+def prepare_retry(item: WorkItem) -> None:
+    """Let a failed (or interrupted) item go on from where it stopped, with fresh retries; a
+    rejected implementation goes back to Implement with the review's issues."""
+    if item.stage == "review" and item.review is not None and not item.review.approved:
+        item.stage, item.feedback = "implement", rejection(item.review)
+    item.status, item.error, item.retries, item.pid = "pending", None, 0, None
+
+
 @dataclass
 class TaskPipeline:
     item: WorkItem
@@ -106,6 +120,17 @@ class TaskPipeline:
             self.store.write(item)
             if rest is not None:
                 return self._rest(rest)
+
+    def land(self) -> WorkItem:
+        """Only land the approved branch (`fks forge land`): no agent runs, even on conflicts."""
+        self.events.stage(self.item, "integrate")
+        landed = self.stages.integrate(self.item)
+        if landed.merged:
+            self.item.merge_commit, self.item.stage, self.item.error = landed.commit, "done", None
+            return self._rest("completed")
+        why = landed.blocked or f"conflicts with the base in {', '.join(landed.conflicts)}"
+        self.store.write(self.item)
+        return self._rest(self._fail(f"could not land: {why}; branch kept"))
 
     def _rest(self, status: WorkStatus) -> WorkItem:
         if status != "waiting":
@@ -169,8 +194,7 @@ class TaskPipeline:
             self.item.feedback = None
             self.item.stage = "integrate"
             return None
-        issues = "\n".join(f"- {issue}" for issue in answer.issues) or "- (no reason given)"
-        return self._send_back(f"The reviewer rejected the last attempt:\n{issues}", "rejected")
+        return self._send_back(rejection(answer), "rejected")
 
     def _send_back(self, feedback: str, why: str) -> WorkStatus | None:
         if self.item.retries >= self.max_retries:
@@ -184,11 +208,13 @@ class TaskPipeline:
     def _integrate(self) -> WorkStatus | None:
         landed = self.stages.integrate(self.item)
         if landed.merged:
-            self.item.merge_commit = landed.commit
-            self.item.stage = "done"
+            self.item.merge_commit, self.item.stage, self.item.error = landed.commit, "done", None
             return None
         if landed.blocked:
-            return self._fail(f"could not land: {landed.blocked}")
+            return self._fail(
+                f"could not land: {landed.blocked}; fks forge land {self.item.task_id} "
+                "lands it once that is fixed"
+            )
         if self.item.retries >= self.max_retries:
             return self._fail(
                 f"conflicts with the base in {', '.join(landed.conflicts)}; branch kept"

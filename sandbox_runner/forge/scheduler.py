@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from sandbox_runner.errors import Interrupted
+from sandbox_runner.errors import FksError, Interrupted
 
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
@@ -56,9 +56,11 @@ class ForgeView:
 
 @dataclass
 class Conductor:
-    """Runs `argv_for(task_id)` for each task, `parallel` at a time."""
+    """Runs `argv_for(task_id)` for each task `pick` gives, `parallel` at a time."""
 
-    tasks: Sequence[str]
+    pick: Callable[[Sequence[str]], str | None]
+    """The next task to start, given those started so far (None: no more), asked each time a
+    place is free, so that what is ready is decided then, not once at the start."""
     parallel: int
     argv_for: Callable[[str], list[str]]
     view: ForgeView
@@ -67,25 +69,40 @@ class Conductor:
     keep_going: Callable[[], bool] = lambda: True
     """Checked before each start (e.g. the budget)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    _no_more: bool = False
     _lines: queue.Queue[tuple[str, str | None]] = field(default_factory=queue.Queue)
 
     def run(self) -> dict[str, int]:
         """Exit code of each worker that ran; raises Interrupted after stopping them all."""
-        pending = list(self.tasks)
         running: dict[str, Worker] = {}
+        ask = True  # asked again once a worker ends: what it landed may make others ready
         try:
-            while pending or running:
-                while pending and len(running) < self.parallel and self.keep_going():
-                    task_id = pending.pop(0)
+            while True:
+                while ask and len(running) < self.parallel and self.keep_going():
+                    task_id = self._pick()
+                    if task_id is None:
+                        ask = False
+                        break
+                    self.started.append(task_id)
                     running[task_id] = self._start(task_id)
-                if not self.keep_going():
-                    pending.clear()
+                if not running:
+                    return self.exit_codes
+                before = len(running)
                 self._drain(running, timeout=0.2)
+                ask = ask or (len(running) < before and not self._no_more)
                 self.view.tick(list(running.values()))
         except (KeyboardInterrupt, Interrupted) as exc:
             self._stop(running, exc)
             raise Interrupted(getattr(exc, "signal_name", "SIGINT")) from None
-        return self.exit_codes
+
+    def _pick(self) -> str | None:
+        try:
+            return self.pick(self.started)
+        except FksError as exc:  # e.g. a task file broken meanwhile: finish what runs
+            self.view.note(f"No more tasks started: {exc}")
+            self._no_more = True
+            return None
 
     def _start(self, task_id: str) -> Worker:
         proc = subprocess.Popen(

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
 from sandbox_runner.engine.loop import StepContext, StepLoop
@@ -128,19 +128,22 @@ class TaskStages:
     def __enter__(self) -> TaskStages:
         exclude_forge_dir(self.ctx.project)  # .forge/ (task.yaml in worktrees) is never committed
         self._start_branch()
-        with self._stack:
-            self._run = self._stack.enter_context(_task_run(self.ctx, self.item))
-            self._backend = self._make_backend()
-            self._stack.enter_context(self._backend.session(self._run, self.ctx.reporter))
-            self._stack = self._stack.pop_all()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self._stack.__exit__(*exc)  # the run record sees how the task left
 
     @property
     def run(self) -> ActiveRun:
-        assert self._run is not None, "enter first"
+        """The run record of this process's stages, and their backend: made by the first stage
+        (landing an approved branch alone runs no agent, and makes no record)."""
+        if self._run is None:
+            with ExitStack() as stack:
+                run = stack.enter_context(_task_run(self.ctx, self.item))
+                self._backend = self._make_backend(stack)
+                stack.enter_context(self._backend.session(run, self.ctx.reporter))
+                self._stack.enter_context(stack.pop_all())
+            self._run = run
         return self._run
 
     # --- the task's branch and where its stages run -----------------------------------------
@@ -157,7 +160,7 @@ class TaskStages:
             create_branch(repo, branch, item.start_commit)
         item.branch = branch
 
-    def _make_backend(self) -> Backend:
+    def _make_backend(self, stack: ExitStack) -> Backend:
         agents = stage_agents(self.ctx)
         steps = [Step(agent=name) for name in agents]
         if self.ctx.sandbox is not None:
@@ -173,7 +176,7 @@ class TaskStages:
         else:
             from sandbox_runner.backends.local import LocalBackend
 
-            self._worktree = self._stack.enter_context(_worktree(self.ctx.repo, self.item))
+            self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
             backend = LocalBackend(
                 cwd=self._worktree, agents=agents, sandbox=self.ctx.local_sandbox
             )
@@ -265,6 +268,7 @@ class TaskStages:
     def implement(self, item: WorkItem) -> Implemented:
         assert item.branch is not None
         before = rev(self.ctx.repo, item.branch)
+        assert self.run  # the session (and its worktree, for the files below) exists from here
         files = {"task.yaml": prompts.task_yaml(self.task, item)}
         if item.review is not None:
             files["review.yaml"] = prompts.review_yaml(item.review)

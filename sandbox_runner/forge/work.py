@@ -1,7 +1,7 @@
 """`.forge/work/<task-id>-<NNN>.yaml`: where each task is in the pipeline. Its `status` is also
-the lock: a process claims a task by turning it `executing` with its pid, under an flock, so two
-`fks forge run` at once never process the same task; a dead owner's claim is taken over.
-"""
+the lock: a worker claims a task (`forge.worker.claim`) by turning it `executing` with its pid,
+under an flock, so two `fks forge run` at once never process the same task; a dead owner's claim
+is taken over."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.store import now, pid_alive, write_atomic
 
-WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed"]
+WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
 _NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
 
@@ -38,7 +38,8 @@ class WorkItem(BaseModel):
     """NNN of the file name: a task processed again after it failed gets a new item."""
     title: str = ""
     status: WorkStatus = "pending"
-    """pending → executing → completed/failed; waiting: for the answer to `question`."""
+    """pending → executing → completed/failed; waiting: for the answer to `question`;
+    interrupted: stopped by a signal (an `executing` item whose process is gone is one too)."""
     stage: Stage = "analyze"
     """The next (or current) stage."""
     pid: int | None = None
@@ -78,14 +79,36 @@ class WorkItem(BaseModel):
 
     @property
     def interrupted(self) -> bool:
-        return self.status == "executing" and not self.held
+        return self.status == "interrupted" or (self.status == "executing" and not self.held)
+
+    @property
+    def shown_status(self) -> WorkStatus:
+        """The status as users see it: a dead owner's `executing` is `interrupted`."""
+        return "interrupted" if self.interrupted else self.status
+
+    @property
+    def landable(self) -> bool:
+        """Approved, but its landing failed: the next run lands it without new agent runs."""
+        return self.status == "failed" and self.stage == "integrate"
+
+    @property
+    def continues(self) -> bool:
+        """The next run continues this item where it stopped (rather than starting anew)."""
+        return (
+            self.status == "pending"
+            or self.interrupted
+            or self.landable
+            or (self.status == "waiting" and bool(self.answer))
+        )
 
     @property
     def waiting_for(self) -> str | None:
         if self.status == "waiting":
             return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
-        if self.status == "executing" and not self.held:
-            return "fks forge run --resume (interrupted)"
+        if self.interrupted:
+            return "fks forge run --resume continues it"
+        if self.landable:
+            return f"approved, not landed: {self.error}"
         return None
 
 
@@ -134,19 +157,18 @@ class WorkStore:
         data = item.model_dump(mode="json", exclude_none=True)
         write_atomic(self.dir / item.file_name, yaml.safe_dump(data, sort_keys=False))
 
-    def claim(self, task_id: str, title: str, *, session: str) -> WorkItem | None:
-        """Hold `task_id` for this process (None: another process holds it, or it waits for an
-        answer). An interrupted item continues where it stopped; a finished one starts anew."""
-        with self.locked():
-            item = self.get(task_id)
-            if item is None or item.status in ("completed", "failed"):
-                seq = item.seq + 1 if item is not None else 1
-                item = WorkItem(task_id=task_id, seq=seq, title=title)
-            elif item.held or (item.status == "waiting" and not item.answer):
-                return None
-            item.status, item.pid, item.session = "executing", os.getpid(), session
-            self.write(item)
-            return item
+    def history(self, task_id: str) -> list[WorkItem]:
+        """Every item of `task_id`, oldest first."""
+        return sorted((i for i in self._all() if i.task_id == task_id), key=lambda i: i.seq)
+
+    def hold(self, item: WorkItem | None, task_id: str, title: str, *, session: str) -> WorkItem:
+        """Under `locked()`: hold `item` for this process, or a new item when it is None."""
+        if item is None:
+            newest = self.get(task_id)
+            item = WorkItem(task_id=task_id, seq=newest.seq + 1 if newest else 1, title=title)
+        item.status, item.pid, item.session = "executing", os.getpid(), session
+        self.write(item)
+        return item
 
     def release(self, item: WorkItem, status: WorkStatus) -> None:
         item.status, item.pid = status, None

@@ -1,16 +1,20 @@
 """One task, start to rest, in this process: claim its work item, run the pipeline on real
 stages, keep the forge-tasks database in step. `fks forge run` starts one such worker process
-per task in flight."""
+per task in flight; `fks forge land` runs one in its own process.
+
+Whether a task is still to be processed is decided when it is claimed, under the work items'
+lock, so two `fks forge run` at once never process one task twice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-from sandbox_runner.errors import FksError
+from sandbox_runner.errors import FksError, Interrupted, SandboxError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
-from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
 
 STAGE_TITLES = {
     "analyze": "Analyze",
@@ -18,7 +22,12 @@ STAGE_TITLES = {
     "implement": "Implement",
     "review": "Review",
     "integrate": "Integrate",
+    "done": "Done",
 }
+
+Mode = Literal["ready", "named", "force", "land"]
+"""How the task was chosen: from the ready list, named by the user, named with --force (start
+anew whatever its state), or to be landed only (`fks forge land`)."""
 
 
 @dataclass
@@ -49,22 +58,67 @@ class _Events:
             note = f"fks forge: waiting for an answer: {item.question}"
             self.board.set_status(item.task_id, "Blocked", note)
             reporter.warn(f'Waiting for an answer: fks forge answer {item.task_id} "..."')
+        elif item.status == "interrupted":
+            reporter.warn(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
         else:
             reporter.info(f"Stopped at {item.stage} (--max-cost), {cost}")
 
 
-def process_task(ctx: ForgeContext, task_id: str, *, max_cost: float | None) -> WorkItem | None:
-    """Run `task_id` to a rest state; None when another process holds it."""
+def landed_line(item: WorkItem) -> str:
+    return (
+        f"{item.task_id} already landed on '{item.base}' ({(item.merge_commit or '?')[:12]}); "
+        f"fks forge run --force {item.task_id} processes it again"
+    )
+
+
+def refusal(board: TaskBoard, item: WorkItem | None, task_id: str, mode: Mode) -> str | None:
+    """Why `task_id` must not be claimed now (None: it may)."""
+    if item is not None and item.held:
+        return f"{task_id} is being processed by another fks forge run (pid {item.pid}); skipped"
+    if mode == "force":
+        return None
+    if item is not None and item.status == "waiting" and not item.answer:
+        return f'{task_id} waits for an answer (fks forge answer {task_id} "..."); skipped'
+    if item is not None and item.status == "completed":
+        return landed_line(item)
+    if mode == "land":
+        if item is not None and item.stage == "integrate" and item.continues:
+            return None
+        where = f"it is {item.shown_status} at {item.stage}" if item else "it has not been run"
+        return f"{task_id} has no approved branch to land ({where}); fks forge run {task_id} processes it"
+    if item is not None and item.continues:
+        return None
+    if mode == "ready" and task_id not in board.ready():
+        status = board.task(task_id).meta.status
+        return f"{task_id} is no longer ready (it is {status} in forge-tasks); skipped"
+    return None
+
+
+def claim(ctx: ForgeContext, task_id: str, title: str, mode: Mode) -> WorkItem | str:
+    """Hold `task_id` for this process (or say why not), deciding under the work items' lock."""
+    board, store = TaskBoard(ctx.project), WorkStore(ctx.project)
+    with store.locked():
+        item = store.get(task_id)
+        why = refusal(board, item, task_id, mode)
+        if why is not None:
+            return why
+        keep = item if item is not None and item.continues and mode != "force" else None
+        held = store.hold(keep, task_id, title, session=ctx.session)
+        board.set_status(task_id, "In Progress")
+        return held
+
+
+def process_task(
+    ctx: ForgeContext, task_id: str, *, max_cost: float | None, mode: Mode = "named"
+) -> WorkItem | None:
+    """Run `task_id` to a rest state; None when it is not to be processed (the reason shown)."""
     board = TaskBoard(ctx.project)
     task = board.text(task_id)
     store = WorkStore(ctx.project)
-    item = store.claim(task_id, task.title, session=ctx.session)
-    if item is None:
-        ctx.reporter.warn(
-            f"{task_id} is being processed by another fks forge run, or waits for an answer; skipped"
-        )
+    item = claim(ctx, task_id, task.title, mode)
+    if isinstance(item, str):
+        ctx.reporter.warn(item)
         return None
-    board.set_status(task_id, "In Progress")
     events = _Events(ctx, board)
 
     def over_budget() -> bool:
@@ -83,9 +137,37 @@ def process_task(ctx: ForgeContext, task_id: str, *, max_cost: float | None) -> 
                 max_retries=ctx.settings.max_review_retries,
                 over_budget=over_budget,
             )
-            return pipeline.run()
-    except FksError as exc:
-        item.error = str(exc)
-        store.release(item, "failed")
-        events.finished(item)
+            return pipeline.land() if mode == "land" else pipeline.run()
+    except (Interrupted, KeyboardInterrupt) as exc:
+        name = getattr(exc, "signal_name", "SIGINT")
+        _rest(store, events, item, "interrupted", f"interrupted ({name})")
         raise
+    except FksError as exc:
+        _rest(store, events, item, "failed", str(exc))
+        raise
+    except Exception as exc:
+        why = _unexpected(exc, item)
+        _rest(store, events, item, "failed", why)
+        if why.startswith("Docker"):
+            raise SandboxError(
+                f"{task_id}: {why}; the task is marked failed (fks forge retry {task_id} "
+                "continues it)"
+            ) from None
+        raise
+
+
+def _rest(store: WorkStore, events: _Events, item: WorkItem, status: WorkStatus, why: str) -> None:
+    item.error = why
+    store.release(item, status)
+    events.finished(item)
+
+
+def _unexpected(exc: Exception, item: WorkItem) -> str:
+    """One line for an error nobody expected; Docker's (the daemon died, a container vanished)
+    are named as such."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+    stage = STAGE_TITLES.get(item.stage, item.stage)
+    root = type(exc).__module__.split(".")[0]
+    if root in ("docker", "requests", "urllib3"):
+        return f"Docker error during {stage}: {text}"
+    return f"{type(exc).__name__} during {stage}: {text}"

@@ -105,10 +105,20 @@ def checkout_of(repo: Repo, branch: str) -> Path | None:
     return None
 
 
+TASK_FILES = "forge/tasks/"
+"""The forge-tasks database, whose statuses `fks forge` moves as uncommitted changes."""
+
+
 def dirty_tracked(path: Path) -> list[str]:
     """Tracked files with uncommitted changes (staged or not) in the work tree at `path`."""
     out = git(path, "status", "--porcelain=v1", "-z", "--untracked-files=no")
     return [entry[3:] for entry in out.split("\0") if len(entry) > 3]
+
+
+def dirty_outside_tasks(path: Path) -> list[str]:
+    """`dirty_tracked` but the task files: a run may start while fks forge keeps task statuses
+    uncommitted (landing never overwrites an uncommitted change: git refuses, the step waits)."""
+    return [p for p in dirty_tracked(path) if not p.startswith(TASK_FILES)]
 
 
 def identity_env(repo: Repo) -> dict[str, str]:
@@ -143,7 +153,7 @@ def require_base(repo: Repo, base: str | None) -> str:
         raise WorkspaceError(f"--base {base}: no such branch in {repo.top}")
     checkout = checkout_of(repo, base)
     if checkout is not None:
-        dirty = dirty_tracked(checkout)
+        dirty = dirty_outside_tasks(checkout)
         if dirty:
             shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
             raise WorkspaceError(

@@ -54,14 +54,19 @@ def _holder(fd: int) -> dict[str, object]:
 
 
 @contextmanager
-def run_lock(project: Path, base_branch: str | None, *, run_label: str) -> Iterator[RunLock]:
-    """Hold the lock for `base_branch` (None: the in-place lock of the project) or fail fast."""
+def run_lock(
+    project: Path, base_branch: str | None, *, run_label: str, shared: bool = False
+) -> Iterator[RunLock]:
+    """Hold the lock for `base_branch` (None: the in-place lock of the project) or fail fast.
+
+    `shared`: with other shared holders (`fks forge` runs, which claim tasks one by one) but
+    never with an exclusive one (a chain)."""
     path = lock_path(project, base_branch)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder(fd)
             what = f"base branch '{base_branch}'" if base_branch else f"{project}"
@@ -73,13 +78,15 @@ def run_lock(project: Path, base_branch: str | None, *, run_label: str) -> Itera
             ) from None
         previous = _holder(fd)
         lock = RunLock(fd=fd, path=path, label=run_label)
-        if previous.get("run"):
+        if previous.get("run") and not shared:
             lock.reclaimed_from = str(previous["run"])
         lock._write({"run": None, "pid": os.getpid(), "label": run_label})
         try:
             yield lock
         finally:
             with contextlib.suppress(OSError):
+                if shared:  # the last shared holder clears the name
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.ftruncate(fd, 0)
     finally:
         os.close(fd)

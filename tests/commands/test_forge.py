@@ -81,6 +81,7 @@ def test_nothing_to_do_without_ready_tasks(repo: Path) -> None:
         (["--image", "x"], "--image, --engine and --allow only apply to --sandbox runs"),
         (["--engine", "tcp://127.0.0.1:9"], "only apply to --sandbox runs"),
         (["--sandbox", "--engine", "tcp://box"], "--engine: 'tcp://box'"),
+        (["--force"], "--force redoes named tasks only"),
     ],
 )
 def test_usage_errors_are_one_line_and_start_nothing(

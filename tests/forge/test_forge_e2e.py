@@ -293,7 +293,7 @@ def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
         assert containers(f"fks.repo={repo}") == []
         assert volumes(f"fks.repo={repo}") == []  # its commits are on the task's branch
         item = work_item(repo, ids["slow"])
-        assert item["status"] == "executing" and item["stage"] == "implement"
+        assert item["status"] == "interrupted" and item["stage"] == "implement"
         assert f"fks/forge/{ids['slow']}" in git(repo, "branch", "--list", "fks/forge/*")
         status = run_fks("forge", "status", cwd=repo)
         assert "interrupted" in status.stdout, status.tail()

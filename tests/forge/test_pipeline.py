@@ -15,10 +15,11 @@ from helpers import git, init_repo
 
 from sandbox_runner.backends.base import ExecSpec
 from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
+from sandbox_runner.errors import SandboxError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.stages import ForgeContext
-from sandbox_runner.forge.work import WorkStore
-from sandbox_runner.forge.worker import process_task
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.worker import claim, process_task
 from sandbox_runner.git.repo import open_repo
 from sandbox_runner.plan.config import ForgeSettings
 from sandbox_runner.records.store import RunStore
@@ -283,13 +284,15 @@ def test_a_conflict_on_landing_sends_the_task_back_on_the_new_base(
 def test_the_work_item_is_the_lock(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
     task_id = new_task(repo, "locked", capsys)
     store = WorkStore(repo)
-    held = store.claim(task_id, "locked", session="other")
-    assert held is not None and held.status == "executing" and held.pid == os.getpid()
-    assert store.claim(task_id, "locked", session="again") is None  # a live holder
+    ctx, _ = context(repo, [])
+    held = claim(ctx, task_id, "locked", "named")
+    assert isinstance(held, WorkItem) and held.status == "executing" and held.pid == os.getpid()
+    assert "being processed by another fks forge run" in str(claim(ctx, task_id, "x", "named"))
     held.pid = 2**22 + 12345  # no such process: the holder died
     store.write(held)
-    again = store.claim(task_id, "locked", session="again")
-    assert again is not None and again.seq == 1 and again.session == "again"
+    ctx.session = "again"
+    again = claim(ctx, task_id, "locked", "named")
+    assert isinstance(again, WorkItem) and again.seq == 1 and again.session == "again"
 
 
 def test_an_interrupted_task_continues_where_it_stopped(
@@ -304,9 +307,7 @@ def test_an_interrupted_task_continues_where_it_stopped(
     with pytest.raises(KeyboardInterrupt):
         process_task(ctx, task_id, max_cost=None)
     item = WorkStore(repo).get(task_id)
-    assert item is not None and item.status == "executing" and item.stage == "implement"
-    item.pid = 2**22 + 12345
-    WorkStore(repo).write(item)
+    assert item is not None and item.status == "interrupted" and item.stage == "implement"
     ctx, sandbox = context(repo, [commit({"c.txt": "c\n"}), answer(APPROVED)])
     done = process_task(ctx, task_id, max_cost=None)
     assert done is not None and done.status == "completed"
@@ -373,3 +374,27 @@ def test_an_invalid_architect_answer_fails_the_task(
     item = process_task(ctx, task_id, max_cost=None)
     assert item is not None and item.status == "failed"
     assert item.error == "Architect: invalid ArchitectResult: an unresolved answer needs a question"
+
+
+def test_a_docker_error_fails_the_task_in_one_line_never_leaving_it_executing(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import docker.errors
+
+    task_id = new_task(repo, "crashing", capsys)
+
+    def crash(spec: ExecSpec) -> FakeRun:
+        raise docker.errors.APIError("500 Server Error: the container is gone\nmore detail")
+
+    ctx, _ = context(repo, [answer(ANALYSIS), crash])
+    with pytest.raises(SandboxError) as raised:
+        process_task(ctx, task_id, max_cost=None)
+    message = str(raised.value)
+    assert "\n" not in message and f"fks forge retry {task_id}" in message
+    assert "Docker error during Implement: 500 Server Error: the container is gone" in message
+    item = WorkStore(repo).get(task_id)
+    assert item is not None and item.status == "failed" and item.pid is None
+    assert item.error is not None and item.error.startswith("Docker error during Implement")
+    assert status_of(repo, task_id) == "Blocked"
+    (run_id,) = item.runs
+    assert RunStore(repo).load(run_id).status == "failed"
