@@ -119,10 +119,11 @@ def _accelerator(api: ApiUpstream, api_port: int) -> list[str]:
     else:
         name, value = "Authorization", f"Bearer {api.credential}"
     # forceddomain: the API's own Host header whatever the client sent, so a request with the
-    # credential never names another site behind the same address.
+    # credential never names another site behind the same address. no-netdb-exchange: Squid
+    # asks the API nothing of its own (it would GET /squid-internal-dynamic/netdb).
     peer = (
-        f"cache_peer {api.host} parent {api.port} 0 no-query no-digest originserver "
-        f"forceddomain={site} name=fks_upstream"
+        f"cache_peer {api.host} parent {api.port} 0 no-query no-digest no-netdb-exchange "
+        f"originserver forceddomain={site} name=fks_upstream"
     )
     return [
         f"http_port 127.0.0.1:{api_port} accel defaultsite={site} no-vhost name=api",

@@ -560,8 +560,7 @@ class _ReflectingHandler(http.server.BaseHTTPRequestHandler):
         raise AttributeError(name)
 
     def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self._body()
         self.server.seen.append((self.command, self.path, dict(self.headers)))
         route = (self.command, self.path.split("?", 1)[0])
         if route == ("POST", "/v1/messages") and b'"fail"' in body:
@@ -582,6 +581,16 @@ class _ReflectingHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(payload)
+
+    def _body(self) -> bytes:
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b""
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            body += self.rfile.read(size + 2)[:-2]
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+            pass
+        return body
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -619,6 +628,15 @@ def _raw(method: str, target: str, body: str = "", host: str = f"127.0.0.1:{API_
     if body or method in ("POST", "PUT", "PATCH"):
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
     return f"{head}\r\n{body}"
+
+
+def _smuggle(framing: str) -> str:
+    """A message whose body, read as chunked, ends before a TRACE to an echo path."""
+    hidden = f"TRACE /echo HTTP/1.1\r\nHost: x\r\nX-Probe: {MARKER}\r\nConnection: close\r\n\r\n"
+    return (
+        f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{API_PORT}\r\n{framing}\r\n"
+        f"Content-Type: application/json\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n{hidden}"
+    )
 
 
 def _status(response: bytes) -> int:
@@ -674,6 +692,13 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
         "absolute": _raw("POST", "http://denied.test/v1/messages", message, host="denied.test"),
         "no-answer": _raw("POST", "/v1/messages", '{"fail": "close"}'),
         "bad-answer": _raw("POST", "/v1/messages", '{"fail": "garbage"}'),
+        # Request smuggling: what follows the body Squid reads must not reach the API as a
+        # request of its own.
+        "cl-te": _smuggle("Content-Length: 40\r\nTransfer-Encoding: chunked"),
+        "te-cl": _smuggle("Transfer-Encoding: chunked\r\nContent-Length: 4"),
+        "te-te": _smuggle("Transfer-Encoding: chunked\r\nTransfer-Encoding: x"),
+        "te-space": _smuggle("Transfer-Encoding : chunked\r\nContent-Length: 4"),
+        "te-xchunked": _smuggle("Transfer-Encoding: xchunked\r\nContent-Length: 4"),
     }
     requests = base64.b64encode(json.dumps(list({**refused, **passed}.items())).encode()).decode()
     script = f"python3 -c {shlex.quote(_RAW_CLIENT)} {requests}"
@@ -697,7 +722,14 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
     # Squid's accelerator answers a CONNECT itself (405), before any access rule.
     assert statuses == {**dict.fromkeys(refused, 403), "connect": 405, "connect-self": 405}
     statuses = {name: _status(got[name]) for name in passed}
-    assert statuses == {**dict.fromkeys(passed, 200), "no-answer": 502, "bad-answer": 502}
+    assert statuses == {
+        **dict.fromkeys(passed, 200),
+        "no-answer": 502,
+        "bad-answer": 502,
+        "te-te": 501,
+        "te-space": 400,
+        "te-xchunked": 501,
+    }
     assert b'"text": "hi"' in got["message"]
     paths = [(method, path) for method, path, _ in upstream.seen]
     assert paths == [
@@ -705,7 +737,7 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
         ("POST", "/v1/messages/count_tokens?beta=true"),
         ("GET", "/v1/models?limit=1000"),
         ("HEAD", "/"),
-        *[("POST", "/v1/messages")] * 4,
+        *[("POST", "/v1/messages")] * 6,  # of the smuggling ones, only the first message
     ]
     for method, _path, headers in upstream.seen:
         keys = [v for k, v in headers.items() if k.lower() == "x-api-key"]

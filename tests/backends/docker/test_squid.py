@@ -60,7 +60,7 @@ def test_config_accelerator_to_an_http_api_with_x_api_key() -> None:
         f"http_port 127.0.0.1:{API_PORT} accel defaultsite=10.0.0.5:9000 no-vhost name=api" in lines
     )
     assert (
-        "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest originserver "
+        "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest no-netdb-exchange originserver "
         "forceddomain=10.0.0.5:9000 name=fks_upstream"
     ) in lines
     assert "cache_peer_access fks_upstream allow fks_api" in lines
@@ -86,7 +86,7 @@ def test_config_accelerator_to_a_tls_api_with_a_bearer_token() -> None:
         in lines
     )
     assert (
-        "cache_peer api.anthropic.com parent 443 0 no-query no-digest originserver "
+        "cache_peer api.anthropic.com parent 443 0 no-query no-digest no-netdb-exchange originserver "
         "forceddomain=api.anthropic.com name=fks_upstream tls"
     ) in lines
     assert "request_header_access Authorization deny fks_api" in lines
