@@ -19,9 +19,14 @@ CACHE_LOG = "/var/log/squid/cache.log"
 ERROR_DIR = "/tmp/fks-squid-errors"
 """Squid's error pages, made by `ERROR_PAGES_SCRIPT`: one line naming the error, nothing of
 the request (the stock pages show its URL and headers)."""
+_REFUSED = (
+    "fks egress proxy: ERR_ACCESS_DENIED: refused; only the run's allowed hosts (sandbox.allow, "
+    "--allow) and the model API's calls go through"
+)
 ERROR_PAGES_SCRIPT = (
     f"mkdir -p {ERROR_DIR} && for page in /usr/share/squid/errors/templates/ERR_*; do "
-    f'name=${{page##*/}}; echo "fks egress proxy: $name" > {ERROR_DIR}/$name; done'
+    f'name=${{page##*/}}; echo "fks egress proxy: $name" > {ERROR_DIR}/$name; done; '
+    f'echo "{_REFUSED}" > {ERROR_DIR}/ERR_ACCESS_DENIED'
 )
 
 # What the API port passes on: (name, method, path and query). Anything else gets 403 before

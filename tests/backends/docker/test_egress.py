@@ -721,6 +721,11 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
     statuses = {name: _status(got[name]) for name in refused}
     # Squid's accelerator answers a CONNECT itself (405), before any access rule.
     assert statuses == {**dict.fromkeys(refused, 403), "connect": 405, "connect-self": 405}
+    assert got["trace"].endswith(
+        b"\r\n\r\nfks egress proxy: ERR_ACCESS_DENIED: refused; only "
+        b"the run's allowed hosts (sandbox.allow, --allow) and the model "
+        b"API's calls go through\n"
+    )
     statuses = {name: _status(got[name]) for name in passed}
     assert statuses == {
         **dict.fromkeys(passed, 200),
