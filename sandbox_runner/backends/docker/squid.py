@@ -16,9 +16,10 @@ FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
 API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
 ACCESS_LOG = "/var/log/squid/access.log"
 CACHE_LOG = "/var/log/squid/cache.log"
-ERROR_DIR = "/tmp/fks-squid-errors"
+ERROR_DIR = "/dev/shm/fks-squid-errors"
 """Squid's error pages, made by `ERROR_PAGES_SCRIPT`: one line naming the error, nothing of
-the request (the stock pages show its URL and headers)."""
+the request (the stock pages show its URL and headers). In memory: making 40-odd files in the
+container's own file system adds ~0.1 s to the proxy's start."""
 _REFUSED = (
     "fks egress proxy: ERR_ACCESS_DENIED: refused; only the run's allowed hosts (sandbox.allow, "
     "--allow) and the model API's calls go through"
