@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -645,7 +645,10 @@ def _status(response: bytes) -> int:
 
 
 @pytest.mark.docker
-def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) -> None:
+@pytest.mark.parametrize("header", ["x-api-key", "authorization"])
+def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(
+    lab: Lab, header: Literal["x-api-key", "authorization"]
+) -> None:
     """Whatever an agent sends to the API port, through a proxy to an upstream that reflects
     every other request, no byte it gets back holds the key: other methods, paths and URI
     forms are refused (403) before the key is added, and the proxy's error pages show
@@ -702,8 +705,11 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
     }
     requests = base64.b64encode(json.dumps(list({**refused, **passed}.items())).encode()).decode()
     script = f"python3 -c {shlex.quote(_RAW_CLIENT)} {requests}"
+    bearer = header == "authorization"
+    secret = REAL_TOKEN if bearer else REAL_KEY
+    variable = "CLAUDE_CODE_OAUTH_TOKEN" if bearer else "ANTHROPIC_API_KEY"
     try:
-        with lab.proxy(api=ApiUpstream(f"http://{origin}", REAL_KEY)) as proxy:
+        with lab.proxy(api=ApiUpstream(f"http://{origin}", secret, header, variable)) as proxy:
             code, output = lab.agent(proxy, script)
     finally:
         upstream.shutdown()
@@ -716,7 +722,7 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
     }
     assert got.keys() == refused.keys() | passed.keys(), output
     for name, response in got.items():
-        assert REAL_KEY.encode() not in response, name
+        assert secret.encode() not in response, name
         assert MARKER.encode() not in response, name  # nothing of the request comes back
     statuses = {name: _status(got[name]) for name in refused}
     # Squid's accelerator answers a CONNECT itself (405), before any access rule.
@@ -745,6 +751,6 @@ def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(lab: Lab) 
         *[("POST", "/v1/messages")] * 6,  # of the smuggling ones, only the first message
     ]
     for method, _path, headers in upstream.seen:
-        keys = [v for k, v in headers.items() if k.lower() == "x-api-key"]
-        assert keys == ([] if method == "HEAD" else [REAL_KEY])
+        keys = [v.removeprefix("Bearer ") for k, v in headers.items() if k.lower() == header]
+        assert keys == ([] if method == "HEAD" else [secret])
         assert headers["Host"] == origin  # the API's, whatever the agent named
