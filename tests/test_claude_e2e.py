@@ -607,6 +607,31 @@ def test_missing_credentials_fail_before_anything_starts(fake: FakeAnthropic, re
     assert git(repo, "rev-parse", "HEAD") == head and branches(repo) == ["main"]
 
 
+def test_a_loopback_api_is_used_only_where_the_container_shares_the_host_network(
+    repo: Path,
+) -> None:
+    """With `network: host` the container's loopback is this machine's: a loopback
+    ANTHROPIC_BASE_URL works. Through the egress proxy (the default) it would be the proxy's
+    own: refused before anything starts, naming the fix (every form and network:
+    tests/backends/docker/test_checks.py)."""
+    with FakeAnthropic(host="127.0.0.1") as fake:
+        fake.add_conversation([[{"text": f"Done.\n{MARKER}"}]])
+        env = {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{fake.port}", "ANTHROPIC_API_KEY": API_KEY}
+        configure(repo, {"network": "host"})
+        res = run_fks("run", "worker:1", "--prompt", "Go.", "--sandbox", cwd=repo, env=env)
+        assert res.code == 0, res.tail()
+        assert {r.api_key for r in fake.main_requests()} == {API_KEY}
+        configure(repo, {})
+        head, before = git(repo, "rev-parse", "HEAD"), branches(repo)
+        runs = sorted((repo / ".forge" / "runs").iterdir())
+        res = run_fks("run", "worker:1", "--prompt", "Go.", "--sandbox", cwd=repo, env=env)
+    assert res.code == 2, res.tail()
+    assert res.stderr.count("\n") == 1 and "use http://host.docker.internal:" in res.stderr
+    assert sorted((repo / ".forge" / "runs").iterdir()) == runs
+    assert git(repo, "rev-parse", "HEAD") == head and branches(repo) == before
+    assert containers(f"fks.repo={repo}") == []
+
+
 def test_the_key_never_enters_the_container(fake: FakeAnthropic, repo: Path) -> None:
     """Default network (allowlist): Claude talks to the API through fks's egress proxy, which
     puts the real key on the way out; the container holds only a placeholder."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.base import Notices, PreparedStep
+from sandbox_runner.backends.docker.checks import is_loopback
 from sandbox_runner.backends.docker.container import (
     LABEL_PID,
     LABEL_REPO,
@@ -203,6 +204,7 @@ class SandboxBackend:
         """Before anything starts: Docker answers, every setting holds, images and agents exist."""
         from sandbox_runner.backends.docker.checks import (
             check_agents_in_image,
+            check_api_url,
             check_engine,
             check_static,
         )
@@ -217,6 +219,9 @@ class SandboxBackend:
             check_static(self.settings_for(step.agent), self._where(step.agent))
             if self._engine is not None:
                 self._check_remote(step)
+            elif self.resolve(step).stream_json:
+                network = _docker_network(self.settings_for(step.agent))
+                check_api_url(os.environ.get("ANTHROPIC_BASE_URL"), network=network)
         if self._engine is None or self._swarm:
             self._client = docker_client()
             ping(self._client)
@@ -278,7 +283,7 @@ class SandboxBackend:
                 f"this machine, which engine {self._engine} cannot see; run it on the local engine"
             )
         api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
-        if api is not None and _loopback(api.host):
+        if api is not None and is_loopback(api.host):
             raise SandboxError(
                 f"ANTHROPIC_BASE_URL {api.url} is on this machine, which containers on engine "
                 f"{self._engine} cannot reach; give an address that engine reaches"
@@ -806,17 +811,6 @@ def _config_files(agent: AgentCommand) -> list[Path]:
         return []
     root = agent.config_root or agent.cwd
     return [root / ref for ref in (cfg.mcp_config, cfg.settings) if ref]
-
-
-def _loopback(host: str) -> bool:
-    import ipaddress
-
-    if host.strip("[]") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _has_image(client: docker.DockerClient, name: str) -> bool:

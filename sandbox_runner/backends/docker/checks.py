@@ -6,12 +6,15 @@ it has; whether each agent command exists in its image, asked once per image id 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
+import socket
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.plan.config import SandboxSettings
@@ -61,6 +64,46 @@ def check_engine(client: docker.DockerClient, settings: SandboxSettings, where: 
                 f"{where}.cpus: {settings.cpus:g} is more than the {available} CPUs the Docker "
                 f"engine has; give at most {available}"
             )
+
+
+def check_api_url(url: str | None, *, network: str) -> None:
+    """A model API at `url` (ANTHROPIC_BASE_URL; None: the public API) can be reached by a
+    Claude step in a container on the local engine with Docker network `network` (`none`:
+    through the egress proxy, which is on the default bridge): a loopback address is the
+    container's own (or the proxy's) unless the container shares the host's network."""
+    if not url or network == "host":
+        return
+    parts = urlsplit(url)
+    if parts.hostname is None or not is_loopback(parts.hostname):
+        return
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    raise SandboxError(
+        f"ANTHROPIC_BASE_URL {url} is this machine's loopback, which in the sandbox is the "
+        f"container itself; use {parts.scheme}://host.docker.internal{port} and have the API "
+        "listen on an address containers reach (e.g. 0.0.0.0)"
+    )
+
+
+def is_loopback(host: str) -> bool:
+    """`host` (a URL's host, brackets removed) names this machine's loopback or any address:
+    localhost and its subdomains, 127/8, ::1, IPv4-mapped ones, 0.0.0.0, ::, and the short
+    and numeric IPv4 forms clients accept (127.1, 2130706433, 0x7f.1)."""
+    name = host.strip("[]").lower().removesuffix(".")
+    if name in ("localhost", "ip6-localhost", "ip6-loopback") or name.endswith(".localhost"):
+        return True
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(name)
+    except ValueError:
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(name))
+        except (OSError, ValueError):
+            return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
 
 
 def check_agents_in_image(client: docker.DockerClient, image: str, programs: Iterable[str]) -> None:

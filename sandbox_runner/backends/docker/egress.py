@@ -26,6 +26,14 @@ from urllib.parse import urlsplit
 from sandbox_runner.backends.docker.client import with_retries
 from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN, create_container
 from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
+from sandbox_runner.backends.docker.squid import (
+    ACCESS_LOG,
+    API_PORT,
+    CACHE_LOG,
+    ERROR_PAGES_SCRIPT,
+    FORWARD_PORT,
+    squid_config,
+)
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.signals import deferred_signals
@@ -34,13 +42,9 @@ if TYPE_CHECKING:
     import docker
 
 SOCKET_DIR = "/fks-proxy"
-FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
-API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
 FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
 API_SOCKET = f"{SOCKET_DIR}/api.sock"
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
-ACCESS_LOG = "/var/log/squid/access.log"
-CACHE_LOG = "/var/log/squid/cache.log"
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 LABEL_ROLE = "fks.role"
 READY_LINE = "fks-proxy ready"
@@ -120,86 +124,6 @@ class ApiUpstream:
         return port or (443 if self.tls else 80)
 
 
-# --- Squid's configuration --------------------------------------------------------------------
-
-
-def squid_config(
-    allow: Sequence[AllowEntry],
-    api: ApiUpstream | None,
-    *,
-    forward_port: int = FORWARD_PORT,
-    api_port: int = API_PORT,
-) -> str:
-    """squid.conf for one run: a forward proxy on 127.0.0.1:`forward_port` that lets through
-    requests and CONNECTs to the allowed host:port pairs only (403 for the rest), and with
-    `api` an accelerator on 127.0.0.1:`api_port` that sends everything to the API with the
-    real credential in place of whatever the client sent."""
-    lines = [
-        "# fks egress proxy (generated for one run)",
-        f"http_port 127.0.0.1:{forward_port} name=forward",
-        *_settings(),
-        "acl CONNECT method CONNECT",
-        "acl fks_api myportname api",
-    ]
-    unique = list(dict.fromkeys(allow))
-    for n, entry in enumerate(unique, start=1):
-        lines.append(f"acl allow{n}_host dstdomain -n {entry.host}")
-        lines.append(f"acl allow{n}_port port {' '.join(map(str, entry.ports))}")
-    # The cache manager would show this config, credential included, to anyone who asks.
-    lines += ["http_access deny manager", "http_access deny fks_api CONNECT"]
-    if api is not None:
-        lines.append("http_access allow fks_api")
-    lines += [f"http_access allow allow{n}_host allow{n}_port" for n in range(1, len(unique) + 1)]
-    lines.append("http_access deny all")
-    if api is not None:
-        lines += _accelerator(api, api_port)
-    return "\n".join(lines) + "\n"
-
-
-def _settings() -> list[str]:
-    return [
-        "pid_filename none",
-        "cache deny all",
-        "cache_mem 0 MB",
-        "cache_store_log none",
-        "digest_generation off",
-        "pinger_enable off",
-        # Docker's default open-files limit is ~1M: Squid would size its tables to it.
-        "max_filedescriptors 1024",
-        "shutdown_lifetime 0 seconds",
-        "visible_hostname fks-proxy",
-        "via off",
-        "forwarded_for delete",
-        "httpd_suppress_version_string on",
-        "cachemgr_passwd disable all",
-        "logformat fks %ts.%03tu %Ss/%03>Hs %rm %>rd %>rP %lp",
-        f"access_log stdio:{ACCESS_LOG} logformat=fks",
-        "buffered_logs off",
-        f"cache_log {CACHE_LOG}",
-    ]
-
-
-def _accelerator(api: ApiUpstream, api_port: int) -> list[str]:
-    default_port = 443 if api.tls else 80
-    site = api.host if api.port == default_port else f"{api.host}:{api.port}"
-    if api.header == "x-api-key":
-        name, value = "X-Api-Key", api.credential
-    else:
-        name, value = "Authorization", f"Bearer {api.credential}"
-    peer = f"cache_peer {api.host} parent {api.port} 0 no-query no-digest originserver name=fks_upstream"
-    return [
-        f"http_port 127.0.0.1:{api_port} accel defaultsite={site} no-vhost name=api",
-        peer + (" tls" if api.tls else ""),
-        "cache_peer_access fks_upstream allow fks_api",
-        "cache_peer_access fks_upstream deny all",
-        "never_direct allow fks_api",
-        "always_direct allow !fks_api",
-        # Only on the API port: a request to an allowed host must never carry the credential.
-        f"request_header_access {name} deny fks_api",
-        f'request_header_add {name} "{value}" fks_api',
-    ]
-
-
 # --- The shell glue in both containers --------------------------------------------------------
 
 
@@ -218,6 +142,7 @@ def _proxy_script(*, with_api: bool) -> str:
         for path, port in pairs
     )
     return (
+        f"{ERROR_PAGES_SCRIPT}; "
         f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
         f"squid -N -f {SQUID_CONF} & squid=$!; "
         f"until {listening}; do "

@@ -4,9 +4,11 @@ never holds."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import re
+import shlex
 import ssl
 import subprocess
 import threading
@@ -14,14 +16,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from sandbox_runner.backends.docker import base_image, images
 from sandbox_runner.backends.docker.egress import (
-    API_PORT,
-    FORWARD_PORT,
     PLACEHOLDER,
     SETTLE_S,
     ApiUpstream,
@@ -29,8 +29,8 @@ from sandbox_runner.backends.docker.egress import (
     EgressProxy,
     Refusals,
     parse_denied,
-    squid_config,
 )
+from sandbox_runner.backends.docker.squid import API_PORT, FORWARD_PORT
 from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.plan.allow import AllowEntry
 
@@ -84,91 +84,6 @@ def test_api_credential_is_never_shown() -> None:
 def test_api_url_must_be_a_bare_origin(url: str, why: str) -> None:
     with pytest.raises(FksError, match=re.escape(why)):
         ApiUpstream(url, "k")
-
-
-# --- squid.conf --------------------------------------------------------------------------------
-
-
-def _access_rules(config: str) -> list[str]:
-    return [line for line in config.splitlines() if line.startswith("http_access ")]
-
-
-def test_config_allows_the_pairs_and_denies_everything_else() -> None:
-    allow = [AllowEntry.parse(t) for t in ("github.com", "10.0.0.7:8080", "github.com")]
-    config = squid_config(allow, None)
-    lines = config.splitlines()
-    assert f"http_port 127.0.0.1:{FORWARD_PORT} name=forward" in lines
-    assert "acl allow1_host dstdomain -n github.com" in lines
-    assert "acl allow1_port port 80 443" in lines
-    assert "acl allow2_host dstdomain -n 10.0.0.7" in lines
-    assert "acl allow2_port port 8080" in lines
-    assert "acl allow3_host" not in config  # duplicates once
-    assert _access_rules(config) == [
-        "http_access deny manager",
-        "http_access deny fks_api CONNECT",
-        "http_access allow allow1_host allow1_port",
-        "http_access allow allow2_host allow2_port",
-        "http_access deny all",
-    ]
-    for setting in ("pid_filename none", "cache deny all", "max_filedescriptors 1024"):
-        assert setting in lines
-    assert "accel" not in config and "cache_peer" not in config
-    assert "request_header" not in config
-
-
-def test_config_with_nothing_allowed_denies_all() -> None:
-    assert _access_rules(squid_config([], None))[-1] == "http_access deny all"
-    assert "allow1" not in squid_config([], None)
-
-
-def test_config_accelerator_to_an_http_api_with_x_api_key() -> None:
-    api = ApiUpstream("http://10.0.0.5:9000", REAL_KEY)
-    config = squid_config([AllowEntry.parse("github.com")], api)
-    lines = config.splitlines()
-    assert (
-        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=10.0.0.5:9000 no-vhost name=api" in lines
-    )
-    assert (
-        "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest originserver name=fks_upstream"
-        in lines
-    )
-    assert "cache_peer_access fks_upstream allow fks_api" in lines
-    assert "cache_peer_access fks_upstream deny all" in lines
-    assert "never_direct allow fks_api" in lines
-    assert "request_header_access X-Api-Key deny fks_api" in lines
-    assert f'request_header_add X-Api-Key "{REAL_KEY}" fks_api' in lines
-    assert config.count(REAL_KEY) == 1
-    assert _access_rules(config) == [
-        "http_access deny manager",
-        "http_access deny fks_api CONNECT",
-        "http_access allow fks_api",
-        "http_access allow allow1_host allow1_port",
-        "http_access deny all",
-    ]
-
-
-def test_config_accelerator_to_a_tls_api_with_a_bearer_token() -> None:
-    api = ApiUpstream(
-        "https://api.anthropic.com", REAL_TOKEN, "authorization", "CLAUDE_CODE_OAUTH_TOKEN"
-    )
-    lines = squid_config([], api).splitlines()
-    assert (
-        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=api.anthropic.com no-vhost name=api"
-        in lines
-    )
-    assert (
-        "cache_peer api.anthropic.com parent 443 0 no-query no-digest originserver "
-        "name=fks_upstream tls"
-    ) in lines
-    assert "request_header_access Authorization deny fks_api" in lines
-    assert f'request_header_add Authorization "Bearer {REAL_TOKEN}" fks_api' in lines
-    assert not any("X-Api-Key" in line for line in lines)
-
-
-def test_config_https_api_on_another_port_names_it() -> None:
-    config = squid_config([], ApiUpstream("https://llm.corp.example:8443", "k"))
-    assert "defaultsite=llm.corp.example:8443 " in config
-    assert "cache_peer llm.corp.example parent 8443 0 " in config
 
 
 # --- the access log ----------------------------------------------------------------------------
@@ -446,7 +361,7 @@ def test_bearer_token_is_replaced(lab: Lab) -> None:
         "CLAUDE_CODE_OAUTH_TOKEN",
     )
     script = (
-        'curl -s -o /dev/null -H "Authorization: Bearer $CLAUDE_CODE_OAUTH_TOKEN" '
+        'curl -s -o /dev/null -H "Authorization: Bearer $CLAUDE_CODE_OAUTH_TOKEN" -d "{}" '
         '"$ANTHROPIC_BASE_URL/v1/messages"; env'
     )
     with lab.proxy(api=api) as proxy:
@@ -499,12 +414,12 @@ def test_api_over_tls_gets_the_key_and_an_unknown_certificate_gets_nothing(
 ) -> None:
     server, url, trusting_image = tls_api
     api = ApiUpstream(url, REAL_KEY)
-    script = 'curl -s -o /dev/null -w "code=%{http_code}\\n" -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/tls"'
+    script = 'curl -s -o /dev/null -w "code=%{http_code}\\n" -H "x-api-key: $ANTHROPIC_API_KEY" -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"'
     with lab.proxy(api=api, image=trusting_image) as proxy:
         code, output = lab.agent(proxy, script)
     assert (code, _codes(output)) == (0, ["200"]), output
     (seen,) = server.seen
-    assert seen["path"] == "/v1/tls"
+    assert seen["path"] == "/v1/messages"
     assert [v for k, v in seen["headers"].items() if k.lower() == "x-api-key"] == [REAL_KEY]
     assert seen["headers"]["Host"] == url.removeprefix("https://")
     with lab.proxy(api=api) as proxy:  # the stock image does not trust the test CA
@@ -623,3 +538,219 @@ def test_refusals_taken_apart_add_up_as_one_take_lists_them() -> None:
     assert len(both.listed) == 20
     assert sum(d.count for d in both.listed) + both.more == 3 + 5 + 32 + 1
     assert Refusals().plus(Refusals()) == Refusals()
+
+
+# --- what the API port passes on, against an upstream that reflects requests -------------------
+
+MARKER = "fks-probe-" + uuid.uuid4().hex
+
+
+class _ReflectingHandler(http.server.BaseHTTPRequestHandler):
+    """An API on the paths of the calls it answers (with nothing of the request), and
+    everywhere else, with any method, the request as it came: line, headers and body, like
+    TRACE, an echo endpoint or a debugging gateway. `{"fail": "close"|"garbage"}` as a
+    message's body: no answer or a malformed one (the proxy's own error page)."""
+
+    server: _ReflectingServer
+    protocol_version = "HTTP/1.1"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):
+            return self._answer
+        raise AttributeError(name)
+
+    def _answer(self) -> None:
+        body = self._body()
+        self.server.seen.append((self.command, self.path, dict(self.headers)))
+        route = (self.command, self.path.split("?", 1)[0])
+        if route == ("POST", "/v1/messages") and b'"fail"' in body:
+            if b'"garbage"' in body:
+                self.wfile.write(b"HTTP/1.1 2OO OK\r\nno header here\r\n\r\n")
+            self.close_connection = True
+            return
+        if route in (("POST", "/v1/messages"), ("POST", "/v1/messages/count_tokens")):
+            answer = json.dumps({"type": "message", "content": [{"type": "text", "text": "hi"}]})
+        elif route == ("GET", "/v1/models"):
+            answer = json.dumps({"data": [{"id": "claude-test"}]})
+        else:
+            answer = f"{self.requestline}\r\n{self.headers}\r\n{body.decode()}"
+        payload = answer.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def _body(self) -> bytes:
+        if "chunked" not in self.headers.get("Transfer-Encoding", "").lower():
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b""
+        while size := int(self.rfile.readline().split(b";")[0], 16):
+            body += self.rfile.read(size + 2)[:-2]
+        while self.rfile.readline() not in (b"\r\n", b"\n", b""):  # trailers
+            pass
+        return body
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _ReflectingServer(http.server.ThreadingHTTPServer):
+    def __init__(self, host: str) -> None:
+        super().__init__((host, 0), _ReflectingHandler)
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+# Sends each request on its own connection to the API port and prints what came back, base64.
+_RAW_CLIENT = """
+import base64, json, socket, sys
+for name, raw in json.loads(base64.b64decode(sys.argv[1])):
+    got = b""
+    with socket.create_connection(("127.0.0.1", API_PORT), timeout=20) as s:
+        s.sendall(raw.encode("latin-1"))
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except OSError:
+            pass
+    print("got", name, base64.b64encode(got).decode())
+""".replace("API_PORT", str(API_PORT))
+
+
+def _raw(method: str, target: str, body: str = "", host: str = f"127.0.0.1:{API_PORT}") -> str:
+    head = (
+        f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nx-api-key: {PLACEHOLDER}\r\n"
+        f"Authorization: Bearer {PLACEHOLDER}\r\nX-Probe: {MARKER}\r\nConnection: close\r\n"
+    )
+    if body or method in ("POST", "PUT", "PATCH"):
+        head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    return f"{head}\r\n{body}"
+
+
+def _smuggle(framing: str) -> str:
+    """A message whose body, read as chunked, ends before a TRACE to an echo path."""
+    hidden = f"TRACE /echo HTTP/1.1\r\nHost: x\r\nX-Probe: {MARKER}\r\nConnection: close\r\n\r\n"
+    return (
+        f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1:{API_PORT}\r\n{framing}\r\n"
+        f"Content-Type: application/json\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n{hidden}"
+    )
+
+
+def _status(response: bytes) -> int:
+    match = re.match(rb"HTTP/1\.[01] (\d{3}) ", response)
+    return int(match.group(1)) if match else 0
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("header", ["x-api-key", "authorization"])
+def test_the_api_port_passes_only_api_calls_and_never_returns_the_key(
+    lab: Lab, header: Literal["x-api-key", "authorization"]
+) -> None:
+    """Whatever an agent sends to the API port, through a proxy to an upstream that reflects
+    every other request, no byte it gets back holds the key: other methods, paths and URI
+    forms are refused (403) before the key is added, and the proxy's error pages show
+    nothing of the request. The API's calls still work, with the key and the API's Host."""
+    upstream = _ReflectingServer(lab.gateway)
+    origin = f"{lab.gateway}:{upstream.port}"
+    message = '{"model": "m", "max_tokens": 1, "messages": []}'
+    refused = {
+        "trace": _raw("TRACE", "/"),
+        "trace-api": _raw("TRACE", "/v1/messages?beta=true").replace(
+            "Connection:", "Max-Forwards: 0\r\nConnection:"
+        ),
+        "put": _raw("PUT", "/v1/messages", message),
+        "delete": _raw("DELETE", "/v1/messages"),
+        "options": _raw("OPTIONS", "/v1/messages"),
+        "patch": _raw("PATCH", "/v1/messages", message),
+        "propfind": _raw("PROPFIND", "/v1/messages"),
+        "connect": _raw("CONNECT", origin, host=origin),
+        "connect-self": _raw("CONNECT", f"127.0.0.1:{API_PORT}"),
+        "get-echo": _raw("GET", "/echo"),
+        "get-root": _raw("GET", "/"),
+        "get-messages": _raw("GET", "/v1/messages"),
+        "head-echo": _raw("HEAD", "/echo"),
+        "post-echo": _raw("POST", "/echo", message),
+        "dot-dot": _raw("POST", "/v1/messages/../echo", message),
+        "encoded-dot-dot": _raw("POST", "/v1/messages/%2e%2e/echo", message),
+        "models-dot-dot": _raw("GET", "/v1/models/../../echo"),
+        "query": _raw("POST", "/v1/messages?echo=1", message),
+        "upper-case": _raw("POST", "/V1/MESSAGES", message),
+        "double-slash": _raw("POST", "//v1/messages", message),
+        "absolute-echo": _raw("POST", f"http://{origin}/echo", message),
+        "absolute-other": _raw("GET", "http://denied.test/echo", host="denied.test"),
+        "absolute-https": _raw("POST", "https://api.test/v1/messages/../echo", message),
+        "manager": _raw("GET", "/squid-internal-mgr/config"),
+        "http-1.0": _raw("GET", "/echo").replace("HTTP/1.1", "HTTP/1.0"),
+        "options-star": _raw("OPTIONS", "*"),
+    }
+    passed = {
+        "message": _raw("POST", "/v1/messages?beta=true", message),
+        "count": _raw("POST", "/v1/messages/count_tokens?beta=true", message),
+        "models": _raw("GET", "/v1/models?limit=1000"),
+        "warm-up": _raw("HEAD", "/"),
+        "other-host": _raw("POST", "/v1/messages", message, host="denied.test"),
+        "absolute": _raw("POST", "http://denied.test/v1/messages", message, host="denied.test"),
+        "no-answer": _raw("POST", "/v1/messages", '{"fail": "close"}'),
+        "bad-answer": _raw("POST", "/v1/messages", '{"fail": "garbage"}'),
+        # Request smuggling: what follows the body Squid reads must not reach the API as a
+        # request of its own.
+        "cl-te": _smuggle("Content-Length: 40\r\nTransfer-Encoding: chunked"),
+        "te-cl": _smuggle("Transfer-Encoding: chunked\r\nContent-Length: 4"),
+        "te-te": _smuggle("Transfer-Encoding: chunked\r\nTransfer-Encoding: x"),
+        "te-space": _smuggle("Transfer-Encoding : chunked\r\nContent-Length: 4"),
+        "te-xchunked": _smuggle("Transfer-Encoding: xchunked\r\nContent-Length: 4"),
+    }
+    requests = base64.b64encode(json.dumps(list({**refused, **passed}.items())).encode()).decode()
+    script = f"python3 -c {shlex.quote(_RAW_CLIENT)} {requests}"
+    bearer = header == "authorization"
+    secret = REAL_TOKEN if bearer else REAL_KEY
+    variable = "CLAUDE_CODE_OAUTH_TOKEN" if bearer else "ANTHROPIC_API_KEY"
+    try:
+        with lab.proxy(api=ApiUpstream(f"http://{origin}", secret, header, variable)) as proxy:
+            code, output = lab.agent(proxy, script)
+    finally:
+        upstream.shutdown()
+    assert code == 0, output
+    got = {
+        name: base64.b64decode(answer)
+        for _, name, answer in (
+            line.split() for line in output.splitlines() if line.startswith("got ")
+        )
+    }
+    assert got.keys() == refused.keys() | passed.keys(), output
+    for name, response in got.items():
+        assert secret.encode() not in response, name
+        assert MARKER.encode() not in response, name  # nothing of the request comes back
+    statuses = {name: _status(got[name]) for name in refused}
+    # Squid's accelerator answers a CONNECT itself (405), before any access rule.
+    assert statuses == {**dict.fromkeys(refused, 403), "connect": 405, "connect-self": 405}
+    assert got["trace"].endswith(
+        b"\r\n\r\nfks egress proxy: ERR_ACCESS_DENIED: refused; only "
+        b"the run's allowed hosts (sandbox.allow, --allow) and the model "
+        b"API's calls go through\n"
+    )
+    statuses = {name: _status(got[name]) for name in passed}
+    assert statuses == {
+        **dict.fromkeys(passed, 200),
+        "no-answer": 502,
+        "bad-answer": 502,
+        "te-te": 501,
+        "te-space": 400,
+        "te-xchunked": 501,
+    }
+    assert b'"text": "hi"' in got["message"]
+    paths = [(method, path) for method, path, _ in upstream.seen]
+    assert paths == [
+        ("POST", "/v1/messages?beta=true"),
+        ("POST", "/v1/messages/count_tokens?beta=true"),
+        ("GET", "/v1/models?limit=1000"),
+        ("HEAD", "/"),
+        *[("POST", "/v1/messages")] * 6,  # of the smuggling ones, only the first message
+    ]
+    for method, _path, headers in upstream.seen:
+        keys = [v.removeprefix("Bearer ") for k, v in headers.items() if k.lower() == header]
+        assert keys == ([] if method == "HEAD" else [secret])
+        assert headers["Host"] == origin  # the API's, whatever the agent named

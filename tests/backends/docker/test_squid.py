@@ -1,0 +1,133 @@
+"""Squid's configuration: the allow-list, and the model API port that passes only the API's
+calls, with the real credential on them and the API's own Host header."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from sandbox_runner.backends.docker.egress import ApiUpstream
+from sandbox_runner.backends.docker.squid import API_CALLS, API_PORT, FORWARD_PORT, squid_config
+from sandbox_runner.plan.allow import AllowEntry
+
+REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
+REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex
+API_RULES = [
+    "http_access deny manager",
+    "http_access allow fks_api_call",
+    "http_access allow fks_api_warm_up",
+    "http_access deny fks_api",
+]
+
+
+def _access_rules(config: str) -> list[str]:
+    return [line for line in config.splitlines() if line.startswith("http_access ")]
+
+
+def test_config_allows_the_pairs_and_denies_everything_else() -> None:
+    allow = [AllowEntry.parse(t) for t in ("github.com", "10.0.0.7:8080", "github.com")]
+    config = squid_config(allow, None)
+    lines = config.splitlines()
+    assert f"http_port 127.0.0.1:{FORWARD_PORT} name=forward" in lines
+    assert "acl allow1_host dstdomain -n github.com" in lines
+    assert "acl allow1_port port 80 443" in lines
+    assert "acl allow2_host dstdomain -n 10.0.0.7" in lines
+    assert "acl allow2_port port 8080" in lines
+    assert "acl allow3_host" not in config  # duplicates once
+    assert _access_rules(config) == [
+        "http_access deny manager",
+        "http_access deny fks_api",
+        "http_access allow allow1_host allow1_port",
+        "http_access allow allow2_host allow2_port",
+        "http_access deny all",
+    ]
+    for setting in ("pid_filename none", "cache deny all", "max_filedescriptors 1024"):
+        assert setting in lines
+    assert "accel" not in config and "cache_peer" not in config
+    assert "request_header" not in config
+
+
+def test_config_with_nothing_allowed_denies_all() -> None:
+    assert _access_rules(squid_config([], None))[-1] == "http_access deny all"
+    assert "allow1" not in squid_config([], None)
+
+
+def test_config_accelerator_to_an_http_api_with_x_api_key() -> None:
+    api = ApiUpstream("http://10.0.0.5:9000", REAL_KEY)
+    config = squid_config([AllowEntry.parse("github.com")], api)
+    lines = config.splitlines()
+    assert (
+        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=10.0.0.5:9000 no-vhost name=api" in lines
+    )
+    assert (
+        "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest no-netdb-exchange originserver "
+        "forceddomain=10.0.0.5:9000 name=fks_upstream"
+    ) in lines
+    assert "cache_peer_access fks_upstream allow fks_api" in lines
+    assert "cache_peer_access fks_upstream deny all" in lines
+    assert "never_direct allow fks_api" in lines
+    assert "request_header_access X-Api-Key deny fks_api" in lines
+    assert f'request_header_add X-Api-Key "{REAL_KEY}" fks_api_call' in lines
+    assert config.count(REAL_KEY) == 1
+    assert _access_rules(config) == [
+        *API_RULES,
+        "http_access allow allow1_host allow1_port",
+        "http_access deny all",
+    ]
+
+
+def test_config_accelerator_to_a_tls_api_with_a_bearer_token() -> None:
+    api = ApiUpstream(
+        "https://api.anthropic.com", REAL_TOKEN, "authorization", "CLAUDE_CODE_OAUTH_TOKEN"
+    )
+    lines = squid_config([], api).splitlines()
+    assert (
+        f"http_port 127.0.0.1:{API_PORT} accel defaultsite=api.anthropic.com no-vhost name=api"
+        in lines
+    )
+    assert (
+        "cache_peer api.anthropic.com parent 443 0 no-query no-digest no-netdb-exchange originserver "
+        "forceddomain=api.anthropic.com name=fks_upstream tls"
+    ) in lines
+    assert "request_header_access Authorization deny fks_api" in lines
+    assert f'request_header_add Authorization "Bearer {REAL_TOKEN}" fks_api_call' in lines
+    assert not any("X-Api-Key" in line for line in lines)
+
+
+def test_config_https_api_on_another_port_names_it() -> None:
+    config = squid_config([], ApiUpstream("https://llm.corp.example:8443", "k"))
+    assert "defaultsite=llm.corp.example:8443 " in config
+    assert "cache_peer llm.corp.example parent 8443 0 " in config
+    assert " forceddomain=llm.corp.example:8443 " in config
+
+
+def test_api_calls_are_the_ones_claude_code_makes_and_nothing_near_them() -> None:
+    """The paths the API port passes (Squid's urlpath_regex is POSIX extended; these
+    patterns mean the same in Python)."""
+    allowed = {
+        ("POST", "/v1/messages"),
+        ("POST", "/v1/messages?beta=true"),
+        ("POST", "/v1/messages/count_tokens?beta=true"),
+        ("GET", "/v1/models?limit=1000"),
+        ("GET", "/v1/models/claude-sonnet-4-5?beta=true"),
+    }
+    refused = {
+        ("GET", "/v1/messages"),
+        ("POST", "/v1/messages?debug=1"),
+        ("POST", "/v1/messages/"),
+        ("POST", "/v1/messages/../echo"),
+        ("POST", "/v1/messages/%2e%2e/echo"),
+        ("POST", "//v1/messages"),
+        ("POST", "/V1/MESSAGES"),
+        ("POST", "/v1/messages;x"),
+        ("POST", "/v1/models"),
+        ("GET", "/v1/models/../../echo"),
+        ("GET", "/v1/models/%2e%2e"),
+        ("GET", "/v1/models?x=%0d%0a"),
+        ("TRACE", "/v1/messages"),
+    }
+
+    def passes(method: str, path: str) -> bool:
+        return any(m == method and re.search(p, path) for _, m, p in API_CALLS)
+
+    assert {call for call in allowed | refused if passes(*call)} == allowed
