@@ -41,24 +41,31 @@ def read_header(bundle: Path) -> BundleHeader:
     MAX_HEADER_BYTES or MAX_HEADER_LINES lines, is refused (GitError) before more is read.
     """
     heads: dict[str, str] = {}
+    width = 40
     with bundle.open("rb") as source:
-        lines = _header_lines(source, bundle)
+        lines = _header_lines(source)
         version = _SIGNATURES.get(next(lines, b""))
         if version is None:
-            raise GitError(f"{bundle} is not a git bundle (no v2/v3 bundle signature)")
+            raise GitError("the bundle is not a git bundle (no v2/v3 bundle signature)")
         for line in lines:
-            if line.startswith(b"@") and version == 3 and _CAPABILITIES.fullmatch(line[:-1]):
+            capability = _CAPABILITIES.fullmatch(line[:-1]) if version == 3 else None
+            if capability is not None and not heads:
+                width = 64 if capability[1] == b"sha256" else 40
                 continue
-            if line.startswith(b"-") and _OID.fullmatch(line[1:-1].partition(b" ")[0]):
+            if line.startswith(b"-") and _is_oid(line[1:-1].partition(b" ")[0], width):
                 continue
             oid, _, name = line[:-1].partition(b" ")
-            if not _OID.fullmatch(oid) or not name or b"\0" in name:
-                raise GitError(f"{bundle} is not a git bundle (a header line is malformed)")
+            if not _is_oid(oid, width) or not name or b"\0" in name:
+                raise GitError("the bundle is not a git bundle (a header line is malformed)")
             heads[name.decode("utf-8", "surrogateescape")] = oid.decode("ascii")
         return BundleHeader(heads=heads, pack_offset=source.tell())
 
 
-def _header_lines(source: IO[bytes], bundle: Path) -> Iterator[bytes]:
+def _is_oid(text: bytes, width: int) -> bool:
+    return len(text) == width and _OID.fullmatch(text) is not None
+
+
+def _header_lines(source: IO[bytes]) -> Iterator[bytes]:
     """The header's lines (each with its newline) before the empty one, bounded."""
     budget = MAX_HEADER_BYTES
     for count in range(MAX_HEADER_LINES + 1):
@@ -68,11 +75,11 @@ def _header_lines(source: IO[bytes], bundle: Path) -> Iterator[bytes]:
             return
         if budget < 0 or count == MAX_HEADER_LINES:
             raise GitError(
-                f"{bundle} is not a bundle fks made: its header is over {MAX_HEADER_BYTES} "
-                f"bytes or {MAX_HEADER_LINES} lines (refs); refused"
+                f"the bundle is not one fks made: its header is over {MAX_HEADER_BYTES} "
+                f"bytes or {MAX_HEADER_LINES} lines (refs)"
             )
         if not line.endswith(b"\n"):
-            raise GitError(f"{bundle} is not a git bundle (its header does not end)")
+            raise GitError("the bundle is not a git bundle (its header does not end)")
         yield line
 
 
