@@ -269,3 +269,43 @@ def test_a_huge_header_line_is_refused_in_bounded_memory(
     assert "its header is over" in str(report.get("error")), report
     assert float(str(report["rss_mb"])) < MAX_RSS_MB, report
     before.check(objects_added=False)
+
+
+# --- git's output --------------------------------------------------------------------------------
+
+READ = """
+import json, sys
+from pathlib import Path
+from sandbox_runner.git.runner import GitError, git
+
+out = {}
+try:
+    out["read"] = len(git(Path(sys.argv[1]), "cat-file", "blob", sys.argv[2]))
+except GitError as exc:
+    out["error"] = str(exc)
+status = Path("/proc/self/status").read_text().split("VmHWM:")[1]
+out["rss_mb"] = int(status.split()[0]) / 1024
+print(json.dumps(out))
+"""
+
+
+def test_git_output_the_agent_controls_is_read_in_bounded_memory(repo: Path) -> None:
+    """A 200 MiB file the agent committed, printed by git: refused past 16 MiB, not read whole."""
+    made = subprocess.run(
+        f"head -c {200 * 1024 * 1024} /dev/zero | git hash-object -w --stdin",
+        shell=True,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", READ, str(repo), made.stdout.strip()],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=repo.parent,
+    )
+    report = json.loads(done.stdout)
+    assert "printed more than 16777216 bytes" in str(report.get("error")), report
+    assert report["rss_mb"] < MAX_RSS_MB, report
