@@ -80,11 +80,20 @@ def measure(repo: Repo, old: str, new: str, limits: MergeLimits, records: str) -
 class _Over(Exception):
     """A limit is crossed: the reason for the user."""
 
-    def __init__(self, what: str, name: str) -> None:
+    def __init__(self, what: str, name: str | None) -> None:
         super().__init__(
             f"it {what} (FKS_MAX_MERGE_{name}); review the branch, and raise "
             f"FKS_MAX_MERGE_{name} if that is meant"
+            if name
+            else f"it {what}, which fks never merges; review the branch"
         )
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if count >= scale and count % scale == 0:
+            return f"{count // scale} {unit}"
+    return f"{count} bytes"
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ class _Objects:
         if kind != b"tree":
             raise GitError(f"object {oid[:12]} is not a tree")
         if size > MAX_TREE_BYTES:
-            raise _Over(f"has a folder listing over {MAX_TREE_BYTES} bytes of names", "FILES")
+            raise _Over(f"has a folder listing over {_size(MAX_TREE_BYTES)} of names", None)
         data = self._out.read(size + 1)
         width = 20 if len(oid) == 40 else 32
         entries: list[Entry] = []
@@ -214,11 +223,11 @@ class _Walk:
         if added.files > limits.files:
             raise _Over(f"changes more than {limits.files} files and folders", "FILES")
         if added.bytes > limits.bytes:
-            raise _Over(f"writes more than {limits.bytes} bytes of files", "BYTES")
+            raise _Over(f"writes more than {_size(limits.bytes)} of files", "BYTES")
         if added.depth > limits.depth:
             raise _Over(f"has paths over {limits.depth} names deep", "DEPTH")
         if added.longest > MAX_PATH_BYTES:
-            raise _Over(f"has paths over {MAX_PATH_BYTES} bytes long", "DEPTH")
+            raise _Over(f"has paths over {MAX_PATH_BYTES} bytes long", None)
         return added
 
 

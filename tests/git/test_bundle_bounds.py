@@ -214,6 +214,26 @@ def test_paths_deeper_than_the_limit_do_not_land(repo: Path, tmp_path: Path) -> 
     before.check(objects_added=True)
 
 
+def test_paths_no_system_can_make_do_not_land_even_on_a_base_not_checked_out(
+    repo: Path, tmp_path: Path
+) -> None:
+    """20 folders of 250-byte names: 5,000 bytes, past PATH_MAX, within the depth limit."""
+
+    def long(agent: Path, base_tree: str) -> str:
+        tree = mktree(agent, [f"100644 blob {blob(agent, b'bottom')}\tf"])
+        for level in range(20):
+            tree = mktree(agent, [f"040000 tree {tree}\t{chr(97 + level) * 250}"])
+        return with_folder(agent, base_tree, "long", tree)
+
+    bundle = agent_bundle(repo, tmp_path, long)
+    git(repo, "switch", "-q", "-c", "elsewhere")
+    before = Snapshot(repo)
+    report = land(repo, bundle, FKS_MAX_MERGE_DEPTH="500")
+    assert report["merged"] is False, report
+    assert "paths over 4096 bytes long, which fks never merges" in str(report["blocked"]), report
+    before.check(objects_added=True)
+
+
 # --- bundle headers ----------------------------------------------------------------------------
 
 
