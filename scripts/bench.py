@@ -27,6 +27,8 @@ Benchmarks:
                                                                                    (target: <= 1.4x)
   output     an agent printing 200 MB: fks's peak memory, and its throughput against
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)
+  hostile    a bundle whose header names 2.75 million refs (157 MiB): fks's peak memory while
+             refusing it (`import_bundle` in a process of its own; no Docker)      (target: < 150 MB)
   image      the agent image built from scratch (no layer cache; base present): its size against
              the base's, the cold build time, and a rebuild with nothing changed   (target: <= 350 MB)
 
@@ -565,6 +567,53 @@ def bench_output(work: Path, repeat: int) -> list[str]:
     ]
 
 
+_REFUSE = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from sandbox_runner.git.bundles import import_bundle
+from sandbox_runner.git.repo import open_repo
+from sandbox_runner.git.runner import GitError
+if len(sys.argv) > 3:
+    try:
+        import_bundle(open_repo(Path(sys.argv[2])), Path(sys.argv[3]), "fks/r/1-a", "refs/fks/r/1")
+        sys.exit("the hostile bundle was taken")
+    except GitError:
+        pass
+"""
+
+
+def bench_hostile(work: Path, repeat: int) -> list[str]:
+    """fks's peak RSS (`wait4`) importing a bundle with a 157 MiB header of refs, against the
+    same process that only imports the module."""
+    repo = make_repo(work / "hostile")
+    tip = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    bundle = work / "hostile.bundle"
+    with bundle.open("wb") as out:
+        out.write(f"# v2 git bundle\n{tip} refs/heads/fks/r/1-a\n".encode())
+        for start in range(0, 2_750_000, 10_000):
+            out.write(
+                b"".join(f"{tip} refs/tags/t{start + i:07d}\n".encode() for i in range(10_000))
+            )
+        out.write(b"\n")
+    size = bundle.stat().st_size / 1024**2
+
+    def peak(*argv: str) -> float:
+        proc = subprocess.Popen([sys.executable, "-c", _REFUSE, str(ROOT), *argv], cwd=work)
+        _, status, usage = os.wait4(proc.pid, 0)
+        if status != 0:
+            raise SystemExit(f"bench hostile: the refusing process failed (status {status})")
+        return usage.ru_maxrss / 1024
+
+    hostile = max(peak(str(repo), str(bundle)) for _ in range(repeat))
+    base = statistics.median(peak() for _ in range(repeat))
+    return [
+        f"| hostile: bundle header of 2.75 million refs ({size:.0f} MiB), fks peak memory refusing it | {hostile:.0f} MB | importing the module {base:.0f} MB | +{hostile - base:.0f} MB | < 150 MB | {'ok' if hostile < 150 else 'MISSED'} |"
+    ]
+
+
 def bench_image(work: Path, repeat: int) -> list[str]:
     """One cold build (no layer cache; it downloads the packages and Claude Code) into a tag of
     its own, removed afterwards; `repeat` does not apply."""
@@ -851,6 +900,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "workspace": bench_workspace,
     "import": bench_import,
     "output": bench_output,
+    "hostile": bench_hostile,
     "forge": bench_forge,
     "image": bench_image,
     "remote": bench_remote,

@@ -7,9 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sandbox_runner.git.limits import MergeLimits, measure
 from sandbox_runner.git.repo import Repo, checkout_of, rev
 from sandbox_runner.git.runner import GitError, git, git_ok, run_git
 from sandbox_runner.records.layout import ForgeLayout
+
+# Conflicting paths beyond the first 64 KiB of their names are not listed.
+_MAX_CONFLICT_LIST = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,9 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
 
     The merge is computed with `git merge-tree` (no work tree involved); the base then moves by
     a fast-forward, which in a checked-out base updates the user's files the way
-    `git merge --ff-only` does: refusing rather than touching anything uncommitted.
+    `git merge --ff-only` does: refusing rather than touching anything uncommitted. Before
+    that, what the merge would write is measured from git's objects against `MergeLimits`
+    (files, bytes, path depth) and for `.forge/` paths: either leaves the base untouched.
     """
     base_tip = rev(repo, base)
     step_tip = rev(repo, branch)
@@ -48,7 +54,10 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     if isinstance(merged, Landing):
         return merged
     records = ForgeLayout(repo.top).root.name
-    owned = _fks_paths(repo, base_tip, merged, records)
+    measured = measure(repo, base_tip, merged, MergeLimits.from_env(), records)
+    if measured.over:
+        return Landing(merged=False, blocked=measured.over)
+    owned = measured.owned
     if owned:
         return Landing(
             merged=False,
@@ -72,8 +81,11 @@ def _merge_commit(
         "--no-messages",
         base_tip,
         step_tip,
+        limit=_MAX_CONFLICT_LIST,
     )
-    lines = done.stdout.decode().strip().splitlines()
+    lines = done.stdout[:_MAX_CONFLICT_LIST].decode(errors="replace").strip().splitlines()
+    if len(done.stdout) > _MAX_CONFLICT_LIST:
+        lines = lines[:-1]  # cut short: its last name may be too
     if done.returncode == 1:
         return Landing(merged=False, conflicts=sorted(set(lines[1:])))
     if done.returncode != 0 or not lines:
@@ -106,18 +118,3 @@ def _move_base(
     except GitError as exc:
         return Landing(merged=False, blocked=str(exc))
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
-
-
-def _fks_paths(repo: Repo, base_tip: str, new: str, name: str) -> list[str]:
-    """Paths under a `name` (`.forge`) directory (fks's ignored run records) that a merge would
-    change.
-
-    Git treats ignored files as expendable: a fast-forward would replace the records, or the
-    whole directory by a symlink that fks then writes through.
-    """
-    out = git(repo.top, "diff-tree", "-r", "-z", "--name-only", "--no-renames", base_tip, new)
-    return [
-        path
-        for path in out.split("\0")
-        if path and any(part.lower().rstrip(". ") == name for part in path.split("/"))
-    ]

@@ -15,8 +15,6 @@ from sandbox_runner.records.layout import ForgeLayout
 BRANCH_PREFIX = "fks"
 # Step branches are fks's own bookkeeping: no reflogs for them.
 _NO_REFLOG = ("-c", "core.logAllRefUpdates=false")
-# A bundle's header (its refs) comes before its pack; a longer one is not a bundle fks made.
-_MAX_BUNDLE_HEADER = 1024 * 1024
 LEFTOVER_SOURCE = "refs/fks/leftover"
 FALLBACK_IDENTITY = ("fks", "fks@localhost")
 

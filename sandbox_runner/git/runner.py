@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -18,24 +20,87 @@ from sandbox_runner.errors import WorkspaceError
 _GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
 
 
+MAX_GIT_OUTPUT = 16 * 1024 * 1024
+"""The most `git()` reads of a command's output; more is refused (the agent can make some
+commands, such as a diff of its commits, print without bound)."""
+_STDERR_KEPT = 64 * 1024
+_CHUNK = 64 * 1024
+
+
 def run_git(
     cwd: Path | None,
     *args: str,
     env: Mapping[str, str] | None = None,
     stdin: IO[bytes] | None = None,
     stdout: IO[bytes] | None = None,
+    limit: int | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run `git *args` in `cwd` with the C locale; output captured as bytes (or written to
-    `stdout`), never checked."""
-    return subprocess.run(
+    `stdout`), never checked.
+
+    Memory stays bounded whatever git prints: of stderr only the last 64 KiB are kept, and of
+    stdout, with a `limit`, the first `limit + 1` bytes (more than `limit`: it printed more).
+    The rest is read and dropped, so git never blocks on a full pipe.
+    """
+    with subprocess.Popen(
         ["git", *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE if stdout is None else stdout,
         stderr=subprocess.PIPE,
         env={**os.environ, "LC_ALL": "C", **(env or {})},
-        check=False,
-    )
+    ) as proc:
+        assert proc.stderr is not None
+        errors = _Tail(proc.stderr, _STDERR_KEPT)
+        errors.start()
+        out = b"" if proc.stdout is None else _head(proc.stdout, limit)
+        errors.join()
+        code = proc.wait()
+    return subprocess.CompletedProcess(["git", *args], code, out, errors.data)
+
+
+def _head(stream: IO[bytes], limit: int | None) -> bytes:
+    """The first `limit + 1` bytes of `stream` (all of it without a limit); the rest drained."""
+    if limit is None:
+        return stream.read()
+    kept = bytearray()
+    while chunk := stream.read(_CHUNK):
+        if len(kept) <= limit:
+            kept += chunk[: limit + 1 - len(kept)]
+    return bytes(kept)
+
+
+class _Tail(threading.Thread):
+    """Reads a stream to its end in the background, keeping only its last `size` bytes."""
+
+    def __init__(self, stream: IO[bytes], size: int) -> None:
+        super().__init__(daemon=True)
+        self._stream = stream
+        self._size = size
+        self.data = b""
+
+    def run(self) -> None:
+        while chunk := self._stream.read(_CHUNK):
+            self.data = (self.data + chunk)[-self._size :]
+
+
+@contextmanager
+def git_process(cwd: Path, *args: str, stdin: bool = False) -> Iterator[subprocess.Popen[bytes]]:
+    """`git *args` running in `cwd`, its stdout (and stdin, if asked) a pipe for the caller to
+    stream; stderr is dropped. Killed, if still running, when the block ends: a caller that has
+    read enough stops git there."""
+    with subprocess.Popen(
+        ["git", *args],
+        cwd=cwd,
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **_GIT_ENV},
+    ) as proc:
+        try:
+            yield proc
+        finally:
+            proc.kill()
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -46,12 +111,23 @@ class GitError(WorkspaceError):
     """A git command failed (message carries argv, exit code and stderr)."""
 
 
-def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool = True) -> str:
-    """Run git; returns stdout stripped. Raises GitError naming the command on failure."""
+def git(
+    cwd: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    limit: int = MAX_GIT_OUTPUT,
+) -> str:
+    """Run git; returns stdout stripped. Raises GitError naming the command on failure, and
+    when it prints more than `limit` bytes (whether `check` or not)."""
     # As GitPython's `Git.execute` did before this: a directory that cannot be entered means
     # the current one, LANGUAGE=C too, and one trailing newline dropped.
     where = cwd if os.access(cwd, os.X_OK) else None
-    done = run_git(where, *args, env={"LANGUAGE": "C", "LC_ALL": "C", **(env or {})})
+    done = run_git(where, *args, env={"LANGUAGE": "C", "LC_ALL": "C", **(env or {})}, limit=limit)
+    if len(done.stdout) > limit:
+        raise GitError(
+            f"git {' '.join(args)[:200]} in {cwd} printed more than {limit} bytes; refused"
+        )
     status, out, err = done.returncode, _decoded(done.stdout), _decoded(done.stderr)
     if check and status != 0:
         detail = (err or out or "").strip().splitlines()
