@@ -20,7 +20,9 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.ui.ansi import clip, strip_escapes
 
+_STDERR_WIDTH = 300
 FOLLOW_INTERVAL = 0.2
 """Seconds between polls of run.json and the log files under `fks logs --follow`."""
 
@@ -143,7 +145,7 @@ def _row(record: RunRecord) -> tuple[str, ...]:
         duration = "-"
     else:
         duration = span(record.started, record.ended)
-    return (
+    row = (
         record.id,
         record.label,
         local_time(record.started),
@@ -152,6 +154,7 @@ def _row(record: RunRecord) -> tuple[str, ...]:
         f"{record.steps_done}/{len(record.steps)}",
         format_cost(record),
     )
+    return tuple(strip_escapes(cell, keep="") for cell in row)
 
 
 def _clip(text: str, width: int) -> str:
@@ -210,7 +213,8 @@ def show(*, run_ref: str, cwd: Path | None) -> int:
     record = load_run(store, run_ref)
     run_dir = store.run_dir(record.id)
     for line in describe_run(record, run_dir):
-        print(line)
+        # Branch and file names, hosts and stderr lines come from the agent.
+        print(strip_escapes(line, keep=""))
     return EXIT_COMPLETE
 
 
@@ -343,7 +347,7 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
     if it.error_tail and it.reason != "marker":
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:
-            yield f"      stderr: {line}"
+            yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
     if it.log:
         yield f"      log: {shown_path(run_dir / it.log)}"
 

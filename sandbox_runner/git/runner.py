@@ -6,10 +6,13 @@ every changed or untracked file, from one `git status` call.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -58,6 +61,37 @@ def git(cwd: Path, *args: str, env: Mapping[str, str] | None = None, check: bool
         tail = " / ".join(detail[-3:]) if detail else "no output"
         raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail}")
     return out
+
+
+@contextlib.contextmanager
+def git_output(cwd: Path, *args: str) -> Iterator[IO[bytes]]:
+    """Run git and read its stdout as it comes, for output too big to hold. Leaving the block
+    before the end stops git; raises GitError when git fails on its own."""
+    with (
+        tempfile.TemporaryFile() as err,
+        subprocess.Popen(
+            ["git", *args],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env={**os.environ, "LANGUAGE": "C", **_GIT_ENV},
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        try:
+            yield proc.stdout
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            proc.stdout.close()  # a git still writing gets SIGPIPE
+            status = proc.wait()
+        if status not in (0, -signal.SIGPIPE):
+            err.seek(0)
+            detail = _decoded(err.read(4096)).strip().splitlines()
+            tail = " / ".join(detail[-3:]) if detail else "no output"
+            raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail}")
 
 
 def _decoded(data: bytes) -> str:
