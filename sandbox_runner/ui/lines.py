@@ -33,6 +33,45 @@ def _skip_line(stream: IO[bytes]) -> int:
     return skipped
 
 
+class LineReader:
+    """The lines a growing file gained since the last `read`, each cut to `limit` bytes.
+
+    An unfinished last line is left for the next read (unless `final`); of an over-long line
+    only its first `limit` bytes are kept until its end arrives.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._offset = 0
+        self._head: bytes | None = None
+        self._cut = 0
+
+    def read(self, log: IO[bytes], *, final: bool) -> Iterator[tuple[bytes, int]]:
+        log.seek(self._offset)
+        while line := log.readline(_SKIP_CHUNK if self._head is not None else self._limit + 1):
+            ended = line.endswith(b"\n")
+            if self._head is not None:
+                self._cut += len(line) - ended
+                if ended:
+                    yield self._take()
+            elif ended:
+                yield line[:-1], 0
+            elif len(line) > self._limit:
+                self._head, self._cut = line[: self._limit], len(line) - self._limit
+            elif final:
+                yield line, 0
+            else:
+                return  # unfinished: read again once it is
+            self._offset = log.tell()
+        if final and self._head is not None:
+            yield self._take()
+
+    def _take(self) -> tuple[bytes, int]:
+        head, cut = self._head or b"", self._cut
+        self._head, self._cut = None, 0
+        return head, cut
+
+
 def shown_line(raw: bytes, cut: int = 0) -> str:
     """A line of agent data as fks shows it: decoded, neutralised, saying what was cut."""
     text = strip_escapes(raw.decode("utf-8", "replace"), keep="\t")
