@@ -19,8 +19,6 @@ FOLLOW_INTERVAL = 0.2
 """Seconds between polls of run.json and the log files under `fks logs --follow`."""
 EVENT_BYTES = 8 << 20
 """Bytes of one log line read for rendering (a stream-json event with a big tool result)."""
-LINE_CHARS = 4096
-"""Bytes shown of a line of output that is not a Claude transcript."""
 
 
 @dataclass(frozen=True)
@@ -171,8 +169,7 @@ class _LogPrinter:
             if log.transcript is not None:
                 lines = log.transcript.lines(raw, cut)
             else:
-                extra = max(0, len(raw) - LINE_CHARS)
-                lines = [shown_line(raw[:LINE_CHARS], cut + extra)]
+                lines = [shown_line(raw, cut)]
             if lines:
                 self._write("".join(f"{line}\n" for line in lines).encode("utf-8", "replace"))
 

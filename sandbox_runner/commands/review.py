@@ -12,12 +12,10 @@ from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
 from sandbox_runner.records.store import RunRecord, StepRecord
 from sandbox_runner.ui.ansi import diff_colour, strip_escapes
-from sandbox_runner.ui.lines import bounded_lines, shown_line
+from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 
 _SUBJECT_BYTES = 200
 """Bytes shown of a commit's subject (a commit message may be any size)."""
-_LINE_BYTES = 4096
-"""Bytes shown of one line of a diff or diffstat."""
 _MAX_COMMITS = 200
 _MAX_STAT_LINES = 200
 
@@ -108,7 +106,7 @@ def _stat(repo: Path, since: str, branch: str) -> None:
     hidden = 0
     last = ""
     with git_output(repo, "diff", "--stat", since, branch) as out:
-        for number, (raw, cut) in enumerate(bounded_lines(out, _LINE_BYTES)):
+        for number, (raw, cut) in enumerate(bounded_lines(out, LINE_BYTES)):
             if number < _MAX_STAT_LINES:
                 _say(f"   {shown_line(raw, cut)}")
             else:
@@ -121,9 +119,9 @@ def _stat(repo: Path, since: str, branch: str) -> None:
 
 
 def _diff(repo: Path, since: str, branch: str, *, colour: bool) -> None:
-    """The patch, streamed, each line neutralised and cut to `_LINE_BYTES`."""
+    """The patch, streamed, each line neutralised and cut to `LINE_BYTES`."""
     with git_output(repo, "diff", "--no-color", since, branch) as out:
-        for raw, cut in bounded_lines(out, _LINE_BYTES):
+        for raw, cut in bounded_lines(out, LINE_BYTES):
             line = shown_line(raw, cut)
             _say(diff_colour(line) if colour else line, clean=False)
 

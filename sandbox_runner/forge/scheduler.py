@@ -20,10 +20,8 @@ from typing import IO
 
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.lines import bounded_lines, shown_line
+from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 
-LINE_BYTES = 4096
-"""Bytes kept of one line a worker prints."""
 _TAB = "\t"
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""

@@ -8,6 +8,8 @@ from typing import IO
 
 from sandbox_runner.ui.ansi import strip_escapes
 
+LINE_BYTES = 4096
+"""Bytes shown of one line of agent output."""
 _SKIP_CHUNK = 65536
 
 
@@ -72,7 +74,10 @@ class LineReader:
         return head, cut
 
 
-def shown_line(raw: bytes, cut: int = 0) -> str:
-    """A line of agent data as fks shows it: decoded, neutralised, saying what was cut."""
+def shown_line(raw: bytes, cut: int = 0, *, limit: int = LINE_BYTES) -> str:
+    """A line of agent data as fks shows it: at most `limit` bytes of it, decoded,
+    neutralised, saying how many bytes were cut."""
+    if len(raw) > limit:
+        raw, cut = raw[:limit], cut + len(raw) - limit
     text = strip_escapes(raw.decode("utf-8", "replace"), keep="\t")
     return f"{text}… ({cut} more bytes not shown)" if cut else text

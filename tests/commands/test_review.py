@@ -203,3 +203,34 @@ def test_review_of_a_huge_commit_message_is_bounded(project: Path, tmp_path: Pat
     shown = re.search(rb" (A+)\xe2\x80\xa6 \((\d+) more bytes not shown\)\n", done.stdout)
     assert shown is not None, done.stdout
     assert len(shown[1]) + int(shown[2]) == 100_000_000
+
+
+def test_review_diff_on_a_terminal_has_fks_colours_only(project: Path) -> None:
+    import os
+    import pty
+
+    from helpers import FKS
+
+    branch = "fks/x/1-evil"
+    sandboxed_run(project, branch)
+    hostile_branch(project, branch)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [FKS, "review", "last", "--diff"], cwd=project, stdin=follower, stdout=follower
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    assert "\x1b[32m+clip link cleared name<U+202E>gpj.sh\x1b[m" in text  # fks's green
+    assert "\x1b]" not in text and "\x1b[2J" not in text and "\x07" not in text
+    assert "\u202e" not in text

@@ -523,6 +523,9 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
     lines.insert(-1, json.dumps({"type": "user", "message": {"content": [hostile]}}))
     lines.insert(-1, json.dumps({"type": "assistant", "message": {"content": [
         {"type": "text", "text": "\x1b[2Jsaid\u202egpj.sh"}]}}))  # fmt: skip
+    huge = {"type": "user", "message": {"content": [{"type": "text", "text": "y" * 9_000_000}]}}
+    lines.insert(-1, json.dumps(huge))
+    lines.insert(-1, "z" * 9_000_000)  # a line of the CLI's stderr
     (project / "transcript.jsonl").write_text("\n".join(lines) + "\n")
     commit_scripts(project, {"claudish.sh": "#!/bin/sh\ncat transcript.jsonl\necho oops >&2\n"})
     run_id = new_run(project, "./scripts/claudish.sh", code=0)
@@ -541,4 +544,7 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
         r"\nresult: success, 3 turns, \d+\.\ds, \$0\.0040, 360 in / \d+ out tokens\n", out
     )
     assert "oops\n" in out  # stderr lines as they are
+    assert "\n(an event too long to show here, " in out
+    assert "zzzz… (8995904 more bytes not shown)\n" in out
+    assert len(out) < 20_000
     assert fks_bytes("logs", run_id, "--raw", cwd=project).startswith(b'{"type":"system"')
