@@ -143,7 +143,9 @@ class _LogPrinter:
 
     def copy(self, step: StepRecord, it: IterationRecord, path: Path, *, final: bool) -> None:
         if path not in self._logs:
-            self._logs[path] = _Log()
+            # A Claude step's record has its stats; one killed before its result has not.
+            claude = TranscriptRenderer() if it.claude is not None else None
+            self._logs[path] = _Log(transcript=claude)
             self._header(step, it)
         log = self._logs[path]
         try:
@@ -165,7 +167,8 @@ class _LogPrinter:
         for raw, cut in log.reader.read(stream, final=final):
             if not log.started:
                 log.started = True
-                log.transcript = TranscriptRenderer() if is_transcript(raw) else None
+                if log.transcript is None and is_transcript(raw):
+                    log.transcript = TranscriptRenderer()
             if log.transcript is not None:
                 lines = log.transcript.lines(raw, cut)
             else:

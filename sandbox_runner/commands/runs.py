@@ -17,7 +17,8 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
-from sandbox_runner.ui.ansi import clip, strip_escapes
+from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.lines import clip
 
 _STDERR_WIDTH = 300
 

@@ -42,13 +42,6 @@ def strip_escapes(text: str, *, keep: str = "\t\n\r") -> str:
     return _controls(keep).sub("", text)
 
 
-def clip(text: str, width: int) -> str:
-    """`text` cut to `width` characters, saying how much was cut."""
-    if len(text) <= width:
-        return text
-    return f"{text[:width]}… ({len(text) - width} more characters)"
-
-
 _DIFF_COLOURS = (("+++", "1"), ("---", "1"), ("diff ", "1"), ("@@", "36"), ("+", "32"), ("-", "31"))
 
 

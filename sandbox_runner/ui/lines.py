@@ -74,6 +74,13 @@ class LineReader:
         return head, cut
 
 
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters, saying how much was cut."""
+    if len(text) <= width:
+        return text
+    return f"{text[:width]}… ({len(text) - width} more characters)"
+
+
 def shown_line(raw: bytes, cut: int = 0, *, limit: int = LINE_BYTES) -> str:
     """A line of agent data as fks shows it: at most `limit` bytes of it, decoded,
     neutralised, saying how many bytes were cut."""

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from sandbox_runner.engine.streamjson import AssistantText, Result, StreamJsonParser, ToolCall
-from sandbox_runner.ui.ansi import clip, strip_escapes
-from sandbox_runner.ui.lines import shown_line
+from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.lines import clip, shown_line
 
 RESULT_LINES = 3
 """Lines shown of a tool's result."""
