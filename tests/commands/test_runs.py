@@ -38,12 +38,17 @@ exit 3
 """
 
 SLOW_AGENT = """#!/bin/sh
-# Two lines ${SLOW:-1.5} s apart per iteration; the marker on iteration 2.
+# Two lines ${SLOW:-1.5} s apart (or until the file $GATE exists) per iteration; the marker on
+# iteration 2.
 n=$(ls slow-*.txt 2>/dev/null | wc -l); n=$((n+1))
 echo "slow $n" > slow-$n.txt
 echo "$$" > "${PIDFILE:-/dev/null}"
 echo "tick A $n"
-sleep "${SLOW:-1.5}"
+if [ -n "$GATE" ]; then
+  while [ ! -e "$GATE" ]; do sleep 0.05; done  # until the test opens the gate
+else
+  sleep "${SLOW:-1.5}"
+fi
 echo "tick B $n"
 if [ "$n" -ge 2 ]; then echo FORKHESTRA_COMPLETE; fi
 """
@@ -384,9 +389,10 @@ def test_logs_errors(project: Path) -> None:
 
 
 def test_logs_follow_streams_a_running_run(
-    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+    project: Path, background: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
-    run = background("./scripts/slow.sh:3")
+    gate = tmp_path / "gate"
+    run = background("./scripts/slow.sh:3", env={"GATE": str(gate)})
     wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
     assert "running" in fks("runs", cwd=project).stdout.splitlines()[-1]
     follow = subprocess.Popen(
@@ -398,6 +404,7 @@ def test_logs_follow_streams_a_running_run(
     assert header == b"==> step 1 (./scripts/slow.sh) iteration 1 <==\n"
     assert first == b"tick A 1\n"
     assert run.poll() is None, "output must arrive while the run is still going"
+    gate.touch()
     rest, _ = follow.communicate(timeout=60)
     assert follow.returncode == 0
     assert run.wait(timeout=30) == 0
