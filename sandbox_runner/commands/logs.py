@@ -13,6 +13,7 @@ from sandbox_runner.commands.runs import load_run, open_store, run_status, step_
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.store import IterationRecord, RunRecord, StepRecord, run_alive
 from sandbox_runner.ui.lines import LineReader, shown_line
+from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
 
 FOLLOW_INTERVAL = 0.2
@@ -173,8 +174,12 @@ class _LogPrinter:
                 lines = log.transcript.lines(raw, cut)
             else:
                 lines = [shown_line(raw, cut)]
+            # Between fks's headers, the agent's lines are marked as in plain output: no line
+            # of the agent's can pass for a header.
+            lead = AGENT_PREFIX if self._headers else ""
             if lines:
-                self._write("".join(f"{line}\n" for line in lines).encode("utf-8", "replace"))
+                text = "".join(f"{lead}{line}\n" for line in lines)
+                self._write(text.encode("utf-8", "replace"))
 
     def _header(self, step: StepRecord, it: IterationRecord) -> None:
         if not self._headers:

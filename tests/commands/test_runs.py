@@ -357,8 +357,16 @@ def test_logs_of_a_whole_run_step_and_iteration(project: Path) -> None:
         b"\n==> step 2 (./scripts/fail.sh) iteration 2 <==\n"
         b"fail output 2\nraw \xff byte\nboom 2\n"
     )
-    # Readable by default: the byte that is not UTF-8 shows as �.
-    assert fks_bytes("logs", "last", cwd=project) == everything.replace(b"\xff", "\ufffd".encode())
+    # Readable by default: the byte that is not UTF-8 shows as �, and between fks's headers the
+    # agent's lines are marked as in plain output.
+    assert fks_bytes("logs", "last", cwd=project).decode() == (
+        "==> step 1 (./scripts/ok.sh) iteration 1 <==\n"
+        "  │ ok output 1\n  │ FORKHESTRA_COMPLETE\n"
+        "\n==> step 2 (./scripts/fail.sh) iteration 1 <==\n"
+        "  │ fail output 1\n  │ raw \ufffd byte\n  │ boom 1\n"
+        "\n==> step 2 (./scripts/fail.sh) iteration 2 <==\n"
+        "  │ fail output 2\n  │ raw \ufffd byte\n  │ boom 2\n"
+    )
     step = fks_bytes("logs", "last", "2", "--raw", cwd=project)
     assert step == everything[everything.index(b"==> step 2") :]
     one = fks_bytes("logs", "last", "2", "--iteration", "2", "--raw", cwd=project)
@@ -402,7 +410,7 @@ def test_logs_follow_streams_a_running_run(
     header = follow.stdout.readline()
     first = follow.stdout.readline()
     assert header == b"==> step 1 (./scripts/slow.sh) iteration 1 <==\n"
-    assert first == b"tick A 1\n"
+    assert first == "  │ tick A 1\n".encode()
     assert run.poll() is None, "output must arrive while the run is still going"
     gate.touch()
     rest, _ = follow.communicate(timeout=60)
@@ -411,7 +419,8 @@ def test_logs_follow_streams_a_running_run(
     followed = header + first + rest
     assert followed == fks_bytes("logs", "last", cwd=project)
     assert (
-        b"==> step 1 (./scripts/slow.sh) iteration 2 <==\ntick A 2\ntick B 2\nFORKHESTRA_COMPLETE\n"
+        "==> step 1 (./scripts/slow.sh) iteration 2 <==\n"
+        "  │ tick A 2\n  │ tick B 2\n  │ FORKHESTRA_COMPLETE\n".encode()
         in followed
     )
 
@@ -432,7 +441,8 @@ def test_logs_follow_one_step_waits_for_it(
     assert followed.returncode == 0, followed.stderr
     assert (
         followed.stdout
-        == b"==> step 2 (./scripts/ok.sh) iteration 1 <==\nok output 1\nFORKHESTRA_COMPLETE\n"
+        == "==> step 2 (./scripts/ok.sh) iteration 1 <==\n"
+        "  │ ok output 1\n  │ FORKHESTRA_COMPLETE\n".encode()
     )
 
 
@@ -452,6 +462,7 @@ HOSTILE = (
 )
 HOSTILE_AGENT = f"""#!/bin/sh
 printf '{HOSTILE}\\n'
+echo '==> step 9 (./scripts/fake.sh) iteration 9 <=='
 printf 'err {HOSTILE}\\n' >&2
 exit 3
 """
@@ -467,7 +478,7 @@ def test_show_and_logs_neutralise_agent_text(project: Path) -> None:
     from sandbox_runner.records.store import RunRecord, write_atomic
 
     commit_scripts(project, {"hostile.sh": HOSTILE_AGENT})
-    run_id = new_run(project, "./scripts/hostile.sh:1", code=1)
+    run_id = new_run(project, "./scripts/hostile.sh:2", code=1)
     path = project / ".forge" / "runs" / run_id / "run.json"
     rec = RunRecord.model_validate_json(path.read_text())
     rec.steps[0].branch = "fks/x/1-evil\u202egpj.sh"
@@ -485,6 +496,8 @@ def test_show_and_logs_neutralise_agent_text(project: Path) -> None:
     assert logs.code == 0, logs.output
     assert_neutralised(logs.stdout)
     assert "err clip link cleared name<U+202E>gpj.sh\n" in logs.stdout
+    headers = [line for line in logs.stdout.splitlines() if line.startswith("==>")]
+    assert headers == [f"==> step 1 (./scripts/hostile.sh) iteration {n} <==" for n in (1, 2)]
     raw = fks_bytes("logs", run_id, "--raw", cwd=project)
     assert b"\x1b]52;c;cm0gLXJmIH4=\x07clip" in raw  # --raw: the bytes as written
 
