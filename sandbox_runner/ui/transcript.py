@@ -40,7 +40,7 @@ class TranscriptRenderer:
         if kind == "system" and obj.get("subtype") == "init":
             self._parser.feed_line(raw.decode("utf-8", "replace"))
             model = obj.get("model")
-            return [_clean(f"session {obj.get('session_id')}, model {model}")]
+            return [_clean(clip(f"session {obj.get('session_id')}, model {model}", RESULT_WIDTH))]
         shown: list[str] = []
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
             if isinstance(event, AssistantText):
@@ -56,9 +56,10 @@ def _result(result: Result) -> list[str]:
     line = result.summary_line()
     if result.input_tokens is not None or result.output_tokens is not None:
         line += f", {result.input_tokens or 0} in / {result.output_tokens or 0} out tokens"
-    lines = [_clean(line)]
+    lines = [_clean(clip(line, 2 * RESULT_WIDTH))]
     if result.is_error and result.text:
-        lines.extend(f"  {_clean(text)}" for text in result.text.splitlines()[:RESULT_LINES])
+        errors = result.text.splitlines()[:RESULT_LINES]
+        lines.extend(f"  {_clean(clip(text, RESULT_WIDTH))}" for text in errors)
     return lines
 
 
