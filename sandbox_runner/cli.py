@@ -348,7 +348,11 @@ def show_cmd(
     return runs.show(run_ref=run_id, cwd=cwd)
 
 
-@app.command("logs", help="Print the raw output of a run's iterations (STEP is a step number).")
+@app.command(
+    "logs",
+    help="Print what a run's iterations wrote (STEP is a step number): a Claude transcript as"
+    " readable text, other output with control sequences removed; --raw for the bytes as written.",
+)
 @_handled
 def logs_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
@@ -360,11 +364,16 @@ def logs_cmd(
         bool,
         typer.Option("--follow", "-f", help="Keep printing output as a running run writes it."),
     ] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="The bytes as the agent wrote them, unchanged.")
+    ] = False,
     cwd: CwdOption = None,
 ) -> int:
-    from sandbox_runner.commands import runs
+    from sandbox_runner.commands import logs
 
-    return runs.logs(run_ref=run_id, step=step, iteration=iteration, follow=follow, cwd=cwd)
+    return logs.logs(
+        run_ref=run_id, step=step, iteration=iteration, follow=follow, raw=raw, cwd=cwd
+    )
 
 
 @app.command("review", help="Show each step's branch of a run: commits, diffstat, merged or not.")

@@ -102,3 +102,12 @@ def commit_scripts(repo: Path, scripts: dict[str, str], folder: str = "scripts")
     git(repo, "add", folder)
     git(repo, "commit", "-qm", f"add {', '.join(scripts)}")
     return repo
+
+
+def agent_lines(output: str) -> list[str]:
+    """The lines an agent wrote, as fks's plain output shows them (without their prefix)."""
+    from sandbox_runner.ui.output import AGENT_PREFIX
+
+    return [
+        line[len(AGENT_PREFIX) :] for line in output.splitlines() if line.startswith(AGENT_PREFIX)
+    ]

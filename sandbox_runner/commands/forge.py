@@ -36,6 +36,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.shown import one_line
 
 EXIT_SKIPPED = 3
@@ -313,7 +314,7 @@ def _write_outputs(
     total = sum(i.cost_usd for i in items)
     out = sys.stderr if options.json_output else sys.stdout
     for item in items:
-        print(f"[fks] {_summary_line(item)}", file=out)
+        print(f"[fks] {strip_escapes(_summary_line(item), keep='')}", file=out)
     print(f"[fks] Total cost ${total:.4f}", file=out)
     if options.json_output:
         print(
@@ -379,10 +380,11 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
     )
     for i in items:
         waits = one_line(i.waiting_for or i.error or "")
-        print(
+        row = (
             f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
+        print(strip_escapes(row, keep=""))
     return EXIT_COMPLETE
 
 
@@ -394,8 +396,9 @@ def clarifications(*, cwd: Path | None) -> int:
         print("No open questions.")
         return EXIT_COMPLETE
     for item in open_items:
-        print(f"{item.task_id}: {item.title}")
-        print(f"  {item.question}")
+        print(strip_escapes(f"{item.task_id}: {item.title}", keep=""))
+        for line in (item.question or "").splitlines():
+            print(f"  {strip_escapes(line, keep='')}")
         print(
             f'  ({store.clarifications / (item.task_id + ".md")}; answer: fks forge answer {item.task_id} "...")'
         )

@@ -9,8 +9,15 @@ from pathlib import Path
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
-from sandbox_runner.git.runner import GitError, git, git_ok
+from sandbox_runner.git.runner import GitError, git, git_ok, git_output
 from sandbox_runner.records.store import RunRecord, StepRecord
+from sandbox_runner.ui.ansi import diff_colour, strip_escapes
+from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
+
+_SUBJECT_BYTES = 200
+"""Bytes shown of a commit's subject (a commit message may be any size)."""
+_MAX_COMMITS = 200
+_MAX_STAT_LINES = 200
 
 
 def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
@@ -70,21 +77,53 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     if since is None:
         _say("  (cannot tell where the step started: its start commit and base are gone)")
         return
-    commits = git(repo, "log", "--oneline", "--no-decorate", f"{since}..{step.branch}")
-    _say(f"  commits since {since[:12]}:" if commits else f"  no commits since {since[:12]}")
-    for line in commits.splitlines():
-        _say(f"    {line}")
-    stat = git(repo, "diff", "--stat", since, step.branch)
-    if stat:
+    _commits(repo, since, step.branch)
+    changed = not git_ok(repo, "diff", "--quiet", since, step.branch)
+    if changed:
         _say("  changes:")
-        for line in stat.splitlines():
-            _say(f"   {line}")
+        _stat(repo, since, step.branch)
     if not step.merged:
         _landing_commands(repo, step.branch, base)
-    if diff and stat:
+    if diff and changed:
         _say("")
-        color = ["--color=always"] if sys.stdout.isatty() else []
-        _say(git(repo, "diff", *color, since, step.branch))
+        _diff(repo, since, step.branch, colour=sys.stdout.isatty())
+
+
+def _commits(repo: Path, since: str, branch: str) -> None:
+    """One line per commit (at most `_MAX_COMMITS`), each subject cut to `_SUBJECT_BYTES`."""
+    count = int(git(repo, "rev-list", "--count", f"{since}..{branch}"))
+    _say(f"  commits since {since[:12]}:" if count else f"  no commits since {since[:12]}")
+    args = ("log", f"-n{_MAX_COMMITS}", "--no-decorate", "--format=%h %s", f"{since}..{branch}")
+    with git_output(repo, *args) as out:
+        for raw, cut in bounded_lines(out, _SUBJECT_BYTES):
+            _say(f"    {shown_line(raw, cut)}")
+    if count > _MAX_COMMITS:
+        _say(f"    … and {count - _MAX_COMMITS} more commits (git log {since[:12]}..{branch})")
+
+
+def _stat(repo: Path, since: str, branch: str) -> None:
+    """The diffstat: its first `_MAX_STAT_LINES` lines and its summary line."""
+    hidden = 0
+    last = ""
+    with git_output(repo, "diff", "--stat", since, branch) as out:
+        for number, (raw, cut) in enumerate(bounded_lines(out, LINE_BYTES)):
+            if number < _MAX_STAT_LINES:
+                _say(f"   {shown_line(raw, cut)}")
+            else:
+                hidden += 1
+                last = shown_line(raw, cut)
+    if hidden > 1:
+        _say(f"    … {hidden - 1} more files")
+    if last:
+        _say(f"   {last}")
+
+
+def _diff(repo: Path, since: str, branch: str, *, colour: bool) -> None:
+    """The patch, streamed, each line neutralised and cut to `LINE_BYTES`."""
+    with git_output(repo, "diff", "--no-color", since, branch) as out:
+        for raw, cut in bounded_lines(out, LINE_BYTES):
+            line = shown_line(raw, cut)
+            _say(diff_colour(line) if colour else line, clean=False)
 
 
 def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
@@ -117,7 +156,9 @@ def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
     _say(f"    git -C {where} branch -D {quoted_branch}")
 
 
-def _say(text: str) -> None:
-    # git output is decoded with surrogateescape: write it back as the bytes git printed.
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape") + b"\n")
+def _say(text: str, *, clean: bool = True) -> None:
+    # Names, subjects and paths may come from the agent: never a control sequence of theirs.
+    if clean:
+        text = strip_escapes(text, keep="\t")
+    sys.stdout.buffer.write(text.encode("utf-8", "replace") + b"\n")
     sys.stdout.buffer.flush()

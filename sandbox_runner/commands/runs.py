@@ -1,14 +1,11 @@
-"""`fks runs`, `fks show RUN` and `fks logs RUN`: read the run records under `.forge/runs/`."""
+"""`fks runs` and `fks show RUN`: read the run records under `.forge/runs/`."""
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.store import (
@@ -20,9 +17,10 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.lines import clip
 
-FOLLOW_INTERVAL = 0.2
-"""Seconds between polls of run.json and the log files under `fks logs --follow`."""
+_STDERR_WIDTH = 300
 
 
 # --- shared by the read-only commands ---------------------------------------------------------
@@ -143,7 +141,7 @@ def _row(record: RunRecord) -> tuple[str, ...]:
         duration = "-"
     else:
         duration = span(record.started, record.ended)
-    return (
+    row = (
         record.id,
         record.label,
         local_time(record.started),
@@ -152,6 +150,7 @@ def _row(record: RunRecord) -> tuple[str, ...]:
         f"{record.steps_done}/{len(record.steps)}",
         format_cost(record),
     )
+    return tuple(strip_escapes(cell, keep="") for cell in row)
 
 
 def _clip(text: str, width: int) -> str:
@@ -210,7 +209,8 @@ def show(*, run_ref: str, cwd: Path | None) -> int:
     record = load_run(store, run_ref)
     run_dir = store.run_dir(record.id)
     for line in describe_run(record, run_dir):
-        print(line)
+        # Branch and file names, hosts and stderr lines come from the agent.
+        print(strip_escapes(line, keep=""))
     return EXIT_COMPLETE
 
 
@@ -343,142 +343,6 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
     if it.error_tail and it.reason != "marker":
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:
-            yield f"      stderr: {line}"
+            yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
     if it.log:
         yield f"      log: {shown_path(run_dir / it.log)}"
-
-
-# --- fks logs ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Selection:
-    step: int | None
-    iteration: int | None
-
-    def pick(self, record: RunRecord) -> list[tuple[StepRecord, IterationRecord]]:
-        picked: list[tuple[StepRecord, IterationRecord]] = []
-        for step in record.steps:
-            if self.step is not None and step.index != self.step:
-                continue
-            picked.extend(
-                (step, it)
-                for it in step.iterations
-                if it.log and (self.iteration is None or it.number == self.iteration)
-            )
-        return picked
-
-
-def logs(
-    *,
-    run_ref: str,
-    step: int | None,
-    iteration: int | None,
-    follow: bool,
-    cwd: Path | None,
-) -> int:
-    """Print raw iteration logs; with `follow`, keep printing until the run stops."""
-    store = open_store(cwd)
-    record = load_run(store, run_ref)
-    if iteration is not None and step is None:
-        if len(record.steps) != 1:
-            raise UsageError(
-                f"--iteration needs a STEP: e.g. fks logs {record.id} 1 --iteration {iteration}"
-            )
-        step = record.steps[0].index
-    if step is not None and not 1 <= step <= len(record.steps):
-        raise UsageError(
-            f"run {record.id} has {_count(len(record.steps), 'step')}; STEP must be 1-{len(record.steps)}"
-        )
-    selection = _Selection(step, iteration)
-    following = follow and run_alive(record)
-    if iteration is not None and not selection.pick(record) and not following:
-        chosen = record.steps[step - 1] if step is not None else record.steps[0]
-        numbers = sorted({it.number for it in chosen.iterations})
-        ran = f"ran iterations 1-{numbers[-1]}" if numbers else "ran no iterations"
-        raise UsageError(
-            f"step {chosen.index} ({chosen.agent}) of run {record.id} {ran}; there is no iteration {iteration}"
-        )
-    sys.stdout.flush()
-    printer = _LogPrinter(
-        sys.stdout.buffer,
-        headers=iteration is None and (following or len(selection.pick(record)) > 1),
-    )
-    run_dir = store.run_dir(record.id)
-    if not following:
-        for step_record, it in selection.pick(record):
-            printer.copy(step_record, it, run_dir / it.log)
-        if not printer.printed_any:
-            _nothing_yet(record, step)
-        return EXIT_COMPLETE
-    while True:
-        running = run_alive(record)
-        for step_record, it in selection.pick(record):
-            printer.copy(step_record, it, run_dir / it.log)
-        if not running:
-            if not printer.printed_any:
-                _nothing_yet(record, step)
-            return EXIT_COMPLETE
-        time.sleep(FOLLOW_INTERVAL)
-        try:
-            record = store.load(record.id)
-        except FksError:
-            continue  # removed or replaced under us; try again on the next poll
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _nothing_yet(record: RunRecord, step: int | None) -> None:
-    if step is not None:
-        chosen = record.steps[step - 1]
-        state = step_status(chosen, run_status(record))
-        print(
-            f"fks: no output recorded for step {chosen.index} ({chosen.agent}) of run {record.id} ({state})",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"fks: no output recorded for run {record.id} ({run_status(record)})", file=sys.stderr
-        )
-
-
-class _LogPrinter:
-    """Copies log files to stdout as raw bytes, remembering how far each one was printed."""
-
-    def __init__(self, out: BinaryIO, *, headers: bool) -> None:
-        self._out = out
-        self._headers = headers
-        self._offsets: dict[Path, int] = {}
-        self._at_line_start = True
-        self.printed_any = False
-
-    def copy(self, step: StepRecord, it: IterationRecord, path: Path) -> None:
-        if path not in self._offsets:
-            self._offsets[path] = 0
-            self._header(step, it)
-        try:
-            with path.open("rb") as log:
-                log.seek(self._offsets[path])
-                while chunk := log.read(65536):
-                    self._write(chunk)
-                    self._offsets[path] += len(chunk)
-        except FileNotFoundError:
-            return
-
-    def _header(self, step: StepRecord, it: IterationRecord) -> None:
-        if not self._headers:
-            return
-        note = " (not counted)" if not it.counted and it.ended is not None else ""
-        text = f"==> step {step.index} ({step.agent}) iteration {it.number}{note} <=="
-        lead = b"" if not self.printed_any else (b"\n" if self._at_line_start else b"\n\n")
-        self._write(lead + text.encode("utf-8", "replace") + b"\n")
-
-    def _write(self, data: bytes) -> None:
-        if not data:
-            return
-        self._out.write(data)
-        self._out.flush()
-        self._at_line_start = data.endswith(b"\n")
-        self.printed_any = True

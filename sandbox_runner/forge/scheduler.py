@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import IO
 
 from sandbox_runner.errors import FksError, Interrupted
+from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 
+_TAB = "\t"
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
 
@@ -42,10 +45,10 @@ class ForgeView:
         self.out = out or sys.stdout
 
     def line(self, task_id: str, text: str) -> None:
-        print(f"[{task_id}] {text}", file=self.out, flush=True)
+        print(f"[{task_id}] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"[fks] {text}", file=self.out, flush=True)
+        print(f"[fks] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
 
     def tick(self, workers: Sequence[Worker]) -> None:
         """Called about every 0.2 s with the workers in flight."""
@@ -119,8 +122,9 @@ class Conductor:
         return Worker(task_id, proc)
 
     def _read(self, task_id: str, pipe: IO[bytes]) -> None:
-        for raw in pipe:
-            self._lines.put((task_id, raw.decode("utf-8", "replace").rstrip("\r\n")))
+        # A worker passes on what its agent prints: a line may be of any length.
+        for raw, cut in bounded_lines(pipe, LINE_BYTES):
+            self._lines.put((task_id, shown_line(raw.rstrip(b"\r"), cut)))
         self._lines.put((task_id, None))
 
     def _drain(self, running: dict[str, Worker], timeout: float) -> None:

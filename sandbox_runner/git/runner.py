@@ -6,12 +6,14 @@ every changed or untracked file, from one `git status` call.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -84,7 +86,7 @@ class _Tail(threading.Thread):
             self.data = (self.data + chunk)[-self._size :]
 
 
-@contextmanager
+@contextlib.contextmanager
 def git_process(cwd: Path, *args: str, stdin: bool = False) -> Iterator[subprocess.Popen[bytes]]:
     """`git *args` running in `cwd`, its stdout (and stdin, if asked) a pipe for the caller to
     stream; stderr is dropped. Killed, if still running, when the block ends: a caller that has
@@ -136,34 +138,43 @@ def git(
     return out
 
 
-def git_head(cwd: Path, *args: str, limit: int) -> tuple[bytes, bool]:
-    """The first `limit` bytes of git's output (True: there was more; git is stopped there,
-    so a huge output is never read). Raises GitError when git fails before that."""
-    import tempfile
-
+@contextlib.contextmanager
+def git_output(cwd: Path, *args: str) -> Iterator[IO[bytes]]:
+    """Run git and read its stdout as it comes, for output too big to hold. Leaving the block
+    before the end stops git; raises GitError when git fails on its own."""
     with (
-        tempfile.TemporaryFile() as errors,
+        tempfile.TemporaryFile() as err,
         subprocess.Popen(
             ["git", *args],
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=errors,
-            env={**os.environ, **_GIT_ENV, "LANGUAGE": "C"},
+            stderr=err,
+            env={**os.environ, "LANGUAGE": "C", **_GIT_ENV},
         ) as proc,
     ):
         assert proc.stdout is not None
-        data = proc.stdout.read(limit + 1)
-        more = len(data) > limit
-        if more:
+        try:
+            yield proc.stdout
+        except BaseException:
             proc.kill()
-        proc.stdout.close()
-        status = proc.wait()
-        if not more and status != 0:
-            errors.seek(0)
-            tail = _decoded(errors.read(4096)).strip().splitlines()[-1:] or ["no output"]
-            raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail[0]}")
-    return data[:limit], more
+            raise
+        finally:
+            proc.stdout.close()  # a git still writing gets SIGPIPE
+            status = proc.wait()
+        if status not in (0, -signal.SIGPIPE):
+            err.seek(0)
+            detail = _decoded(err.read(4096)).strip().splitlines()
+            tail = " / ".join(detail[-3:]) if detail else "no output"
+            raise GitError(f"git {' '.join(args)} failed in {cwd} (exit {status}): {tail}")
+
+
+def git_head(cwd: Path, *args: str, limit: int) -> tuple[bytes, bool]:
+    """The first `limit` bytes of git's output (True: there was more; git is stopped there,
+    so a huge output is never read). Raises GitError when git fails before that."""
+    with git_output(cwd, *args) as out:
+        data = out.read(limit + 1)
+    return data[:limit], len(data) > limit
 
 
 def _decoded(data: bytes) -> str:

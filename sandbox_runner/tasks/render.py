@@ -1,4 +1,8 @@
-"""What `list` and `view` print: stable plain text for people and agents, or JSON."""
+"""What `list` and `view` print: stable plain text for people and agents, or JSON.
+
+Task files may have been written by an agent: the plain text carries none of their escape
+sequences or control characters, and their bidi controls are shown as `<U+202E>`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 
 from sandbox_runner.tasks import model
 from sandbox_runner.tasks.store import TaskFile
+from sandbox_runner.ui.ansi import strip_escapes
 
 _STATUS_WIDTH = max(len(status) for status in model.STATUSES)
 _PRIORITY_WIDTH = max(len(priority) for priority in model.PRIORITIES)
@@ -24,7 +29,7 @@ def list_line(tf: TaskFile) -> str:
     criteria = tf.task.acceptance_criteria
     if criteria:
         extras.append(f"AC {sum(c.checked for c in criteria)}/{len(criteria)}")
-    return f"{line}  ({'; '.join(extras)})" if extras else line
+    return strip_escapes(f"{line}  ({'; '.join(extras)})" if extras else line, keep="")
 
 
 def view_text(tf: TaskFile, *, file: str, ready: bool, dependency_status: dict[str, str]) -> str:
@@ -55,7 +60,7 @@ def view_text(tf: TaskFile, *, file: str, ready: bool, dependency_status: dict[s
     ]
     for heading, text in blocks:
         lines += ["", f"{heading}:", text or "(none)"]
-    return "\n".join(lines)
+    return strip_escapes("\n".join(lines), keep="\t\n")
 
 
 def task_json(tf: TaskFile, *, file: str, ready: bool) -> dict[str, Any]:

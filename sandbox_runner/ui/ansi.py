@@ -1,12 +1,16 @@
-"""Terminal escape sequences and control characters: the one place that takes them out of text.
+"""Terminal escape sequences, control and bidi characters: the one place that neutralises them.
 
-Agent output, model text and build logs may carry colours, cursor moves, window titles or
-hyperlinks; plain output, the live view, build logs and JUnit reports show only the text.
+Agent output, model text, commit subjects, file and branch names and build logs may carry
+colours, cursor moves, window titles, hyperlinks, clipboard writes (OSC 52) or bidi controls
+that show `name\u202egpj.sh` reversed. Everything fks shows of them goes through
+`strip_escapes`: escape sequences and control characters are dropped, bidi controls shown as
+`<U+202E>`.
 """
 
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 
 # Tolerant: an unterminated sequence is removed up to where it would end (a newline or the next
@@ -22,18 +26,41 @@ _COMPLETE = re.compile(
     r"\x1b(?:\][^\x07\x1b\n]*(?:\x07|\x1b\\)|[PX^_][^\x1b\n]*\x1b\\"
     r"|\[[0-?]*[ -/]*[@-~]|[ -/]*[0-OQ-WYZ\\`-~])"  # not `[`, `]`, P, X, ^, _: those open more
 )
-_CONTROLS = frozenset(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)))
+_CONTROLS = "".join(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0)))
+# Characters that reorder or break what a terminal shows around them without being seen:
+# bidi embeddings, overrides, isolates and marks, and the line and paragraph separators.
+_INVISIBLE = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 # An escape sequence longer than this is not waited for (real ones are a few dozen bytes).
 _MAX_PENDING = 4096
 
 
 def strip_escapes(text: str, *, keep: str = "\t\n\r") -> str:
-    """`text` without escape sequences and without control characters other than `keep`."""
+    """`text` as fks shows agent-written text: without escape sequences, without control
+    characters other than `keep`, and with bidi controls made visible (`<U+202E>`)."""
     text = _ESCAPE.sub("", text)
-    drop = _CONTROLS.difference(keep)
-    if not any(c in drop for c in text):
-        return text
-    return "".join(c for c in text if c not in drop)
+    text = _INVISIBLE.sub(_visible, text)
+    return _controls(keep).sub("", text)
+
+
+_DIFF_COLOURS = (("+++", "1"), ("---", "1"), ("diff ", "1"), ("@@", "36"), ("+", "32"), ("-", "31"))
+
+
+def diff_colour(line: str) -> str:
+    """A line of a patch (already neutralised) coloured as `git diff --color` would."""
+    for start, code in _DIFF_COLOURS:
+        if line.startswith(start):
+            return f"\x1b[{code}m{line}\x1b[m"
+    return line
+
+
+def _visible(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
+
+
+@functools.cache
+def _controls(keep: str) -> re.Pattern[str]:
+    drop = "".join(c for c in _CONTROLS if c not in keep)
+    return re.compile(f"[{re.escape(drop)}]")
 
 
 class EscapeFilter:

@@ -27,6 +27,7 @@ REFRESH_PER_SECOND = 4.0
 # Bytes kept of one output line: plenty for a terminal row, and bounded however long the line is.
 _LINE_BYTES = 4096
 _ASSISTANT_LINES = 2
+_CONTINUATION = " " * (len(PREFIX) + 3)
 
 
 def clean_line(text: str) -> str:
@@ -81,7 +82,10 @@ class LiveReporter:
 
         line = Text()
         line.append(f"{PREFIX} ", style="dim")
-        line.append("\n".join(clean_line(part) for part in text.split("\n")), style=style)
+        # Lines after the first are indented: a message quoting agent text that holds a newline
+        # cannot start a line of its own that reads like one of fks's.
+        parts = [clean_line(part) for part in text.rstrip("\n").split("\n")]
+        line.append(f"\n{_CONTINUATION}".join(parts), style=style)
         self._console.print(line, soft_wrap=True)
 
     def info(self, message: str) -> None:

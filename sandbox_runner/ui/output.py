@@ -1,7 +1,8 @@
 """Everything the user sees while a run goes: `[fks] …` lines, agent output, Claude progress.
 
 `PlainReporter` writes line by line with no escape sequences or control characters (pipes, CI,
-`--verbose`);
+`--verbose`); every line the agent wrote starts with `AGENT_PREFIX`, so that an agent line
+reading `[fks] Chain complete` cannot pass for one of fks's own;
 `sandbox_runner.ui.live.LiveReporter` draws a live view on a terminal.
 """
 
@@ -19,6 +20,11 @@ if TYPE_CHECKING:
     from sandbox_runner.records.results import IterationResult, StepOutcome
 
 PREFIX = "[fks]"
+AGENT_PREFIX = "  │ "
+"""The start of every line of agent output in plain output (as CI logs of other runners do)."""
+_AGENT_PREFIX = AGENT_PREFIX.encode()
+# A message running over several lines: the ones after the first are indented under it.
+_CONTINUATION = f"\n{PREFIX}   "
 _TEXT_KEEPS = "\t\n"
 # For --verbose: the lines describing step N (1-based) before it runs (command, cwd, prompt).
 StepDetails = Callable[[int], list[str]]
@@ -53,7 +59,8 @@ class PlainReporter:
 
     def _line(self, text: str) -> None:
         self._end_partial_lines()
-        self._out.write(f"{PREFIX} {strip_escapes(text, keep=_TEXT_KEEPS)}\n")
+        text = strip_escapes(text, keep=_TEXT_KEEPS).rstrip("\n").replace("\n", _CONTINUATION)
+        self._out.write(f"{PREFIX} {text}\n")
         self._out.flush()
 
     def _end_partial_lines(self) -> None:
@@ -67,7 +74,7 @@ class PlainReporter:
         if not data:
             return
         target = self._agent_out if stream == "stdout" else self._agent_err
-        target.write(data)
+        target.write(_prefixed(data, at_line_start=self._at_line_start[stream]))
         target.flush()
         self._at_line_start[stream] = data.endswith(b"\n")
 
@@ -105,7 +112,7 @@ class PlainReporter:
                 text = strip_escapes(event.text, keep=_TEXT_KEEPS).rstrip("\n")
                 if text:
                     self._end_partial_lines()
-                    self._out.write(text + "\n")
+                    self._out.write(_prefixed(f"{text}\n".encode(), at_line_start=True).decode())
                     self._out.flush()
             elif isinstance(event, Result):
                 self._line(event.summary_line())
@@ -138,3 +145,11 @@ class PlainReporter:
 
     def close(self) -> None:
         self._end_partial_lines()
+
+
+def _prefixed(data: bytes, *, at_line_start: bool) -> bytes:
+    """`data` (agent output, escapes already stripped) with `AGENT_PREFIX` starting each line."""
+    body = data.replace(b"\n", b"\n" + _AGENT_PREFIX)
+    if data.endswith(b"\n"):
+        body = body[: -len(_AGENT_PREFIX)]
+    return _AGENT_PREFIX + body if at_line_start else body

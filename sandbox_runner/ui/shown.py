@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from sandbox_runner.ui.ansi import strip_escapes
 
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 MAX_SHOWN = 500
 
 
 def one_line(text: str, limit: int = MAX_SHOWN) -> str:
-    """`text` without escape sequences, controls or bidi overrides, its lines joined by " / "
-    (so it can never start a line of its own that looks like fks's), cut at `limit`."""
+    """`text` without escape sequences or controls, bidi controls made visible (`strip_escapes`),
+    its lines joined by " / " (so it can never start a line of its own that looks like fks's),
+    cut at `limit`."""
     flat = " / ".join(part.strip() for part in strip_escapes(text).splitlines() if part.strip())
-    flat = _BIDI.sub("", flat)
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"

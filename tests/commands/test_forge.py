@@ -205,3 +205,31 @@ def test_the_repositorys_schema_copy_is_current() -> None:
 
     copy = Path(__file__).parents[2] / "forge" / "chains.schema.json"
     assert json.loads(copy.read_text()) == config_schema()
+
+
+# --- what agents wrote is shown, never obeyed ----------------------------------------------------
+
+HOSTILE = "\x1b]52;c;eA==\x07clip \x1b]0;title\x07\x1b[2Jname\u202egpj.sh"
+
+
+def test_status_and_clarifications_neutralise_agent_text(repo: Path) -> None:
+    import yaml
+
+    task = create(repo, "hostile")
+    work = repo / ".forge" / "work"
+    work.mkdir(parents=True)
+    item = {
+        "task_id": task,
+        "title": HOSTILE,
+        "status": "waiting",
+        "stage": "analyze",
+        "branch": f"fks/forge/{task}\u202egpj.sh",
+        "question": f"which one?\n[fks] Landed {HOSTILE}",
+    }
+    (work / f"{task}-001.yaml").write_text(yaml.safe_dump(item))
+    for verb in ("status", "clarifications"):
+        done = fks("forge", verb, "--cwd", str(repo))
+        assert done.code == 0, done.output
+        assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+        assert "\u202e" not in done.stdout and "<U+202E>gpj.sh" in done.stdout
+        assert not any(line.startswith("[fks]") for line in done.stdout.splitlines())

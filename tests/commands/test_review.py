@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -113,3 +114,123 @@ def test_sandbox_run_merged_and_kept_branches(project: Path) -> None:
     assert gone.code == 0, gone.output
     assert "the branch no longer exists" in section(gone.stdout, "Step 2:")
     assert "done: work" in section(gone.stdout, "Step 1:")
+
+
+# --- what an agent left on its branch is shown, never obeyed ------------------------------------
+
+# Clipboard write (OSC 52), hyperlink (OSC 8), window title, screen clear, a bidi override.
+HOSTILE = (
+    "\x1b]52;c;cm0gLXJmIH4=\x07clip \x1b]8;;https:evil\x1b\\link\x1b]8;;\x1b\\ "
+    "\x1b]0;title\x07\x1b[2J\x1b[Hcleared name\u202egpj.sh"
+)
+
+
+def sandboxed_run(project: Path, branch: str) -> str:
+    """A finished run whose one step left `branch` (forked from main) unmerged, as a sandboxed
+    run records it; returns the run's id."""
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    assert fks("run", "./scripts/done.sh", cwd=project).code == 0
+    git(project, "reset", "-q", "--hard", "HEAD~1")  # the step's commit goes to its branch
+    run_dir = next((project / ".forge" / "runs").iterdir())
+    record = RunRecord.model_validate_json((run_dir / "run.json").read_text())
+    record.options.sandbox = True
+    step = record.steps[0]
+    step.repo, step.base_branch, step.branch = str(project), "main", branch
+    step.start_commit = git(project, "rev-parse", "main")
+    write_atomic(run_dir / "run.json", record.model_dump_json())
+    return run_dir.name
+
+
+def hostile_branch(project: Path, branch: str) -> None:
+    """`branch` with a commit whose subject and contents carry `HOSTILE`, its file name a bidi
+    control."""
+    git(project, "config", "core.quotePath", "false")  # file names as they are, as some users set
+    git(project, "switch", "-q", "-c", branch)
+    # git quotes control characters in file names itself, not bidi controls.
+    (project / "name\u202egpj.sh").write_text(f"{HOSTILE}\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", f"subject {HOSTILE}")
+    git(project, "switch", "-q", "main")
+
+
+def assert_neutralised(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(c in text for c in "\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+    assert "name<U+202E>gpj.sh" in text
+
+
+def test_review_neutralises_agent_subjects_file_names_and_diffs(project: Path) -> None:
+    branch = "fks/x/1-evil\u202egpj.sh"
+    sandboxed_run(project, branch)
+    hostile_branch(project, branch)
+    for args in (("review", "last"), ("review", "last", "--diff")):
+        done = fks(*args, cwd=project)
+        assert done.code == 0, done.output
+        assert_neutralised(done.stdout)
+        assert "branch:    fks/x/1-evil<U+202E>gpj.sh" in done.stdout
+        assert "subject clip link cleared name<U+202E>gpj.sh" in done.stdout
+        assert " name<U+202E>gpj.sh | 1 +" in done.stdout
+    assert "+clip link cleared name<U+202E>gpj.sh" in done.stdout  # the patch of --diff
+
+
+def test_review_of_a_huge_commit_message_is_bounded(project: Path, tmp_path: Path) -> None:
+    import sys
+
+    branch = "fks/x/1-huge"
+    sandboxed_run(project, branch)
+    message = tmp_path / "message"
+    message.write_bytes(b"A" * 100_000_000)
+    commit = git(project, "commit-tree", "main^{tree}", "-p", "main", "-F", str(message))
+    git(project, "branch", branch, commit)
+    # fks in a process of its own, reporting its peak memory (VmHWM: ru_maxrss survives exec).
+    measure = (
+        "import re, sys\n"
+        "from sandbox_runner.cli import main\n"
+        "sys.argv = ['fks', 'review', 'last', '--diff']\n"
+        "try:\n    main()\n"
+        "finally:\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    peak = re.search(r'VmHWM:\\s*(\\d+) kB', status).group(1)\n"
+        "    print(f'peak {peak}', file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", measure], cwd=project, capture_output=True, check=False
+    )
+    peak_kib = int(done.stderr.decode().rsplit("peak ", 1)[1])
+    assert peak_kib < 100_000, f"fks review peaked at {peak_kib} KiB"
+    assert len(done.stdout) < 10_000
+    shown = re.search(rb" (A+)\xe2\x80\xa6 \((\d+) more bytes not shown\)\n", done.stdout)
+    assert shown is not None, done.stdout
+    assert len(shown[1]) + int(shown[2]) == 100_000_000
+
+
+def test_review_diff_on_a_terminal_has_fks_colours_only(project: Path) -> None:
+    import os
+    import pty
+
+    from helpers import FKS
+
+    branch = "fks/x/1-evil"
+    sandboxed_run(project, branch)
+    hostile_branch(project, branch)
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [FKS, "review", "last", "--diff"], cwd=project, stdin=follower, stdout=follower
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    text = b"".join(chunks).decode()
+    assert "\x1b[32m+clip link cleared name<U+202E>gpj.sh\x1b[m" in text  # fks's green
+    assert "\x1b]" not in text and "\x1b[2J" not in text and "\x07" not in text
+    assert "\u202e" not in text

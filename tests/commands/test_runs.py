@@ -38,12 +38,17 @@ exit 3
 """
 
 SLOW_AGENT = """#!/bin/sh
-# Two lines ${SLOW:-1.5} s apart per iteration; the marker on iteration 2.
+# Two lines ${SLOW:-1.5} s apart (or until the file $GATE exists) per iteration; the marker on
+# iteration 2.
 n=$(ls slow-*.txt 2>/dev/null | wc -l); n=$((n+1))
 echo "slow $n" > slow-$n.txt
 echo "$$" > "${PIDFILE:-/dev/null}"
 echo "tick A $n"
-sleep "${SLOW:-1.5}"
+if [ -n "$GATE" ]; then
+  while [ ! -e "$GATE" ]; do sleep 0.05; done  # until the test opens the gate
+else
+  sleep "${SLOW:-1.5}"
+fi
 echo "tick B $n"
 if [ "$n" -ge 2 ]; then echo FORKHESTRA_COMPLETE; fi
 """
@@ -343,7 +348,7 @@ def test_cwd_option_and_subdirectories_find_the_project(project: Path, tmp_path:
 
 def test_logs_of_a_whole_run_step_and_iteration(project: Path) -> None:
     incomplete_run(project)
-    everything = fks_bytes("logs", "last", cwd=project)
+    everything = fks_bytes("logs", "last", "--raw", cwd=project)
     assert everything == (
         b"==> step 1 (./scripts/ok.sh) iteration 1 <==\n"
         b"ok output 1\nFORKHESTRA_COMPLETE\n"
@@ -352,9 +357,19 @@ def test_logs_of_a_whole_run_step_and_iteration(project: Path) -> None:
         b"\n==> step 2 (./scripts/fail.sh) iteration 2 <==\n"
         b"fail output 2\nraw \xff byte\nboom 2\n"
     )
-    step = fks_bytes("logs", "last", "2", cwd=project)
+    # Readable by default: the byte that is not UTF-8 shows as �, and between fks's headers the
+    # agent's lines are marked as in plain output.
+    assert fks_bytes("logs", "last", cwd=project).decode() == (
+        "==> step 1 (./scripts/ok.sh) iteration 1 <==\n"
+        "  │ ok output 1\n  │ FORKHESTRA_COMPLETE\n"
+        "\n==> step 2 (./scripts/fail.sh) iteration 1 <==\n"
+        "  │ fail output 1\n  │ raw \ufffd byte\n  │ boom 1\n"
+        "\n==> step 2 (./scripts/fail.sh) iteration 2 <==\n"
+        "  │ fail output 2\n  │ raw \ufffd byte\n  │ boom 2\n"
+    )
+    step = fks_bytes("logs", "last", "2", "--raw", cwd=project)
     assert step == everything[everything.index(b"==> step 2") :]
-    one = fks_bytes("logs", "last", "2", "--iteration", "2", cwd=project)
+    one = fks_bytes("logs", "last", "2", "--iteration", "2", "--raw", cwd=project)
     assert one == b"fail output 2\nraw \xff byte\nboom 2\n"  # the raw bytes, no header
     single = fks_bytes("logs", "last", "1", cwd=project)
     assert single == b"ok output 1\nFORKHESTRA_COMPLETE\n"  # one log: no header
@@ -382,9 +397,10 @@ def test_logs_errors(project: Path) -> None:
 
 
 def test_logs_follow_streams_a_running_run(
-    project: Path, background: Callable[..., subprocess.Popen[bytes]]
+    project: Path, background: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
-    run = background("./scripts/slow.sh:3")
+    gate = tmp_path / "gate"
+    run = background("./scripts/slow.sh:3", env={"GATE": str(gate)})
     wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
     assert "running" in fks("runs", cwd=project).stdout.splitlines()[-1]
     follow = subprocess.Popen(
@@ -394,15 +410,17 @@ def test_logs_follow_streams_a_running_run(
     header = follow.stdout.readline()
     first = follow.stdout.readline()
     assert header == b"==> step 1 (./scripts/slow.sh) iteration 1 <==\n"
-    assert first == b"tick A 1\n"
+    assert first == "  │ tick A 1\n".encode()
     assert run.poll() is None, "output must arrive while the run is still going"
+    gate.touch()
     rest, _ = follow.communicate(timeout=60)
     assert follow.returncode == 0
     assert run.wait(timeout=30) == 0
     followed = header + first + rest
     assert followed == fks_bytes("logs", "last", cwd=project)
     assert (
-        b"==> step 1 (./scripts/slow.sh) iteration 2 <==\ntick A 2\ntick B 2\nFORKHESTRA_COMPLETE\n"
+        "==> step 1 (./scripts/slow.sh) iteration 2 <==\n"
+        "  │ tick A 2\n  │ tick B 2\n  │ FORKHESTRA_COMPLETE\n".encode()
         in followed
     )
 
@@ -423,7 +441,8 @@ def test_logs_follow_one_step_waits_for_it(
     assert followed.returncode == 0, followed.stderr
     assert (
         followed.stdout
-        == b"==> step 2 (./scripts/ok.sh) iteration 1 <==\nok output 1\nFORKHESTRA_COMPLETE\n"
+        == "==> step 2 (./scripts/ok.sh) iteration 1 <==\n"
+        "  │ ok output 1\n  │ FORKHESTRA_COMPLETE\n".encode()
     )
 
 
@@ -432,3 +451,120 @@ def test_follow_of_a_finished_run_prints_and_exits(project: Path) -> None:
     assert fks_bytes("logs", "last", "--follow", cwd=project) == fks_bytes(
         "logs", "last", cwd=project
     )
+
+
+# --- agent-written text is shown, never obeyed -------------------------------------------------
+
+# Clipboard write (OSC 52), hyperlink (OSC 8), window title, screen clear, a bidi override.
+HOSTILE = (
+    r"\033]52;c;cm0gLXJmIH4=\007clip \033]8;;https:evil\033\\link\033]8;;\033\\ "
+    r"\033]0;title\007\033[2J\033[Hcleared name\342\200\256gpj.sh"
+)
+HOSTILE_AGENT = f"""#!/bin/sh
+printf '{HOSTILE}\\n'
+echo '==> step 9 (./scripts/fake.sh) iteration 9 <=='
+printf 'err {HOSTILE}\\n' >&2
+exit 3
+"""
+
+
+def assert_neutralised(text: str) -> None:
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(c in text for c in "\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+    assert "name<U+202E>gpj.sh" in text
+
+
+def test_show_and_logs_neutralise_agent_text(project: Path) -> None:
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    commit_scripts(project, {"hostile.sh": HOSTILE_AGENT})
+    run_id = new_run(project, "./scripts/hostile.sh:2", code=1)
+    path = project / ".forge" / "runs" / run_id / "run.json"
+    rec = RunRecord.model_validate_json(path.read_text())
+    rec.steps[0].branch = "fks/x/1-evil\u202egpj.sh"
+    rec.steps[0].conflicts = ["name\u202egpj.sh"]
+    write_atomic(path, rec.model_dump_json())
+
+    shown = fks("show", run_id, cwd=project)
+    assert shown.code == 0, shown.output
+    assert_neutralised(shown.stdout)
+    assert "stderr: err clip link cleared name<U+202E>gpj.sh" in shown.stdout
+    assert "branch:     fks/x/1-evil<U+202E>gpj.sh (not merged)" in shown.stdout
+    assert "conflicts:  name<U+202E>gpj.sh" in shown.stdout
+
+    logs = fks("logs", run_id, cwd=project)
+    assert logs.code == 0, logs.output
+    assert_neutralised(logs.stdout)
+    assert "err clip link cleared name<U+202E>gpj.sh\n" in logs.stdout
+    headers = [line for line in logs.stdout.splitlines() if line.startswith("==>")]
+    assert headers == [f"==> step 1 (./scripts/hostile.sh) iteration {n} <==" for n in (1, 2)]
+    raw = fks_bytes("logs", run_id, "--raw", cwd=project)
+    assert b"\x1b]52;c;cm0gLXJmIH4=\x07clip" in raw  # --raw: the bytes as written
+
+
+def test_runs_neutralises_labels(project: Path) -> None:
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    run_id = complete_run(project)
+    path = project / ".forge" / "runs" / run_id / "run.json"
+    rec = RunRecord.model_validate_json(path.read_text())
+    rec.options.dsl = "\x1b]0;title\x07ok\u202egpj.sh"
+    write_atomic(path, rec.model_dump_json())
+    listing = fks("runs", cwd=project)
+    assert "\x1b" not in listing.stdout and "\u202e" not in listing.stdout
+    assert "okgpj.sh" not in listing.stdout and "ok<U+202E>gpj.sh" in listing.stdout
+
+
+def test_logs_cut_very_long_lines(project: Path) -> None:
+    commit_scripts(
+        project,
+        {"long.sh": "#!/bin/sh\nhead -c 20000000 /dev/zero | tr '\\0' x\necho\necho after\n"},
+    )
+    run_id = new_run(project, "./scripts/long.sh", code=0)
+    done = subprocess.run(
+        [FKS, "logs", run_id], cwd=project, capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout) < 10_000
+    first, after = done.stdout.decode().splitlines()
+    shown, cut = re.fullmatch(r"(x+)… \((\d+) more bytes not shown\)", first).groups()  # type: ignore[union-attr]
+    assert len(shown) + int(cut) == 20_000_000
+    assert after == "after"
+    assert len(fks_bytes("logs", run_id, "--raw", cwd=project)) == 20_000_000 + len("\nafter\n")
+
+
+TRANSCRIPT = Path(__file__).parents[1] / "data" / "streamjson" / "tool_bash.jsonl"
+
+
+def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
+    lines = TRANSCRIPT.read_text().splitlines()
+    # A tool result and a text block carrying escape sequences, and a result of many lines.
+    hostile = {"type": "tool_result", "tool_use_id": "t", "content": "\x1b]52;c;eA==\x07got\n" * 9}
+    lines.insert(-1, json.dumps({"type": "user", "message": {"content": [hostile]}}))
+    lines.insert(-1, json.dumps({"type": "assistant", "message": {"content": [
+        {"type": "text", "text": "\x1b[2Jsaid\u202egpj.sh"}]}}))  # fmt: skip
+    huge = {"type": "user", "message": {"content": [{"type": "text", "text": "y" * 9_000_000}]}}
+    lines.insert(-1, json.dumps(huge))
+    lines.insert(-1, "z" * 9_000_000)  # a line of the CLI's stderr
+    (project / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+    commit_scripts(project, {"claudish.sh": "#!/bin/sh\ncat transcript.jsonl\necho oops >&2\n"})
+    run_id = new_run(project, "./scripts/claudish.sh", code=0)
+    done = fks("logs", run_id, cwd=project)
+    assert done.code == 0, done.output
+    out = done.stdout
+    assert '{"type"' not in out and "\x1b" not in out
+    assert out.startswith("session 633c830f-76ea-4a53-be59-de9813e917df, model claude-opus-4-8")
+    assert (
+        "Writing the file.\n→ Bash: echo hi > f.txt\n  ← (Bash completed with no output)\n" in out
+    )
+    assert "→ Bash: cat f.txt\n  ← hi\n" in out
+    assert "  ← got\n    got\n    got\n    … (6 more lines)\n" in out
+    assert "said<U+202E>gpj.sh\n" in out
+    assert re.search(
+        r"\nresult: success, 3 turns, \d+\.\ds, \$0\.0040, 360 in / \d+ out tokens\n", out
+    )
+    assert "oops\n" in out  # stderr lines as they are
+    assert "\n(an event too long to show here, " in out
+    assert "zzzz… (8995904 more bytes not shown)\n" in out
+    assert len(out) < 20_000
+    assert fks_bytes("logs", run_id, "--raw", cwd=project).startswith(b'{"type":"system"')

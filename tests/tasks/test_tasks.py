@@ -466,3 +466,18 @@ def test_cli_module_does_not_import_pydantic_or_yaml(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_list_and_view_neutralise_what_an_agent_wrote_in_a_task_file(project: Project) -> None:
+    task = project.create("Plain title", "-d", "plain")
+    (path,) = project.files()
+    hostile = "\x1b]52;c;eA==\x07clip \x1b]0;title\x07\x1b[2Jname\u202egpj.sh"
+    # YAML keeps control characters out of the title; the body takes anything.
+    text = path.read_text().replace("Plain title", "title\u202egpj.sh")
+    path.write_text(text.replace("\nplain", f"\nsaid {hostile}"))
+    listed = project.ok("list")
+    viewed = project.ok("view", task)
+    for out in (listed, viewed):
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+        assert "title<U+202E>gpj.sh" in out
+    assert "said clip name<U+202E>gpj.sh" in viewed

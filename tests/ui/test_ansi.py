@@ -67,3 +67,17 @@ def test_one_escape_pattern_in_the_package() -> None:
         if re.search(r"\\x1b|\\033", path.read_text(encoding="utf-8"))
     }
     assert holders == {"ansi.py"}
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u2028\u2029"
+
+
+def test_bidi_controls_are_shown_not_obeyed_everywhere() -> None:
+    visible = "<U+202A><U+202B><U+202C><U+202D><U+202E><U+2066><U+2067><U+2068><U+2069>"
+    visible += "<U+200E><U+200F><U+061C><U+2028><U+2029>"
+    assert strip_escapes(f"name{BIDI}gpj.sh") == f"name{visible}gpj.sh"
+    assert clean_line(f"name{BIDI}gpj.sh") == f"name{visible}gpj.sh"  # the live view
+    filt = EscapeFilter()
+    data = f"name{BIDI}gpj.sh\n".encode()
+    out = b"".join(filt.feed(data[i : i + 1]) for i in range(len(data))) + filt.flush()
+    assert out.decode() == f"name{visible}gpj.sh\n"

@@ -399,7 +399,7 @@ def test_plain_lines_in_a_pipe(project: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("FAKE_MARKER_AT", "2")
     res = fks("run", "fake:3", cwd=project)
     assert res.code == 0, res.output
-    assert "[fks] Iteration 2/3\nfake agent iteration 2\n" in res.stdout
+    assert "[fks] Iteration 2/3\n  │ fake agent iteration 2\n" in res.stdout
     assert "[fks] Complete after 2 iterations" in res.stdout
     assert "[fks] Chain complete (1/1 steps)" in res.stdout
     assert "\x1b" not in res.stdout and "\x1b" not in res.stderr

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import Result, git
+from helpers import Result, agent_lines, git
 from test_backend import add_script, configure, of_repo, record, sandbox
 from test_backend import repo as repo  # the fixture, shared
 
@@ -318,7 +318,7 @@ def test_next_step_gets_exactly_its_commit_whatever_the_last_left(
     assert not (repo / "HOOKED.log").exists()
     assert git(repo, "rev-parse", "main") == main  # nothing the snapshots saw, nothing merged
     assert f"HEAD {main}" in res.stdout
-    inodes = [line for line in res.stdout.splitlines() if line.startswith("INODE ")]
+    inodes = [line for line in agent_lines(res.stdout) if line.startswith("INODE ")]
     assert len(inodes) == 3, res.stdout[-3000:]
     # a full checkout (the base index touched) rewrites all
     assert (len(set(inodes)) == 1) is ("fks-base-index" not in tamper), inodes
@@ -411,7 +411,7 @@ def test_next_step_finds_nothing_left_in_the_folders_the_last_changed(
     assert "CHECK-DONE" in res.stdout and "CHECK-FAIL" not in res.stdout, res.stdout[-3000:]
     assert git(repo, "rev-parse", "main") == main  # nothing the snapshots saw, nothing merged
     assert not (repo / "HOOKED.log").exists()
-    inodes = [line for line in res.stdout.splitlines() if line.startswith("INODE ")]
+    inodes = [line for line in agent_lines(res.stdout) if line.startswith("INODE ")]
     assert len(inodes) == 3 and len(set(inodes)) == 1, res.stdout[-3000:]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import fks
+from helpers import agent_lines, fks
 from test_backend import add_script, configure, record, repo, sandbox
 
 pytestmark = pytest.mark.docker
@@ -85,7 +85,7 @@ def probe(
     env = {"ADDR": address, "OK": str(ok), "OTHER": str(other), "HOSTIP": host_address()}
     res = sandbox("./scripts/probe.sh:1", *args, env=env)
     assert res.code == 0, res.output
-    lines = [line for line in res.stdout.splitlines() if "=" in line and " " not in line]
+    lines = [line for line in agent_lines(res.stdout) if "=" in line and " " not in line]
     return {**dict(line.split("=", 1) for line in lines), "stdout": res.stdout}
 
 
