@@ -193,7 +193,7 @@ def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
     for stage in STAGES:
         assert f"  {stage} " in text
     assert "result: could not land" in text
-    assert "    commit " in text and "fix it txt.exe [fks] Landed on 'main'" in text
+    assert "    commit " in text and "fix it <U+202E>txt.exe [fks] Landed on 'main'" in text
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
     assert not any(line.startswith("[fks]") for line in text.splitlines())
 
