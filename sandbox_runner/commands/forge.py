@@ -162,9 +162,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     else:
         from sandbox_runner.backends.local import LocalBackend
 
-        local = LocalBackend(cwd=setup.project, agents=agents)
-        for step in steps:
-            local.resolve(step)
+        LocalBackend(cwd=setup.project, agents=agents).preflight(steps)
 
 
 def _selected(setup: _Setup, options: ForgeOptions) -> list[str]:
