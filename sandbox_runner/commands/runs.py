@@ -20,6 +20,7 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.ui.ansi import strip_escapes
 
 FOLLOW_INTERVAL = 0.2
 """Seconds between polls of run.json and the log files under `fks logs --follow`."""
@@ -335,6 +336,8 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             stats.append(f"session {c.session_id}")
         if stats:
             yield f"      claude: {', '.join(stats)}"
+    if it.note:
+        yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
     for denied in it.denied:
         yield f"      denied: {denied.describe()} (not on the sandbox's allow-list)"
     if it.denied_more:

@@ -267,6 +267,11 @@ class ForgeConfig(_Model):
         default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
     )
     """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
+    stall_timeout: _Float | None = Field(
+        default=None, alias="stallTimeout", ge=0, allow_inf_nan=False
+    )
+    """Seconds an iteration may go without any output before fks stops it as stalled (default
+    1200; 0: never)."""
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
 
