@@ -202,6 +202,14 @@ RunMaxCostOption = Annotated[
         help="Stop the chain cleanly once the run has spent this many USD.",
     ),
 ]
+ForgeMaxTaskCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-task-cost",
+        metavar="USD",
+        help="Fail a task once it has spent this many USD (default: forge.maxTaskCost).",
+    ),
+]
 RunJunitOption = Annotated[
     Path | None,
     typer.Option(
@@ -572,6 +580,7 @@ def forge_run_cmd(
     engine: RunEngineOption = None,
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
+    max_task_cost: ForgeMaxTaskCostOption = None,
     resume: ForgeResumeOption = False,
     json_output: ForgeJsonOption = False,
     junit: ForgeJunitOption = None,
@@ -590,6 +599,7 @@ def forge_run_cmd(
             engine=engine,
             allow=list(allow or []),
             max_cost=max_cost,
+            max_task_cost=max_task_cost,
             resume=resume,
             json_output=json_output,
             junit=junit,
@@ -610,6 +620,7 @@ def forge_worker_cmd(
     engine: RunEngineOption = None,
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
+    max_task_cost: ForgeMaxTaskCostOption = None,
     resume: ForgeResumeOption = False,
     cwd: CwdOption = None,
     config: ConfigOption = None,
@@ -623,6 +634,7 @@ def forge_worker_cmd(
         engine=engine,
         allow=list(allow or []),
         max_cost=max_cost,
+        max_task_cost=max_task_cost,
         resume=resume,
         cwd=cwd,
         config=config,

@@ -53,6 +53,7 @@ class ForgeOptions:
     engine: str | None = None
     allow: Sequence[str] = ()
     max_cost: float | None = None
+    max_task_cost: float | None = None
     resume: bool = False
     json_output: bool = False
     junit: Path | None = None
@@ -127,7 +128,7 @@ def forge_base(project: Path, base: str | None) -> str:
     return base
 
 
-def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContext:
+def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
     from sandbox_runner.ui.output import PlainReporter
@@ -140,8 +141,17 @@ def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContex
         session=session,
         sandbox=setup.sandbox,
         secrets=secrets_from_env(setup.sandbox.env if setup.sandbox else ()),
-        max_cost=max_cost,
+        max_cost=options.max_cost,
+        max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
+        stall_after=_stall_after(setup.config),
     )
+
+
+def _stall_after(cfg: ForgeConfig | None) -> float | None:
+    from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT
+
+    stall = cfg.stall_timeout if cfg is not None else None
+    return (DEFAULT_STALL_TIMEOUT if stall is None else stall) or None
 
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
@@ -193,7 +203,7 @@ def run(options: ForgeOptions) -> int:
     _check_numbers(options)
     setup = _setup(options)
     session = new_run_id()
-    ctx = _context(setup, session, options.max_cost)
+    ctx = _context(setup, session, options)
     tasks = _selected(setup, options)
     if not tasks:
         out = sys.stderr if options.json_output else sys.stdout
@@ -249,6 +259,9 @@ def _check_numbers(options: ForgeOptions) -> None:
         math.isfinite(options.max_cost) and options.max_cost > 0
     ):
         raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost}")
+    task = options.max_task_cost
+    if task is not None and not (math.isfinite(task) and task > 0):
+        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task}")
     if options.parallel is not None and not 0 < options.parallel <= 64:
         raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
 
@@ -273,6 +286,8 @@ def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
         args += ["--allow", entry]
     if options.max_cost is not None:
         args += ["--max-cost", repr(options.max_cost)]
+    if options.max_task_cost is not None:
+        args += ["--max-task-cost", repr(options.max_task_cost)]
     if options.resume:
         args.append("--resume")
     return args
@@ -286,7 +301,7 @@ def worker(options: ForgeOptions, task_id: str) -> int:
     if not options.session:
         raise UsageError("a forge worker needs --session")
     setup = _setup(options)
-    ctx = _context(setup, options.session, options.max_cost)
+    ctx = _context(setup, options.session, options)
     try:
         with signals_as_interrupts():
             item = process_task(ctx, task_id, max_cost=options.max_cost)

@@ -124,12 +124,12 @@ class StepLoop:
     def _should_stop(self, state: RetryCallState, remaining: int) -> bool:
         ctx = self.ctx
         counted = [r for r in self.results if r.counted]
-        if len(counted) >= remaining:
-            self._stop_reason = "max_iterations"
-            return True
         last = self.results[-1] if self.results else None
         if last is not None and last.reason in STOPS_THE_STEP:
             self._stop_reason = "max_cost" if last.reason == "budget" else last.reason
+            return True
+        if len(counted) >= remaining:
+            self._stop_reason = "max_iterations"
             return True
         if ctx.over_budget is not None and ctx.over_budget():
             self._stop_reason = "max_cost"

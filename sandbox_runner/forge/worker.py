@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.budget import TaskBudget
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
 from sandbox_runner.forge.work import WorkItem, WorkStore
@@ -67,21 +68,18 @@ def process_task(ctx: ForgeContext, task_id: str, *, max_cost: float | None) -> 
     board.set_status(task_id, "In Progress")
     events = _Events(ctx, board)
 
-    def over_budget() -> bool:
-        if max_cost is None:
-            return False
-        spent = sum(i.cost_usd for i in store.items() if i.session == ctx.session)
-        return spent >= max_cost
-
+    budget = TaskBudget(store, ctx.session, item, max_cost, ctx.max_task_cost)
     try:
-        with TaskStages(ctx, item, task) as stages:
+        with TaskStages(ctx, item, task, budget=budget.tightest) as stages:
             pipeline = TaskPipeline(
                 item,
                 store,
                 stages,
                 events,
                 max_retries=ctx.settings.max_review_retries,
-                over_budget=over_budget,
+                over_budget=budget.session_over,
+                budget_note=budget.session_note,
+                task_over=budget.task_over,
             )
             return pipeline.run()
     except FksError as exc:

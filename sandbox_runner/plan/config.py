@@ -245,6 +245,11 @@ class ForgeSettings(_Model):
     """Tasks processed at once (`--parallel` overrides)."""
     max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
     """Turn limit of every forge agent (default 100)."""
+    max_task_cost: _Float | None = Field(
+        default=None, alias="maxTaskCost", gt=0, allow_inf_nan=False
+    )
+    """USD one task may spend across its stages and attempts (`--max-task-cost` overrides);
+    a task that reaches it fails, naming what it spent."""
     prompts: ForgePrompts = ForgePrompts()
     """System prompt files."""
 
