@@ -101,6 +101,7 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
                 "exitCode": it.exit_code,
                 "marker": it.marker,
                 "reason": it.reason,
+                "note": it.note,
                 "containerId": it.container_id,
                 "changed": it.changed,
                 "log": it.log,

@@ -85,3 +85,35 @@ def test_a_stream_that_crosses_the_budget_is_stopped(
     # 1M input tokens at Sonnet's price, counted once although two events carry the message.
     assert "Stopped: spent $3.0000 of --max-cost $0.5" in done.stdout, done.output
     assert data["reason"] == "max_cost"
+
+
+HOSTILE_CLAUDE = """#!{python}
+import json, time
+garbage = [-5, "9e9", True, None, float("nan"), [1], {{"a": 1}}, 10]
+for n in range(4000):
+    usage = {{"input_tokens": garbage[n % len(garbage)], "output_tokens": -(10**12)}}
+    message = {{"id": f"m{{n}}", "model": "claude-opus-4", "content": [], "usage": usage}}
+    print(json.dumps({{"type": "assistant", "message": message}}))
+    print(json.dumps({{"type": "assistant", "message": "not an object", "usage": usage}}))
+last = {{"id": "big", "model": "claude-opus-4", "content": [], "usage": {{"input_tokens": 20000}}}}
+print(json.dumps({{"type": "assistant", "message": last}}), flush=True)
+time.sleep(100)
+"""
+
+
+def test_made_up_usage_in_a_hostile_stream_counts_only_real_token_counts(
+    repo: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text(HOSTILE_CLAUDE.format(python=sys.executable))
+    claude.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = fks("run", "worker:2", "-p", "Go.", "--max-cost", "0.1", cwd=repo, env=env, timeout=60)
+    assert done.code == 1, done.output
+    (it,) = record(repo)["steps"][0]["iterations"]
+    assert it["reason"] == "budget", it
+    # 500 messages of 10 input tokens and one of 20,000, at Opus' lowest price ($5/M): strings,
+    # booleans, NaN, negative and nested values count as nothing.
+    assert "Stopped: spent $0.1250 of --max-cost $0.1" in done.stdout, done.output
