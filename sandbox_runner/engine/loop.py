@@ -106,8 +106,8 @@ class StepLoop:
         last: IterationResult = retrying(self._iteration)
         if last.complete:
             return self._outcome(True, last.reason)
-        if last.reason == "timeout" and not ctx.step.loop:
-            return self._outcome(False, "timeout")
+        if last.reason in ("timeout", "stalled", "oom") and not ctx.step.loop:
+            return self._outcome(False, last.reason)
         return self._outcome(False, self._stop_reason)
 
     def _outcome(self, complete: bool, reason: str) -> StepOutcome:

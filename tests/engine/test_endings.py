@@ -139,3 +139,16 @@ def test_an_agent_without_output_is_stopped_as_stalled(tmp_path: Path) -> None:
     assert "stallTimeout" in done.stdout
     shown = fks("show", data["id"], cwd=repo)
     assert "reason stalled" in shown.stdout and "ended: Iteration 1 stalled" in shown.stdout
+
+
+def test_a_step_without_n_that_stalls_is_incomplete_and_says_why(tmp_path: Path) -> None:
+    repo = commit_scripts(init_repo(tmp_path / "repo"), {"agent.sh": STALLING_AGENT})
+    write_config(repo, {"stallTimeout": 1})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    done = fks("run", "./scripts/agent.sh -> ./scripts/agent.sh", cwd=repo, timeout=60)
+    assert done.code == 1, done.output
+    data = record(repo)
+    assert reasons(data) == ["stalled"] and data["steps"][0]["reason"] == "stalled"
+    assert data["steps"][1]["iterations"] == [], "the chain went on after a stalled step"
+    assert "Incomplete: ./scripts/agent.sh stalled: no output for too long" in done.stdout
