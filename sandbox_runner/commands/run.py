@@ -394,6 +394,10 @@ def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
     )
     for line in backend.review_hint(failed.record):
         reporter.info(line)
+    if failed.outcome.reason == "max_cost":
+        reporter.info(
+            f"Continue with a larger budget: fks run --resume {result.run_id} --max-cost USD"
+        )
 
 
 # --- dry run ---------------------------------------------------------------------------------

@@ -271,11 +271,16 @@ class StepLoop:
             ended=now(),
             counted=end.counted,
             container_id=seen.status.container_id,
-            claude=_claude_stats(result_event) if result_event is not None else None,
+            claude=_claude_stats(result_event) if result_event is not None else _estimated(seen),
             changed=changed,
             error_tail=error_tail or None,
             note=end.note,
         )
+
+
+def _estimated(seen: Seen) -> ClaudeStats | None:
+    """For an iteration stopped before its result: the cost its stream showed (a lower bound)."""
+    return ClaudeStats(cost_usd=seen.running_cost) if seen.running_cost > 0 else None
 
 
 def _claude_stats(result: Result) -> ClaudeStats:
