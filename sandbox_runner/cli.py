@@ -199,7 +199,7 @@ RunMaxCostOption = Annotated[
     typer.Option(
         "--max-cost",
         metavar="USD",
-        help="Stop the chain cleanly once the run has spent this many USD.",
+        help="Budget in USD: a Claude agent stops at the turn that crosses it, nothing more starts.",
     ),
 ]
 ForgeMaxTaskCostOption = Annotated[

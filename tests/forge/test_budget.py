@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import Result, fks, git, init_repo
+from helpers import Result, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.claude
 
@@ -50,8 +50,15 @@ def last_stage(repo: Path) -> dict[str, Any]:
     return stage
 
 
-def test_a_task_budget_fails_the_task_at_the_turn_that_crosses_it(repo: Path) -> None:
-    done, asked, item = forge_run(repo, "--max-task-cost", "0.001")
+@pytest.mark.parametrize("given_by", ["option", "config"])
+def test_a_task_budget_fails_the_task_at_the_turn_that_crosses_it(
+    repo: Path, given_by: str
+) -> None:
+    if given_by == "config":
+        write_config(repo, {"forge": {"maxTaskCost": 0.001}})
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "budget")
+    done, asked, item = forge_run(repo, *(["--max-task-cost", "0.001"] * (given_by == "option")))
     assert done.code == 1, done.output
     assert item["status"] == "failed", item
     spent = item["cost_usd"]
