@@ -152,3 +152,22 @@ def test_a_step_without_n_that_stalls_is_incomplete_and_says_why(tmp_path: Path)
     assert reasons(data) == ["stalled"] and data["steps"][0]["reason"] == "stalled"
     assert data["steps"][1]["iterations"] == [], "the chain went on after a stalled step"
     assert "Incomplete: ./scripts/agent.sh stalled: no output for too long" in done.stdout
+
+
+@pytest.mark.docker
+def test_a_stalled_agent_in_the_sandbox_is_stopped_and_its_work_kept(tmp_path: Path) -> None:
+    agent = STALLING_AGENT.replace(
+        'echo "working on $n"',
+        'echo "working on $n"; echo $n > "work-$n.txt"; git add -A; '
+        'git -c user.name=a -c user.email=a@b commit -qm "work $n"',
+    )
+    repo = commit_scripts(init_repo(tmp_path / "repo"), {"agent.sh": agent})
+    write_config(repo, {"stallTimeout": 2})
+    (repo / ".gitignore").write_text("count\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    done = fks("run", "./scripts/agent.sh:3", "--sandbox", cwd=repo, timeout=300)
+    assert done.code == 0, done.output
+    assert reasons(record(repo)) == ["stalled", "marker"], done.output
+    assert "Iteration 1 stalled: no output for 2s, so fks stopped it" in done.stdout
+    assert (repo / "work-1.txt").read_text() == "1\n", "the stalled iteration's commit was lost"
