@@ -199,7 +199,15 @@ RunMaxCostOption = Annotated[
     typer.Option(
         "--max-cost",
         metavar="USD",
-        help="Stop the chain cleanly once the run has spent this many USD.",
+        help="Budget in USD: a Claude agent stops at the turn that crosses it, nothing more starts.",
+    ),
+]
+ForgeMaxTaskCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-task-cost",
+        metavar="USD",
+        help="Fail a task once it has spent this many USD (default: forge.maxTaskCost).",
     ),
 ]
 RunJunitOption = Annotated[
@@ -581,6 +589,7 @@ def forge_run_cmd(
     engine: RunEngineOption = None,
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
+    max_task_cost: ForgeMaxTaskCostOption = None,
     resume: ForgeResumeOption = False,
     force: Annotated[
         bool, typer.Option("--force", help="Process the named tasks anew, even landed ones.")
@@ -602,6 +611,7 @@ def forge_run_cmd(
             engine=engine,
             allow=list(allow or []),
             max_cost=max_cost,
+            max_task_cost=max_task_cost,
             resume=resume,
             force=force,
             json_output=json_output,
@@ -624,6 +634,7 @@ def forge_worker_cmd(
     engine: RunEngineOption = None,
     allow: RunAllowOption = None,
     max_cost: RunMaxCostOption = None,
+    max_task_cost: ForgeMaxTaskCostOption = None,
     resume: ForgeResumeOption = False,
     cwd: CwdOption = None,
     config: ConfigOption = None,
@@ -637,6 +648,7 @@ def forge_worker_cmd(
         engine=engine,
         allow=list(allow or []),
         max_cost=max_cost,
+        max_task_cost=max_task_cost,
         resume=resume,
         cwd=cwd,
         config=config,

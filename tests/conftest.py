@@ -13,6 +13,14 @@ from engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
 from helpers import FAKE_AGENT, Result
 
 
+@pytest.fixture(autouse=True)
+def _claude_may_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests run as root in containers: fks refuses local Claude steps as root unless
+    IS_SANDBOX=1 says the machine is a sandbox (tests of that refusal remove it).
+    """
+    monkeypatch.setenv("IS_SANDBOX", "1")
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty project directory with the fake agent on PATH as `fake`, `planner`, `builder`…"""

@@ -498,13 +498,13 @@ def test_error_max_turns_ends_the_iteration_incomplete(fake: FakeAnthropic, repo
     assert len(fake.main_requests(0)) == 1, "maxTurns 1 should stop the CLI after one turn"
     record = run_record(repo)
     first, second = iterations(record)
-    assert first["reason"] == "error_max_turns", first
+    assert first["reason"] == "max_turns", first
     assert first["marker"] is False and first["counted"] is True
     assert_claude_stats(first, subtype="error_max_turns")
     assert second["reason"] == "marker"
     assert "Iteration 1 hit the turn limit (error_max_turns)" in res.stderr, res.tail()
     details = res.json["steps"][0]["iterationDetails"]
-    assert details[0]["reason"] == "error_max_turns"
+    assert details[0]["reason"] == "max_turns"
     assert details[0]["claude"]["subtype"] == "error_max_turns"
     assert_no_secret(repo)
 
@@ -524,7 +524,7 @@ def test_max_cost_stops_the_chain_after_the_first_step(fake: FakeAnthropic, repo
         "--prompt",
         "Work.",
         "--max-cost",
-        "0.0001",
+        "0.0025",  # two turns of the fake ($0.00135 each) cross it
         "--sandbox",
         "--json",
         cwd=repo,
@@ -541,12 +541,13 @@ def test_max_cost_stops_the_chain_after_the_first_step(fake: FakeAnthropic, repo
     one, two = record["steps"]
     assert one["status"] == "complete" and one["merged"] is True
     spent = one["iterations"][0]["claude"]["cost_usd"]
-    assert spent and spent > 0.0001, one["iterations"]
+    assert spent and spent >= 0.0025, one["iterations"]
     assert two["status"] == "incomplete" and two["reason"] == "max_cost"
     assert two["iterations"] == [] and two["branch"] is None, two
     assert not any(b.endswith("/2-worker") for b in branches(repo))
     assert subjects(repo)[0] == "step one"
-    assert "--max-cost $0.0001 reached" in res.stderr, res.tail()
+    stopped = f"Stopped: spent ${spent:.4f} of --max-cost $0.0025; not starting step 2"
+    assert stopped in res.stderr, res.tail()
     result = res.json
     assert result["failedAt"] == 2 and result["steps"][-1]["reason"] == "max_cost"
     assert result["costUsd"] == pytest.approx(spent, rel=1e-3)

@@ -78,6 +78,10 @@ class Execution(Protocol):
         """Exit status (after `chunks()` is exhausted)."""
         ...
 
+    def kill(self) -> None:
+        """Stop the process now (from any thread); `chunks()` then ends."""
+        ...
+
 
 class Sandbox(Protocol):
     """Runs `ExecSpec`s. The loop and chain code does not know which backend it has."""

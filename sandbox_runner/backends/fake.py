@@ -49,6 +49,9 @@ class FakeExecution:
         if self._run.stderr:
             yield "stderr", self._run.stderr.encode()
 
+    def kill(self) -> None:
+        return None
+
     def wait(self) -> ExecResult:
         return ExecResult(
             exit_code=self._run.exit_code, timed_out=self._run.timed_out, container_id=None

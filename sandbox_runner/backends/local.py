@@ -24,7 +24,7 @@ from sandbox_runner.backends.base import (
     Stream,
 )
 from sandbox_runner.errors import AgentNotFoundError, Interrupted
-from sandbox_runner.plan.agents import AgentCommand, resolve_agent
+from sandbox_runner.plan.agents import AgentCommand, refuse_claude_as_root, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 
@@ -182,7 +182,8 @@ class LocalBackend:
         return None
 
     def preflight(self, steps: list[Step]) -> None:
-        return None
+        for step in steps:
+            refuse_claude_as_root(self.resolve(step))
 
     def session(self, run: ActiveRun, reporter: Notices) -> AbstractContextManager[None]:
         return nullcontext()

@@ -57,6 +57,7 @@ class ForgeOptions:
     engine: str | None = None
     allow: Sequence[str] = ()
     max_cost: float | None = None
+    max_task_cost: float | None = None
     resume: bool = False
     force: bool = False
     """Process the named tasks anew, even a landed one."""
@@ -133,7 +134,7 @@ def forge_base(project: Path, base: str | None) -> str:
     return base
 
 
-def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContext:
+def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
     from sandbox_runner.ui.output import PlainReporter
@@ -146,8 +147,17 @@ def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContex
         session=session,
         sandbox=setup.sandbox,
         secrets=secrets_from_env(setup.sandbox.env if setup.sandbox else ()),
-        max_cost=max_cost,
+        max_cost=options.max_cost,
+        max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
+        stall_after=_stall_after(setup.config),
     )
+
+
+def _stall_after(cfg: ForgeConfig | None) -> float | None:
+    from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT
+
+    stall = cfg.stall_timeout if cfg is not None else None
+    return (DEFAULT_STALL_TIMEOUT if stall is None else stall) or None
 
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
@@ -168,9 +178,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     else:
         from sandbox_runner.backends.local import LocalBackend
 
-        local = LocalBackend(cwd=setup.project, agents=agents)
-        for step in steps:
-            local.resolve(step)
+        LocalBackend(cwd=setup.project, agents=agents).preflight(steps)
 
 
 def run(options: ForgeOptions) -> int:
@@ -184,7 +192,7 @@ def run(options: ForgeOptions) -> int:
         raise UsageError("--force redoes named tasks only: fks forge run --force TASK_ID")
     setup = _setup(options)
     session = new_run_id()
-    ctx = _context(setup, session, options.max_cost)
+    ctx = _context(setup, session, options)
     out = sys.stderr if options.json_output else sys.stdout
     for problem in TaskBoard(setup.project).problems():
         print(f"[fks] Warning: {problem}", file=out)
@@ -250,6 +258,9 @@ def _check_numbers(options: ForgeOptions) -> None:
         math.isfinite(options.max_cost) and options.max_cost > 0
     ):
         raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost}")
+    task = options.max_task_cost
+    if task is not None and not (math.isfinite(task) and task > 0):
+        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task}")
     if options.parallel is not None and not 0 < options.parallel <= 64:
         raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
 
@@ -274,6 +285,8 @@ def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
         args += ["--allow", entry]
     if options.max_cost is not None:
         args += ["--max-cost", repr(options.max_cost)]
+    if options.max_task_cost is not None:
+        args += ["--max-task-cost", repr(options.max_task_cost)]
     if options.resume:
         args.append("--resume")
     return args
@@ -289,7 +302,7 @@ def worker(options: ForgeOptions, task_id: str) -> int:
     if options.mode not in get_args(Mode):
         raise UsageError(f"--mode must be one of {', '.join(get_args(Mode))}")
     setup = _setup(options)
-    ctx = _context(setup, options.session, options.max_cost)
+    ctx = _context(setup, options.session, options)
     try:
         with signals_as_interrupts():
             item = process_task(

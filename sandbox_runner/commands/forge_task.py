@@ -61,7 +61,7 @@ def land(options: ForgeOptions, task: str) -> int:
         raise UsageError(why.removesuffix("; skipped"))
     setup = _setup(_on_its_base(options, item))
     session = new_run_id()
-    ctx = _context(setup, session, None)
+    ctx = _context(setup, session, options)
     try:
         with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
             done = process_task(ctx, task_id, max_cost=None, mode="land")

@@ -41,7 +41,7 @@ Next steps:
   2. Put your setup, test and check commands in ralph/AGENTS.md.
   3. Commit: git add ralph system-prompts forge && git commit -m "Add fks Ralph setup"
   4. Run:    fks run --chain ralph --sandbox   (build the image once: fks image build)
-     or, without Docker: fks run --chain ralph"""
+     or, without Docker: fks run --chain ralph   (not as root: Claude refuses it)"""
 
 
 def template(relative: str) -> Traversable:

@@ -260,6 +260,7 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
 
 def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     from sandbox_runner.engine.chain import ChainOptions
+    from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT
     from sandbox_runner.engine.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
@@ -269,6 +270,7 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     if limit is None and cfg is not None:
         limit = cfg.no_progress_limit
     wait = cfg.rate_limit_max_wait if cfg is not None else None
+    stall = cfg.stall_timeout if cfg is not None else None
     settings = sandbox_settings(planned)
     return ChainOptions(
         cwd=planned.cwd,
@@ -280,6 +282,7 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
         no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
         rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
         max_cost=options.max_cost,
+        stall_after=DEFAULT_STALL_TIMEOUT if stall is None else stall,
         more=more,
     )
 
@@ -391,6 +394,10 @@ def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
     )
     for line in backend.review_hint(failed.record):
         reporter.info(line)
+    if failed.outcome.reason == "max_cost":
+        reporter.info(
+            f"Continue with a larger budget: fks run --resume {result.run_id} --max-cost USD"
+        )
 
 
 # --- dry run ---------------------------------------------------------------------------------

@@ -335,6 +335,8 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             stats.append(f"session {c.session_id}")
         if stats:
             yield f"      claude: {', '.join(stats)}"
+    if it.note:
+        yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
     for denied in it.denied:
         yield f"      denied: {denied.describe()} (not on the sandbox's allow-list)"
     if it.denied_more:

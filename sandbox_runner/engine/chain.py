@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox_runner.backends.base import Backend, PreparedStep
+from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.engine.loop import (
     DEFAULT_NO_PROGRESS_LIMIT,
     DEFAULT_RATE_LIMIT_MAX_WAIT,
@@ -39,6 +40,8 @@ class ChainOptions:
     no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
     rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
     max_cost: float | None = None
+    stall_after: float = DEFAULT_STALL_TIMEOUT
+    """Seconds without output before an iteration is stopped as stalled (0: never)."""
     more: int = 0
     """Extra iterations allowed for the step a resumed run continues."""
 
@@ -98,6 +101,7 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
                 "exitCode": it.exit_code,
                 "marker": it.marker,
                 "reason": it.reason,
+                "note": it.note,
                 "containerId": it.container_id,
                 "changed": it.changed,
                 "log": it.log,
@@ -125,12 +129,14 @@ def run_chain(
         step_record = record.steps[index - 1]
         if step_record.status == "complete":  # done in an earlier (resumed) session
             continue
-        if _over_budget(record, options):
-            outcome = StepOutcome(complete=False, reason="max_cost", maximum=step.iterations)
-            _finish_step(run, step_record, outcome)
-            reporter.warn(
-                f"--max-cost ${options.max_cost:g} reached (spent ${record.cost_usd:.4f}); not starting step {index}"
+        budget = _budget(record, options)
+        if budget is not None and budget.left <= 0:
+            stopped = budget.stopped(budget.spent)
+            outcome = StepOutcome(
+                complete=False, reason="max_cost", maximum=step.iterations, detail=stopped
             )
+            _finish_step(run, step_record, outcome)
+            reporter.warn(f"{stopped}; not starting step {index}")
             summaries.append(StepSummary(index, step.agent, step.loop, outcome, step_record))
             failed_at = index
             break
@@ -164,6 +170,13 @@ def run_chain(
 
 def _over_budget(record: RunRecord, options: ChainOptions) -> bool:
     return options.max_cost is not None and record.cost_usd >= options.max_cost
+
+
+def _budget(record: RunRecord, options: ChainOptions) -> Budget | None:
+    """What the run may still spend under --max-cost (None: no limit)."""
+    if options.max_cost is None:
+        return None
+    return Budget(limit=options.max_cost, spent=record.cost_usd)
 
 
 def _run_step(
@@ -236,6 +249,8 @@ def _step_context(
         over_budget=(lambda: _over_budget(run.record, options))
         if options.max_cost is not None
         else None,
+        budget=lambda: _budget(run.record, options),
+        stall_after=options.stall_after or None,
         after_iteration=prepared.after_iteration,
     )
 

@@ -16,7 +16,9 @@ from typing import IO, TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox, Stream
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Sandbox, Stream
+from sandbox_runner.engine.endings import ENDS_A_STEP_WITHOUT_N, STOPS_THE_STEP, Seen, ending
+from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.plan.agents import AgentCommand
@@ -66,6 +68,11 @@ class StepContext:
     spent_before: int = 0
     extra_iterations: int = 0
     over_budget: Callable[[], bool] | None = None
+    budget: Callable[[], Budget | None] | None = None
+    """What the step may still spend (None: no limit): Claude gets it as --max-budget-usd, and
+    an iteration whose stream shows it crossed is stopped."""
+    stall_after: float | None = DEFAULT_STALL_TIMEOUT
+    """Seconds without output after which an iteration is stopped as stalled (None: never)."""
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
     """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
 
@@ -99,22 +106,28 @@ class StepLoop:
         last: IterationResult = retrying(self._iteration)
         if last.complete:
             return self._outcome(True, last.reason)
-        if last.reason == "timeout" and not ctx.step.loop:
-            return self._outcome(False, "timeout")
+        if last.reason in ("timeout", "stalled", "oom") and not ctx.step.loop:
+            return self._outcome(False, last.reason)
         return self._outcome(False, self._stop_reason)
 
     def _outcome(self, complete: bool, reason: str) -> StepOutcome:
+        budget = self.ctx.budget() if self.ctx.budget is not None else None
         return StepOutcome(
             complete=complete,
             reason=reason,
             iterations=tuple(self.results),
             spent_before=self.ctx.spent_before,
             maximum=self.ctx.maximum,
+            detail=budget.stopped(budget.spent) if budget and reason == "max_cost" else None,
         )
 
     def _should_stop(self, state: RetryCallState, remaining: int) -> bool:
         ctx = self.ctx
         counted = [r for r in self.results if r.counted]
+        last = self.results[-1] if self.results else None
+        if last is not None and last.reason in STOPS_THE_STEP:
+            self._stop_reason = "max_cost" if last.reason == "budget" else last.reason
+            return True
         if len(counted) >= remaining:
             self._stop_reason = "max_iterations"
             return True
@@ -181,7 +194,10 @@ class StepLoop:
         self._writer.begin_iteration(ctx.record, record)
         ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
 
+        budget = ctx.budget() if ctx.budget is not None else None
         argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
+        if budget is not None and ctx.agent.stream_json:
+            argv += budget.claude_flag()
         spec = ExecSpec(
             tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
         )
@@ -190,10 +206,11 @@ class StepLoop:
         before = probe() if probe else None
         tap = _OutputTap(ctx, monitor, log_path)
         try:
-            with tap, ctx.sandbox.start(spec) as execution:
+            with tap, ctx.sandbox.start(spec) as execution, self._guard(execution, budget) as guard:
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
+                    guard.output(getattr(monitor, "running_cost", None))
                 tap.finish()
                 exit_status = execution.wait()
                 if exit_status.container_id:  # known only now on a swarm (its task's)
@@ -205,7 +222,8 @@ class StepLoop:
         if before is not None and probe is not None:
             after = probe()
             changed = None if after is None else after != before
-        result = self._classify(number, started, exit_status, monitor, tap, changed)
+        seen = self._seen(number, exit_status, monitor, guard, budget)
+        result = self._classify(seen, started, tap, changed)
         if ctx.after_iteration is not None:
             result = ctx.after_iteration(result)
         self._writer.end_iteration(record, result)
@@ -213,82 +231,56 @@ class StepLoop:
         ctx.reporter.iteration_ended(result)
         return result
 
-    def _classify(
-        self,
-        number: int,
-        started: datetime,
-        status: ExecResult,
-        monitor: Monitor,
-        tap: _OutputTap,
-        changed: bool | None,
-    ) -> IterationResult:
-        ctx = self.ctx
-        result_event = monitor.result if isinstance(monitor, StreamJsonMonitor) else None
-        claude = _claude_stats(result_event) if result_event is not None else None
-        marker = monitor.marker_seen
-        reason, note, counted, failed = self._verdict(number, status, result_event, marker)
-        complete = marker or (
-            not ctx.step.loop and reason not in ("timeout", "rate_limited", "oom")
-        )
-        error_tail = _error_tail(tap, result_event) if failed and not complete else None
-        return IterationResult(
+    def _seen(
+        self, number: int, status: ExecResult, monitor: Monitor, guard: Guard, budget: Budget | None
+    ) -> Seen:
+        return Seen(
             number=number,
-            complete=complete,
-            marker=marker,
-            reason=reason,
-            exit_code=status.exit_code,
-            started=started,
-            ended=now(),
-            counted=counted,
-            container_id=status.container_id,
-            claude=claude,
-            changed=changed,
-            error_tail=error_tail or None,
-            note=note,
+            status=status,
+            result=monitor.result if isinstance(monitor, StreamJsonMonitor) else None,
+            marker=monitor.marker_seen,
+            stream_json=self.ctx.agent.stream_json,
+            timeout=self.ctx.timeout,
+            stopped=guard.stopped,
+            budget=budget,
+            running_cost=getattr(monitor, "running_cost", None) or 0.0,
+            stall_after=self.ctx.stall_after,
         )
 
-    def _verdict(
-        self, number: int, status: ExecResult, result_event: Result | None, marker: bool
-    ) -> tuple[str, str | None, bool, bool]:
-        """Why the iteration ended: its reason, a note for the user, whether it counts
-        against the step's iterations, and whether it failed.
-        """
-        ctx = self.ctx
-        note = None
-        counted = True
-        failed = status.exit_code != 0
-        if marker:
-            reason = "marker"
-        elif status.oom_limit is not None:
-            reason = "oom"
-            note = (
-                f"Iteration {number} was killed: out of memory (limit {status.oom_limit}); "
-                "raise sandbox.memory in forge/chains.json"
-            )
-        elif status.timed_out:
-            reason = "timeout"
-            note = f"Iteration {number} timed out after {ctx.timeout:g}s and was killed"
-        elif result_event is not None and result_event.rate_limited:
-            reason, counted = "rate_limited", False
-            note = "The API answered with a rate-limit/overload error"
-        elif not ctx.step.loop:
-            reason = "once"
-        elif result_event is not None and result_event.subtype == "error_max_turns":
-            reason = "error_max_turns"
-            note = f"Iteration {number} hit the turn limit (error_max_turns)"
-            failed = True
-        elif result_event is not None and result_event.is_error:
-            reason = "is_error"
-            note = f"Iteration {number} ended with an error: {(result_event.text or result_event.subtype)[:200]}"
-            failed = True
-        elif ctx.agent.stream_json and result_event is None and status.exit_code != 0:
-            reason = f"exit_{status.exit_code}"
-            note = f"Iteration {number}: claude exited {status.exit_code} without a result"
-        elif status.exit_code != 0:
-            reason = f"exit_{status.exit_code}"
-        else:
-            reason = "no_marker"
-        return reason, note, counted, failed
+    def _guard(self, execution: Execution, budget: Budget | None) -> Guard:
+        stall = self.ctx.stall_after
+        return Guard(execution, budget=budget, stall_after=stall if stall and stall > 0 else None)
+
+    def _classify(
+        self, seen: Seen, started: datetime, tap: _OutputTap, changed: bool | None
+    ) -> IterationResult:
+        loop = self.ctx.step.loop
+        end = ending(seen)
+        reason = "once" if end.reason == "no_marker" and not loop else end.reason
+        failed = end.failed or seen.status.exit_code != 0
+        complete = seen.marker or (not loop and reason not in ENDS_A_STEP_WITHOUT_N)
+        result_event = seen.result
+        error_tail = _error_tail(tap, result_event) if failed and not complete else None
+        return IterationResult(
+            number=seen.number,
+            complete=complete,
+            marker=seen.marker,
+            reason=reason,
+            exit_code=seen.status.exit_code,
+            started=started,
+            ended=now(),
+            counted=end.counted,
+            container_id=seen.status.container_id,
+            claude=_claude_stats(result_event) if result_event is not None else _estimated(seen),
+            changed=changed,
+            error_tail=error_tail or None,
+            note=end.note,
+        )
+
+
+def _estimated(seen: Seen) -> ClaudeStats | None:
+    """For an iteration stopped before its result: the cost its stream showed (a lower bound)."""
+    return ClaudeStats(cost_usd=seen.running_cost) if seen.running_cost > 0 else None
 
 
 def _claude_stats(result: Result) -> ClaudeStats:

@@ -140,6 +140,14 @@ class StreamJsonMonitor:
     def session_id(self) -> str | None:
         return self._parser.session_id
 
+    @property
+    def running_cost(self) -> float | None:
+        """What the iteration has spent so far, at least (from its messages' usage); None once
+        the result is in (the agent is ending on its own)."""
+        if self._parser.result is not None:
+            return None
+        return self._parser.running_cost.usd
+
     def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
         if stream != "stdout":
             return []

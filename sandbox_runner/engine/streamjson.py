@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
+from sandbox_runner.engine.guards import RunningCost
 from sandbox_runner.plan.prompts import MARKER
 
 SUMMARY_WIDTH = 100
@@ -117,6 +118,8 @@ class StreamJsonParser:
         self.result: Result | None = None
         self.session_id: str | None = None
         self.cwd: str | None = None
+        self.running_cost = RunningCost()
+        """What the assistant messages so far cost at least (before the result says)."""
 
     def feed_line(self, line: str) -> list[Event]:
         """Events for one line; lines that are not stream-json or of unknown types give none."""
@@ -148,6 +151,7 @@ class StreamJsonParser:
         message = obj.get("message")
         if not isinstance(message, dict):
             return []
+        self.running_cost.message(message)
         # Subagents' messages and the CLI's own synthetic "API Error" messages are not the agent's
         # final word, so they never count as completion.
         counts = obj.get("parent_tool_use_id") is None and message.get("model") != _SYNTHETIC_MODEL

@@ -98,6 +98,10 @@ class TaskPipeline:
     events: TaskEvents
     max_retries: int = 2
     over_budget: Callable[[], bool] = lambda: False
+    budget_note: Callable[[], str] = lambda: "--max-cost reached"
+    """Says what the session spent of --max-cost, once `over_budget`."""
+    task_over: Callable[[], str | None] = lambda: None
+    """Why the task fails for its own budget (--max-task-cost); None while it may go on."""
 
     def run(self) -> WorkItem:
         """Advance the task until it completes, fails, waits for a human, or the budget ends."""
@@ -112,8 +116,10 @@ class TaskPipeline:
         while True:
             if item.stage == "done":
                 return self._rest("completed")
+            if (why := self.task_over()) is not None:
+                return self._rest(self._fail(why))
             if self.over_budget():
-                self.events.info("--max-cost reached: the task stops here and continues next run")
+                self.events.info(f"{self.budget_note()}: the task stops here, continues next run")
                 return self._rest("pending")
             self.events.stage(item, item.stage)
             rest = steps[item.stage]()
@@ -139,7 +145,10 @@ class TaskPipeline:
         return self.item
 
     def _fail(self, why: str) -> WorkStatus:
-        self.item.error = why
+        if self.over_budget():  # the budget stopped the stage: the task continues next run
+            self.events.info(f"{self.budget_note()}: the task stops here, continues next run")
+            return "pending"
+        self.item.error = self.task_over() or why
         return "failed"
 
     def _ask(self, run: Callable[[WorkItem], Answered[T]], what: str) -> T | str:
@@ -150,6 +159,8 @@ class TaskPipeline:
             if answered.answer is not None:
                 return answered.answer
             problem = answered.problem or "no answer"
+            if self.over_budget() or self.task_over() is not None:
+                break
             if attempt < STRUCTURED_ATTEMPTS:
                 self.events.info(f"{what} gave no valid answer ({problem}); asking once more")
         return f"{what}: {problem}"

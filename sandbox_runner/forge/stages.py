@@ -8,13 +8,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
+from sandbox_runner.engine.guards import Budget
 from sandbox_runner.engine.loop import StepContext, StepLoop
 from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import FksError, Interrupted
@@ -80,6 +81,9 @@ class ForgeContext:
     """Where local stages run (tests pass a fake)."""
     secrets: Sequence[str] = ()
     max_cost: float | None = None
+    max_task_cost: float | None = None
+    stall_after: float | None = None
+    """Seconds without output before a stage's agent is stopped as stalled (None: never)."""
     merge_lock: Path | None = None
 
     @property
@@ -120,6 +124,8 @@ class TaskStages:
     ctx: ForgeContext
     item: WorkItem
     task: prompts.TaskText
+    budget: Callable[[], Budget | None] | None = None
+    """What the next stage may spend (passed to Claude; its stream is checked against it)."""
     _stack: ExitStack = field(default_factory=ExitStack)
     _run: ActiveRun | None = None
     _backend: Backend | None = None
@@ -237,6 +243,8 @@ class TaskStages:
             timeout=prepared.timeout,
             secrets=self.ctx.secrets,
             no_progress_limit=0,
+            budget=self.budget,
+            stall_after=self.ctx.stall_after,
             after_iteration=prepared.after_iteration,
         )
 

@@ -12,6 +12,7 @@ from typing import Literal
 
 from sandbox_runner.errors import FksError, Interrupted, SandboxError
 from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.budget import TaskBudget
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
 from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
@@ -121,21 +122,18 @@ def process_task(
         return None
     events = _Events(ctx, board)
 
-    def over_budget() -> bool:
-        if max_cost is None:
-            return False
-        spent = sum(i.cost_usd for i in store.items() if i.session == ctx.session)
-        return spent >= max_cost
-
+    budget = TaskBudget(store, ctx.session, item, max_cost, ctx.max_task_cost)
     try:
-        with TaskStages(ctx, item, task) as stages:
+        with TaskStages(ctx, item, task, budget=budget.tightest) as stages:
             pipeline = TaskPipeline(
                 item,
                 store,
                 stages,
                 events,
                 max_retries=ctx.settings.max_review_retries,
-                over_budget=over_budget,
+                over_budget=budget.session_over,
+                budget_note=budget.session_note,
+                task_over=budget.task_over,
             )
             return pipeline.land() if mode == "land" else pipeline.run()
     except (Interrupted, KeyboardInterrupt) as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox_runner.errors import AgentNotFoundError, ConfigError
+from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
 from sandbox_runner.paths import inside_project, path_kind, read_in_project, shorten
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
@@ -207,6 +207,19 @@ class AgentCommand:
 
     def _config_path(self, ref: str) -> str:
         return str((self.config_root or self.cwd) / ref)
+
+
+def refuse_claude_as_root(command: AgentCommand) -> None:
+    """Refuse a Claude agent on the host as root: the CLI will not skip its permission prompts
+    for root (it exits 1 at once), unless IS_SANDBOX=1 says the host itself is a sandbox.
+    """
+    if command.kind == "binary" or os.geteuid() != 0 or os.environ.get("IS_SANDBOX") == "1":
+        return
+    raise UsageError(
+        f"Agent '{command.name}' is Claude, which refuses to run unattended as root "
+        "(--dangerously-skip-permissions); use --sandbox, or run fks as a normal user, "
+        "or set IS_SANDBOX=1 if this machine is itself a disposable sandbox"
+    )
 
 
 def resolve_agent(

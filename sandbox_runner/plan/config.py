@@ -245,6 +245,11 @@ class ForgeSettings(_Model):
     """Tasks processed at once (`--parallel` overrides)."""
     max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
     """Turn limit of every forge agent (default 100)."""
+    max_task_cost: _Float | None = Field(
+        default=None, alias="maxTaskCost", gt=0, allow_inf_nan=False
+    )
+    """USD one task may spend across its stages and attempts (`--max-task-cost` overrides);
+    a task that reaches it fails, naming what it spent."""
     prompts: ForgePrompts = ForgePrompts()
     """System prompt files."""
 
@@ -267,6 +272,11 @@ class ForgeConfig(_Model):
         default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
     )
     """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
+    stall_timeout: _Float | None = Field(
+        default=None, alias="stallTimeout", ge=0, allow_inf_nan=False
+    )
+    """Seconds an iteration may go without any output before fks stops it as stalled (default
+    1200; 0: never)."""
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
 

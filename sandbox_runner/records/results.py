@@ -51,6 +51,8 @@ class StepOutcome:
     iterations: tuple[IterationResult, ...] = ()
     spent_before: int = 0
     maximum: int = 1
+    detail: str | None = None
+    """What a budget stop adds to its reason (`Stopped: spent $0.0612 of --max-cost $0.05`)."""
 
     @property
     def iterations_used(self) -> int:
@@ -67,7 +69,34 @@ class StepOutcome:
             "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
             "no_progress": f"stopped after {used} iterations: no commit and no file change in the last ones (no_progress)",
             "repeated_error": f"stopped after {used} iterations: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {used} iterations: --max-cost reached",
+            "max_cost": f"stopped after {used} iterations: {self.detail or '--max-cost reached'}",
+            "auth_error": f"stopped after {used} iterations: the API refused the credentials "
+            "(auth_error); check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN",
+            "api_unreachable": f"stopped after {used} iterations: the API could not be reached "
+            "(api_unreachable); check ANTHROPIC_BASE_URL and the network",
+            "stalled": "stalled: no output for too long (stalled); see stallTimeout",
             "timeout": "timed out",
             "interrupted": f"interrupted during iteration {used}",
         }.get(self.reason, f"did not complete after {used} iterations ({self.reason})")
+
+    def agent_failed(self) -> str | None:
+        """For a step without :N that moved on: how its agent failed (None: it did not)."""
+        last = self.last
+        if last is None or last.reason in ("once", "marker"):
+            return None
+        return f"exit {last.exit_code}, {last.reason}"
+
+    def end_line(self, agent: str, loop: bool) -> str:
+        """The step's last line: `Done: x (exit 0)`, `Complete after 2 iterations`, …"""
+        used = self.iterations_used
+        if self.complete and not loop:
+            failed = self.agent_failed()
+            if failed is not None:
+                return (
+                    f"Agent failed: {agent} ({failed}); moving on, as a step without :N "
+                    "does whatever its exit code"
+                )
+            return f"Done: {agent} (exit {self.last.exit_code if self.last else None})"
+        if self.complete:
+            return f"Complete after {used} iteration{'' if used == 1 else 's'}"
+        return f"Incomplete: {agent} {self.describe()}"

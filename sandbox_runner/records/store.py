@@ -91,6 +91,8 @@ class IterationRecord(_Record):
     the most refused first (at most 20)."""
     denied_more: int = 0
     """Requests refused to destinations not in `denied`."""
+    note: str | None = None
+    """Why it ended, with the fix, as fks showed it (turn limit, credentials, budget, stall…)."""
 
 
 class StepRecord(_Record):
@@ -388,6 +390,7 @@ class RecordWriter:
         iteration.error_tail = result.error_tail
         iteration.denied = list(result.denied)
         iteration.denied_more = result.denied_more
+        iteration.note = result.note
         self.save()
 
     def set_denied(self, iteration: IterationRecord, denied: list[DeniedRecord], more: int) -> None:

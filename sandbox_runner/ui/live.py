@@ -180,8 +180,8 @@ class LiveReporter:
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
         used = outcome.iterations_used
         if outcome.complete and not loop:
-            code = outcome.last.exit_code if outcome.last else None
-            self._line(f"Done: {agent} (exit {code})", "green")
+            failed = outcome.agent_failed() is not None
+            self._line(outcome.end_line(agent, loop), "red" if failed else "green")
         elif outcome.complete:
             self._line(f"Complete after {plural(used, 'iteration')}", "green")
         else:

@@ -124,8 +124,7 @@ class PlainReporter:
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
         used = outcome.iterations_used
         if outcome.complete and not loop:
-            code = outcome.last.exit_code if outcome.last else None
-            self._line(f"Done: {agent} (exit {code})")
+            self._line(outcome.end_line(agent, loop))
         elif outcome.complete:
             self._line(f"Complete after {plural(used, 'iteration')}")
         else:

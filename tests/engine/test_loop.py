@@ -186,6 +186,6 @@ def test_claude_stats_and_error_reasons(tmp_path: Path) -> None:
     )
     outcome = step.run()
     first, second = outcome.iterations
-    assert first.reason == "error_max_turns" and second.reason == "marker"
+    assert first.reason == "max_turns" and second.reason == "marker"
     assert second.claude is not None and second.claude.cost_usd == 0.01 and second.claude.turns == 2
     assert second.claude.input_tokens == 10 and second.claude.session_id == "s1"

@@ -360,7 +360,7 @@ def test_an_implement_run_that_fails_without_a_commit_fails_the_task(
     ctx, _ = context(repo, [answer(ANALYSIS), crash])
     item = process_task(ctx, task_id, max_cost=None)
     assert item is not None and item.status == "failed"
-    assert item.error == "Implement failed: the agent exited 1"
+    assert item.error == "Implement failed: Iteration 1: claude exited 1 without a result"
 
 
 def test_an_invalid_architect_answer_fails_the_task(

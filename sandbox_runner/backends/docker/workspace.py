@@ -403,6 +403,9 @@ class _Exporting:
     def container_id(self) -> str | None:
         return self._execution.container_id
 
+    def kill(self) -> None:
+        self._execution.kill()
+
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         from sandbox_runner.backends.docker.service import NodeLostError
 
