@@ -253,6 +253,7 @@ RunNoProgressLimitOption = Annotated[
 )
 @_handled
 def run_cmd(
+    ctx: typer.Context,
     targets: RunTargetsArgument = None,
     chain: RunChainOption = None,
     cwd: CwdOption = None,
@@ -277,7 +278,9 @@ def run_cmd(
 
     for target in targets or []:
         if target.startswith("-") and not target.startswith("->"):  # the DSL arrow
-            raise UsageError(f"no such option: {target} (see 'fks run --help')")
+            raise UsageError(
+                f"no such option: {target}{_close_option(ctx, target)} (see 'fks run --help')"
+            )
     return run_command.run(
         targets=list(targets or []),
         chain=chain,
@@ -300,6 +303,16 @@ def run_cmd(
         no_progress_limit=no_progress_limit,
         global_args=list(_global_agent_args),
     )
+
+
+def _close_option(ctx: typer.Context, given: str) -> str:
+    """` (did you mean --x?)` for an option of the running command close to `given`."""
+    import difflib
+
+    name = given.partition("=")[0]
+    options = [o for p in ctx.command.params for o in p.opts]
+    close = difflib.get_close_matches(name, [o for o in options if o.startswith("--")], n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 @app.command("chains", help="List the chains in the config with their descriptions.")

@@ -36,7 +36,12 @@ class Planned:
 def plan_run(options: RunOptions, workdir: Path) -> Planned:
     """Load the config and build the chain plan from the options."""
     config_file = config_path(workdir, Path(options.config) if options.config else None)
-    cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
+    cfg = load_config(
+        config_file,
+        cwd=workdir,
+        required=options.chain is not None,
+        agents_of=[options.chain] if options.chain else (),
+    )
     if options.chain is not None:
         assert cfg is not None
         shown = (
