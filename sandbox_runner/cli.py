@@ -97,7 +97,9 @@ CwdOption = Annotated[
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
-        "--config", metavar="FILE", help="Config file (default: <cwd>/forge/chains.json)."
+        "--config",
+        metavar="FILE",
+        help="Config file (default: forge/chains.json in <cwd> or the nearest directory above it in the repository).",
     ),
 ]
 
@@ -332,7 +334,11 @@ def validate_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
 
 
 @app.command(
-    "init", help="Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites)."
+    "init",
+    help=(
+        "Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites) at the "
+        "top of the git repository (or in --cwd)."
+    ),
 )
 @_handled
 def init_cmd(cwd: CwdOption = None) -> int:

@@ -72,7 +72,7 @@ class _Setup:
 def _setup(options: ForgeOptions) -> _Setup:
     from sandbox_runner.git.repo import open_repo
 
-    workdir = project_dir(options.cwd)
+    workdir = project_dir(options.cwd, config=options.config)
     repo = open_repo(workdir, what="fks forge")
     cfg = load_config(config_path(workdir, options.config), cwd=workdir, required=False)
     settings = cfg.forge if cfg is not None else ForgeSettings()

@@ -12,7 +12,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.git.runner import git_common_dir
+from sandbox_runner.git.runner import git_common_dir, git_toplevel
 
 # In the order they are reported; each is also its path under templates/init/.
 FILES = (
@@ -54,7 +54,7 @@ def template(relative: str) -> Traversable:
 def run(*, cwd: Path | None) -> int:
     if cwd is not None and not cwd.is_dir():
         raise UsageError(f"--cwd {cwd}: not a directory")
-    project = (cwd or Path.cwd()).resolve()
+    project = _target(cwd)
     for relative in FILES:
         if _create(project, relative):
             print(f"created {relative}")
@@ -70,6 +70,19 @@ def run(*, cwd: Path | None) -> int:
         )
     print(NEXT_STEPS)
     return EXIT_COMPLETE
+
+
+def _target(cwd: Path | None) -> Path:
+    """--cwd, else the top of the git work tree the current directory is in (fks finds the
+    config there from every subdirectory), else the current directory."""
+    if cwd is not None:
+        return cwd.resolve()
+    here = Path.cwd().resolve()
+    top = git_toplevel(here)
+    if top is None or top.resolve() == here:
+        return here
+    print(f"Setting up at the top of the repository, {top} (use --cwd . for this directory)")
+    return top.resolve()
 
 
 def _create(project: Path, relative: str) -> bool:

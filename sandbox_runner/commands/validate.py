@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def run(*, cwd: Path | None, config: Path | None) -> int:
-    workdir = project_dir(cwd)
+    workdir = project_dir(cwd, config=config)
     path = config_path(workdir, config)
     cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate", agents_of="all")
     assert cfg is not None

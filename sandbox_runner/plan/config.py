@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from sandbox_runner.errors import ConfigError, UsageError
-from sandbox_runner.paths import path_kind
+from sandbox_runner.paths import CONFIG_FILE, path_kind
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.checks import (
     FRIENDLY,
@@ -27,7 +27,7 @@ from sandbox_runner.plan.checks import (
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.engine import EngineSpec
 
-DEFAULT_CONFIG = Path("forge") / "chains.json"
+DEFAULT_CONFIG = CONFIG_FILE
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
