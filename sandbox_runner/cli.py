@@ -730,6 +730,9 @@ def _split_global_args(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from sandbox_runner.ui.pipes import tolerate_closed_pipes
+
+    tolerate_closed_pipes()
     argv = _split_global_args(sys.argv[1:])
     try:
         app(args=argv, prog_name="fks")

@@ -139,7 +139,9 @@ def _run_planned(
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
-        step_prompt(s, planned.plan, planned.agents, planned.cwd, options.prompt, prompt_file_opt)
+        step_prompt(
+            s, planned.plan, planned.agents, planned.cwd, planned.cli_prompt, prompt_file_opt
+        )
         for s in planned.plan.steps
     ]
     backend = _backend(planned)
@@ -273,7 +275,7 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     return ChainOptions(
         cwd=planned.cwd,
         agents=planned.agents,
-        cli_prompt=options.prompt,
+        cli_prompt=planned.cli_prompt,
         cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         global_args=options.global_args,
         secrets=secrets_from_env(settings.env),

@@ -319,6 +319,9 @@ def edit_cmd(
 
 
 def main() -> None:
+    from sandbox_runner.ui.pipes import tolerate_closed_pipes
+
+    tolerate_closed_pipes()
     app(prog_name="forge-tasks")
 
 
