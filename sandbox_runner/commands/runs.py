@@ -74,16 +74,8 @@ def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     return "-" if moment is None else moment.astimezone().strftime(fmt)
 
 
-def has_cost(record: RunRecord) -> bool:
-    return any(
-        it.claude is not None and it.claude.cost_usd is not None
-        for s in record.steps
-        for it in s.iterations
-    )
-
-
 def format_cost(record: RunRecord) -> str:
-    return f"${record.cost_usd:.4f}" if has_cost(record) else "-"
+    return f"${record.cost_usd:.4f}"
 
 
 def yes_no(value: bool | None) -> str:
@@ -98,7 +90,7 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-# --- fks runs ----------------------------------------------------------------------------------
+# --- the fks runs table (commands/listing.py chooses the rows) --------------------------------
 
 _COLUMNS = ("ID", "CHAIN", "STARTED", "DURATION", "STATUS", "STEPS", "COST")
 _CHAIN_WIDTH = 48
@@ -113,50 +105,15 @@ _STATUS_STYLE = {
 }
 
 
-def list_runs(*, cwd: Path | None) -> int:
-    """One row per recorded run, oldest first."""
-    store = open_store(cwd)
-    records: list[RunRecord] = []
-    unreadable: list[str] = []
-    for run_id in store.ids():
-        try:
-            records.append(store.load(run_id))
-        except FksError:
-            unreadable.append(run_id)
-    for run_id in unreadable:
-        print(f"fks: skipped run {run_id}: its run.json cannot be read", file=sys.stderr)
-    if not records:
-        print(f"No runs recorded in {store.root}.")
-        return EXIT_COMPLETE
-    records.sort(key=lambda r: (r.started, r.id))
-    rows = [_row(r) for r in records]
-    if not (sys.stdout.isatty() and _print_rich_table(rows)):
-        _print_plain_table(rows)
-    return EXIT_COMPLETE
-
-
-def _row(record: RunRecord) -> tuple[str, ...]:
-    state = run_status(record)
-    if state == "running":
-        duration = "running"
-    elif state == "died":
-        duration = "-"
-    else:
-        duration = span(record.started, record.ended)
-    return (
-        record.id,
-        record.label,
-        local_time(record.started),
-        duration,
-        state,
-        f"{record.steps_done}/{len(record.steps)}",
-        format_cost(record),
-    )
-
-
 def _clip(text: str, width: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def print_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """The `fks runs` columns: a rich table on a wide enough terminal, else plain text."""
+    if not (sys.stdout.isatty() and _print_rich_table(rows)):
+        _print_plain_table(rows)
 
 
 def _print_plain_table(rows: Sequence[tuple[str, ...]]) -> None:

@@ -151,6 +151,8 @@ class RunOptions(_Record):
     global_args: list[str] = Field(default_factory=list)
     forge_task: str | None = None
     """The forge-tasks id of a `fks forge run` task (its stages are the run's steps)."""
+    forge_session: str | None = None
+    """The `fks forge run` this task's run was part of (`fks runs` groups them)."""
 
 
 class RunRecord(_Record):
