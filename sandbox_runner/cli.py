@@ -450,7 +450,9 @@ def clean_cmd(
     branches: Annotated[
         bool,
         typer.Option(
-            "--branches", help="Also delete step branches already merged into their base."
+            "--branches",
+            help="Also delete step and forge task branches whose work landed on their base or "
+            "that hold no commit of their own.",
         ),
     ] = False,
     every: Annotated[

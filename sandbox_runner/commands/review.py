@@ -63,28 +63,43 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     if not repo.is_dir():
         _say(f"  the repository {repo} no longer exists")
         return
-    if not branch_exists(repo, step.branch):
-        _say("  the branch no longer exists (deleted, e.g. by `fks clean --branches`)")
+    tip = _tip(repo, step)
+    if tip is None:
         return
     since = _start(repo, step, base)
     if since is None:
         _say("  (cannot tell where the step started: its start commit and base are gone)")
         return
-    commits = git(repo, "log", "--oneline", "--no-decorate", f"{since}..{step.branch}")
+    commits = git(repo, "log", "--oneline", "--no-decorate", f"{since}..{tip}")
     _say(f"  commits since {since[:12]}:" if commits else f"  no commits since {since[:12]}")
     for line in commits.splitlines():
         _say(f"    {line}")
-    stat = git(repo, "diff", "--stat", since, step.branch)
+    stat = git(repo, "diff", "--stat", since, tip)
     if stat:
         _say("  changes:")
         for line in stat.splitlines():
             _say(f"   {line}")
     if not step.merged:
-        _landing_commands(repo, step.branch, base)
+        _landing_commands(repo, tip, base, is_branch=tip == step.branch)
     if diff and stat:
         _say("")
         color = ["--color=always"] if sys.stdout.isatty() else []
-        _say(git(repo, "diff", *color, since, step.branch))
+        _say(git(repo, "diff", *color, since, tip))
+
+
+def _tip(repo: Path, step: StepRecord) -> str | None:
+    """What to review: the step's branch, or once it is deleted the tip its record keeps (while
+    that commit exists); None when there is nothing left to show."""
+    assert step.branch is not None
+    if branch_exists(repo, step.branch):
+        return step.branch
+    gone = "  the branch no longer exists (deleted, e.g. by `fks clean --branches`)"
+    head = step.head_commit
+    if head and git_ok(repo, "cat-file", "-e", f"{head}^{{commit}}"):
+        _say(f"{gone}; its recorded commits up to {head[:12]}:")
+        return head
+    _say(f"{gone}, and the commits its record names are gone too")
+    return None
 
 
 def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
@@ -99,7 +114,7 @@ def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
     return None
 
 
-def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
+def _landing_commands(repo: Path, branch: str, base: str | None, *, is_branch: bool) -> None:
     quoted_branch = shlex.quote(branch)
     where = shlex.quote(str(repo))
     _say("  to land it:")
@@ -113,8 +128,9 @@ def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
             _say(
                 f"    git -C {where} switch {shlex.quote(base)} && git -C {where} merge {quoted_branch}"
             )
-    _say("  to discard it:")
-    _say(f"    git -C {where} branch -D {quoted_branch}")
+    if is_branch:
+        _say("  to discard it:")
+        _say(f"    git -C {where} branch -D {quoted_branch}")
 
 
 def _say(text: str) -> None:
