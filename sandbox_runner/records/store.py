@@ -373,9 +373,10 @@ class RecordWriter:
         iteration.container_id = container_id
 
     def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
+        """An iteration cut short; one cut by Ctrl-C is not counted (`--resume` runs it again)."""
         iteration.ended = now()
         iteration.reason = "interrupted" if interrupted else "error"
-        iteration.counted = True
+        iteration.counted = not interrupted
         self.save()
 
     def end_iteration(self, iteration: IterationRecord, result: IterationResult) -> None:
