@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -205,7 +205,11 @@ def run(options: ForgeOptions) -> int:
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
-    view = _view(options)
+    view = _view(
+        options,
+        len(tasks),
+        lambda: sum(i.cost_usd for i in WorkStore(setup.project).items() if i.session == session),
+    )
     view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
     conductor = Conductor(
         tasks=tasks,
@@ -235,14 +239,14 @@ def run(options: ForgeOptions) -> int:
     return EXIT_COMPLETE if done and all(c == 0 for c in codes.values()) else EXIT_INCOMPLETE
 
 
-def _view(options: ForgeOptions) -> ForgeView:
+def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
     from sandbox_runner.forge.scheduler import ForgeView
 
     out = sys.stderr if options.json_output else sys.stdout
     if out.isatty() and os.environ.get("TERM") != "dumb":
         from sandbox_runner.ui.forge_view import LiveForgeView
 
-        return LiveForgeView(out)
+        return LiveForgeView(out, total=total, spent=spent)
     return ForgeView(out)
 
 

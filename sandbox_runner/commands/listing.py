@@ -189,7 +189,7 @@ def _label(record: RunRecord, forge: ForgeInfo) -> str:
     if task is None:
         return _plain(record.label)
     title = forge.titles.get(task)
-    return f"{_plain(task)} {title}" if title else _plain(task)
+    return f"forge {_plain(task)} {title}" if title else f"forge {_plain(task)}"
 
 
 def _run_row(record: RunRecord, forge: ForgeInfo, indent: str = "") -> tuple[str, ...]:
