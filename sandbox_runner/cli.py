@@ -108,7 +108,8 @@ ConfigOption = Annotated[
 RunTargetsArgument = Annotated[
     list[str] | None,
     typer.Argument(
-        help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.",
+        metavar="[DSL] [VAR=VALUE]...",
+        help="The DSL (unless --chain), then VAR=VALUE pairs for ${VAR} substitution.",
         show_default=False,
     ),
 ]
@@ -410,7 +411,8 @@ def logs_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
     step: Annotated[int | None, typer.Argument(metavar="[STEP]", min=1)] = None,
     iteration: Annotated[
-        int | None, typer.Option("--iteration", "-i", min=1, help="Only this iteration.")
+        int | None,
+        typer.Option("--iteration", "-i", min=1, metavar="N", help="Only this iteration."),
     ] = None,
     follow: Annotated[
         bool,
@@ -468,30 +470,45 @@ def clean_cmd(
     return clean.run(older_than=older_than, branches=branches, cwd=cwd, every=every)
 
 
+ImageBaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-image", metavar="IMAGE", help="Base image (default: debian:bookworm-slim)."
+    ),
+]
+ImageCaCertOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--ca-cert",
+        metavar="FILE",
+        help="Extra CA certificate to trust in the image (repeatable).",
+    ),
+]
+ImageTagOption = Annotated[
+    str | None,
+    typer.Option("--tag", metavar="IMAGE", help="Image tag (default: fks-agent:latest)."),
+]
+ImageClaudeVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--claude-version",
+        metavar="VERSION",
+        help="Claude Code release (X.Y.Z or latest) to put in the image (default: the one "
+        "this fks pins).",
+    ),
+]
+
+
 @image_app.command(
     "build",
     help="Build and tag the agent image (falls back to a locally made base when the public one cannot be pulled).",
 )
 @_handled
 def image_build_cmd(
-    base_image: Annotated[
-        str | None, typer.Option("--base-image", help="Base image (default: debian:bookworm-slim).")
-    ] = None,
-    ca_cert: Annotated[
-        list[Path] | None,
-        typer.Option("--ca-cert", help="Extra CA certificate to trust in the image (repeatable)."),
-    ] = None,
-    tag: Annotated[
-        str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")
-    ] = None,
-    claude_version: Annotated[
-        str | None,
-        typer.Option(
-            "--claude-version",
-            metavar="X.Y.Z|latest",
-            help="Claude Code release to put in the image (default: the one this fks pins).",
-        ),
-    ] = None,
+    base_image: ImageBaseOption = None,
+    ca_cert: ImageCaCertOption = None,
+    tag: ImageTagOption = None,
+    claude_version: ImageClaudeVersionOption = None,
     from_image: Annotated[
         str | None,
         typer.Option(
@@ -511,7 +528,10 @@ def image_build_cmd(
     ] = False,
     path: Annotated[
         Path | None,
-        typer.Argument(help="With --devcontainer: a devcontainer.json or the folder holding it."),
+        typer.Argument(
+            metavar="[PATH]",
+            help="With --devcontainer: a devcontainer.json or the folder holding it.",
+        ),
     ] = None,
 ) -> int:
     from sandbox_runner.commands import image
@@ -589,7 +609,12 @@ ForgeTasksArgument = Annotated[
 ]
 ForgeParallelOption = Annotated[
     int | None,
-    typer.Option("--parallel", "-j", help="Tasks processed at once (default: forge.parallel, 1)."),
+    typer.Option(
+        "--parallel",
+        "-j",
+        metavar="N",
+        help="Tasks processed at once (default: forge.parallel, 1).",
+    ),
 ]
 ForgeResumeOption = Annotated[
     bool,
@@ -727,13 +752,52 @@ def forge_answer_cmd(
 @forge_app.command("create", help="Add a task (the same as `forge-tasks create`).")
 @_handled
 def forge_create_cmd(
-    title: Annotated[str, typer.Argument(metavar="TITLE")],
-    description: Annotated[str, typer.Option("--description", "-d", help="Why and what.")] = "",
+    title: Annotated[
+        str, typer.Argument(metavar="TITLE", help="One line saying what the task delivers.")
+    ],
+    description: Annotated[
+        str, typer.Option("--description", "-d", metavar="TEXT", help="Why the task exists.")
+    ] = "",
+    ac: Annotated[
+        list[str] | None,
+        typer.Option("--ac", metavar="TEXT", help="An acceptance criterion (repeatable)."),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", "-l", metavar="LABEL", help="A label (repeatable; commas split)."),
+    ] = None,
+    priority: Annotated[
+        str,
+        typer.Option("--priority", "-p", metavar="PRIORITY", help="high, medium or low."),
+    ] = "medium",
+    depends_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--depends-on",
+            metavar="TASK_ID",
+            help="Id of a task that must be Done first (repeatable).",
+        ),
+    ] = None,
+    status: Annotated[
+        str,
+        typer.Option(
+            "--status", "-s", metavar="STATUS", help="To Do, In Progress, Done or Blocked."
+        ),
+    ] = "To Do",
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import forge
 
-    return forge.create(cwd=cwd, title=title, description=description)
+    return forge.create(
+        cwd=cwd,
+        title=title,
+        description=description,
+        criteria=ac or [],
+        labels=label or [],
+        priority=priority,
+        depends_on=depends_on or [],
+        status=status,
+    )
 
 
 @forge_app.command(

@@ -24,6 +24,7 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
     import docker
@@ -59,7 +60,11 @@ def run(*, older_than: float | None, branches: bool, cwd: Path | None, every: bo
         removed += _clean_branches(records, project)
     if older_than is not None:
         removed += _clean_records(store, records, older_than)
-    print(f"fks clean: removed {removed} item(s)" if removed else "fks clean: nothing to remove")
+    print(
+        f"fks clean: removed {plural(removed, 'item')}"
+        if removed
+        else "fks clean: nothing to remove"
+    )
     return EXIT_COMPLETE
 
 
@@ -131,7 +136,7 @@ def _clean_swarm(
     try:
         for record in dead:
             if removed := remove_run_services(client, record.id):
-                print(f"removed {removed} service(s) of run {record.id} on the swarm")
+                print(f"removed {plural(removed, 'service')} of run {record.id} on the swarm")
                 count += removed
         labels = [f"{LABEL_RUN}={record.id}" for record in dead]
         swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)

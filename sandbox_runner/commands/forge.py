@@ -34,6 +34,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.ui.output import plural
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -201,7 +202,7 @@ def run(options: ForgeOptions) -> int:
         out = sys.stderr if options.json_output else sys.stdout
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
         if options.json_output:
-            print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))
+            print(json.dumps({"session": session, "cost_usd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
@@ -210,7 +211,9 @@ def run(options: ForgeOptions) -> int:
         len(tasks),
         lambda: sum(i.cost_usd for i in WorkStore(setup.project).items() if i.session == session),
     )
-    view.note(f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'")
+    view.note(
+        f"Forge {session}: {plural(len(tasks), 'task')}, {parallel} at a time, on '{setup.base}'"
+    )
     conductor = Conductor(
         tasks=tasks,
         parallel=parallel,
@@ -319,7 +322,7 @@ def _write_outputs(
             json.dumps(
                 {
                     "session": session,
-                    "costUsd": round(total, 6),
+                    "cost_usd": round(total, 6),
                     "tasks": [_item_json(i) for i in items],
                 },
                 indent=2,
@@ -340,7 +343,10 @@ def _summary_line(item: WorkItem) -> str:
         "pending": f"stopped before {item.stage} (--max-cost)",
         "executing": f"interrupted during {item.stage}",
     }[item.status]
-    return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
+    return (
+        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, ${item.cost_usd:.4f}, "
+        f"branch {item.branch}"
+    )
 
 
 def _item_json(item: WorkItem) -> dict[str, object]:
@@ -351,9 +357,9 @@ def _item_json(item: WorkItem) -> dict[str, object]:
         "stage": item.stage,
         "attempts": item.attempts,
         "retries": item.retries,
-        "costUsd": round(item.cost_usd, 6),
+        "cost_usd": round(item.cost_usd, 6),
         "branch": item.branch,
-        "mergeCommit": item.merge_commit,
+        "merge_commit": item.merge_commit,
         "error": item.error,
         "question": item.question,
         "runs": item.runs,
@@ -412,18 +418,40 @@ def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) 
     if not text.strip():
         raise UsageError("the answer is empty")
     project = _project(cwd)
-    task_id = TaskBoard(project).normalize(task)
+    board = TaskBoard(project)
+    task_id = board.normalize(task)
+    board.task(task_id)  # "no task …" rather than "has no open question"
     WorkStore(project).record_answer(task_id, text)
     print(f"Recorded the answer for {task_id}; the next 'fks forge run' continues it.")
     return EXIT_COMPLETE
 
 
-def create(*, cwd: Path | None, title: str, description: str = "") -> int:
+def create(
+    *,
+    cwd: Path | None,
+    title: str,
+    description: str = "",
+    criteria: Sequence[str] = (),
+    labels: Sequence[str] = (),
+    priority: str = "medium",
+    depends_on: Sequence[str] = (),
+    status: str = "To Do",
+) -> int:
+    """`forge-tasks create` in the project's task database."""
     from sandbox_runner.tasks.commands import create as create_task
     from sandbox_runner.tasks.errors import TaskError
 
     try:
-        return create_task(root=_project(cwd), title=title, description=description)
+        return create_task(
+            root=_project(cwd),
+            title=title,
+            description=description,
+            criteria=criteria,
+            labels=labels,
+            priority=priority,
+            depends_on=depends_on,
+            status=status,
+        )
     except TaskError as exc:
         raise FksError(str(exc)) from None
 

@@ -135,9 +135,13 @@ def _report_missing(config: Path) -> None:
     missing_agents = [n for n in FK_AGENTS if not isinstance(agents, dict) or n not in agents]
     missing_chains = [n for n in FK_CHAINS if not isinstance(chains, dict) or n not in chains]
     if missing_agents:
-        lacking.append(f"agent(s) {', '.join(missing_agents)}")
+        lacking.append(
+            f"{'agent' if len(missing_agents) == 1 else 'agents'} {', '.join(missing_agents)}"
+        )
     if missing_chains:
-        lacking.append(f"chain(s) {', '.join(missing_chains)}")
+        lacking.append(
+            f"{'chain' if len(missing_chains) == 1 else 'chains'} {', '.join(missing_chains)}"
+        )
     if lacking:
         print(f"  it lacks {' and '.join(lacking)}. It was not changed; copy them")
         print("  from the forge/chains.json that 'fks init --cwd <empty dir>' writes.")

@@ -195,7 +195,7 @@ def _label(record: RunRecord, forge: ForgeInfo) -> str:
 def _run_row(record: RunRecord, forge: ForgeInfo, indent: str = "") -> tuple[str, ...]:
     state = run_status(record)
     if state == "running":
-        duration = "running"
+        duration = span(record.started, now())  # so far
     elif state == "died":
         duration = "-"
     else:
@@ -222,7 +222,7 @@ def _rows(group: Group, forge: ForgeInfo) -> list[tuple[str, ...]]:
         group.session,
         f"forge session: {plural(len(tasks), 'task')}",
         local_time(runs[0].started),
-        "running" if running else span(runs[0].started, max((e for e in ends if e), default=None)),
+        span(runs[0].started, now() if running else max((e for e in ends if e), default=None)),
         f"{sum(landed(r, forge) for r in runs)}/{len(runs)} landed",
         "",
         f"${sum(r.cost_usd for r in runs):.4f}",

@@ -424,7 +424,7 @@ def _step_plan(
         "loop": step.loop,
         "iterations": step.iterations,
         "prompt": text,
-        "promptSource": prompt.describe(),
+        "prompt_source": prompt.describe(),
         "argv": command.argv([*global_args, *step.args], text),
         "cwd": backend.planned_cwd(command),
         "network": backend.planned_network(step, command),
@@ -437,7 +437,7 @@ def _step_lines(plan: dict[str, Any]) -> list[str]:
     shown_prompt = (
         "(none)"
         if prompt_text is None
-        else f"{_abbreviate(str(prompt_text))!s}  [{plan['promptSource']}]"
+        else f"{_abbreviate(str(prompt_text))!s}  [{plan['prompt_source']}]"
     )
     return [
         f"prompt:  {shown_prompt}",
@@ -488,7 +488,7 @@ def _dry_run(
     ]
     where = backend.describe()
     if json_output:
-        print(json.dumps({"dryRun": True, "sandbox": where, "steps": steps}, indent=2))
+        print(json.dumps({"dry_run": True, "sandbox": where, "steps": steps}, indent=2))
         return EXIT_COMPLETE
     print(f"{PREFIX} Dry run - would execute:")
     for line in where:

@@ -181,7 +181,7 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     kind = "forge" if record.options.forge_task else "chain" if record.options.chain else "dsl"
     yield _field(kind, record.label)
     status = state
-    if record.reason:
+    if record.reason and record.reason != state:
         status += f" ({record.reason})"
     if record.failed_at is not None:
         status += f", stopped at step {record.failed_at}"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from sandbox_runner.errors import Interrupted
+from sandbox_runner.ui.output import plural
 
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
@@ -128,7 +129,7 @@ class Conductor:
     def _stop(self, running: dict[str, Worker], exc: BaseException) -> None:
         name = getattr(exc, "signal_name", "SIGINT")
         sig = signal.SIGINT if name == "SIGINT" else signal.SIGTERM
-        self.view.note(f"Interrupted: stopping {len(running)} task(s) in flight")
+        self.view.note(f"Interrupted: stopping {plural(len(running), 'task')} in flight")
         for worker in running.values():
             if worker.proc.poll() is None:
                 os.kill(worker.proc.pid, sig)

@@ -63,11 +63,12 @@ class StepOutcome:
     def describe(self) -> str:
         """`did not complete after 10 iterations (max_iterations)`-style explanation."""
         used = self.iterations_used
+        n = f"{used} iteration{'' if used == 1 else 's'}"
         return {
             "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
-            "no_progress": f"stopped after {used} iterations: no commit and no file change in the last ones (no_progress)",
-            "repeated_error": f"stopped after {used} iterations: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {used} iterations: --max-cost reached",
+            "no_progress": f"stopped after {n}: no commit and no file change in the last ones (no_progress)",
+            "repeated_error": f"stopped after {n}: the same error repeated (repeated_error)",
+            "max_cost": f"stopped after {n}: --max-cost reached",
             "timeout": "timed out",
-            "interrupted": f"interrupted during iteration {used}",
-        }.get(self.reason, f"did not complete after {used} iterations ({self.reason})")
+            "interrupted": f"interrupted during iteration {self.last.number if self.last else used}",
+        }.get(self.reason, f"did not complete after {n} ({self.reason})")

@@ -19,7 +19,15 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-_KEPT = ("[fks] Stage: ", "[fks] Landed", "[fks] Warning", "[fks] Needs", "[fks] Back to")
+_KEPT = (
+    "[fks] Stage: ",
+    "[fks] Landed",
+    "[fks] Failed",
+    "[fks] Waiting",
+    "[fks] Warning",
+    "[fks] Needs",
+    "[fks] Back to",
+)
 _COST_EVERY = 2.0
 """Seconds between reads of the spent amount (it is read from the work items' files)."""
 _SHOWN_STAGE = 24
