@@ -21,6 +21,7 @@ COMMANDS = [
     ["run"], ["chains"], ["validate"], ["init"], ["runs"], ["show"], ["logs"], ["review"],
     ["clean"], ["image", "build"], ["image", "push"], ["forge", "run"], ["forge", "status"],
     ["forge", "clarifications"], ["forge", "answer"], ["forge", "create"], ["schema"],
+    ["tasks", "create"], ["tasks", "list"], ["tasks", "view"], ["tasks", "edit"],
 ]  # fmt: skip
 
 
