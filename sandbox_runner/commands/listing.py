@@ -17,6 +17,7 @@ from sandbox_runner.commands.runs import (
     format_cost,
     local_time,
     open_store,
+    print_table,
     run_status,
     span,
 )
@@ -89,12 +90,12 @@ def list_runs(
         print(json.dumps(_json(groups, forge, records), indent=2))
         return EXIT_COMPLETE
     if not records:
-        print(f"No runs recorded in {store.root}" + (" match." if _filtered(selection) else "."))
+        if _filtered(selection):
+            print(f"No run recorded in {store.root} matches --since/--status/--limit.")
+        else:
+            print(f"No runs recorded in {store.root}.")
         return EXIT_COMPLETE
-    rows = [row for group in groups for row in _rows(group, forge)]
-    from sandbox_runner.commands.runs import print_table
-
-    print_table(rows)
+    print_table([row for group in groups for row in _rows(group, forge)])
     print(_totals_line(records, forge))
     return EXIT_COMPLETE
 

@@ -32,7 +32,7 @@ def test_filters_and_totals(project: Path) -> None:  # noqa: F811
     assert _ids(done.stdout) == [first, second, third], done.output
     assert done.stdout.splitlines()[-1] == "Total: 3 runs, 0 landed, 0 failed, $0.0000"
     done = fks("runs", "--since", "2999-01-01", cwd=project)
-    assert done.code == 0 and "No runs recorded in" in done.stdout and "match" in done.stdout
+    assert done.code == 0 and "No run recorded in" in done.stdout and "matches" in done.stdout
 
 
 def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:  # noqa: F811
