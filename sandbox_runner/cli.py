@@ -97,7 +97,9 @@ CwdOption = Annotated[
 ConfigOption = Annotated[
     Path | None,
     typer.Option(
-        "--config", metavar="FILE", help="Config file (default: <cwd>/forge/chains.json)."
+        "--config",
+        metavar="FILE",
+        help="Config file (default: forge/chains.json in <cwd> or the nearest directory above it in the repository).",
     ),
 ]
 
@@ -106,7 +108,8 @@ ConfigOption = Annotated[
 RunTargetsArgument = Annotated[
     list[str] | None,
     typer.Argument(
-        help="The DSL (unless --chain), then VAR=value pairs for ${VAR} substitution.",
+        metavar="[DSL] [VAR=VALUE]...",
+        help="The DSL (unless --chain), then VAR=VALUE pairs for ${VAR} substitution.",
         show_default=False,
     ),
 ]
@@ -261,6 +264,7 @@ RunNoProgressLimitOption = Annotated[
 )
 @_handled
 def run_cmd(
+    ctx: typer.Context,
     targets: RunTargetsArgument = None,
     chain: RunChainOption = None,
     cwd: CwdOption = None,
@@ -285,7 +289,9 @@ def run_cmd(
 
     for target in targets or []:
         if target.startswith("-") and not target.startswith("->"):  # the DSL arrow
-            raise UsageError(f"no such option: {target} (see 'fks run --help')")
+            raise UsageError(
+                f"no such option: {target}{_close_option(ctx, target)} (see 'fks run --help')"
+            )
     return run_command.run(
         targets=list(targets or []),
         chain=chain,
@@ -310,6 +316,16 @@ def run_cmd(
     )
 
 
+def _close_option(ctx: typer.Context, given: str) -> str:
+    """` (did you mean --x?)` for an option of the running command close to `given`."""
+    import difflib
+
+    name = given.partition("=")[0]
+    options = [o for p in ctx.command.params for o in p.opts]
+    close = difflib.get_close_matches(name, [o for o in options if o.startswith("--")], n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 @app.command("chains", help="List the chains in the config with their descriptions.")
 @_handled
 def chains_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
@@ -327,7 +343,11 @@ def validate_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
 
 
 @app.command(
-    "init", help="Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites)."
+    "init",
+    help=(
+        "Scaffold ralph/, system-prompts/fk/ and forge/chains.json (never overwrites) at the "
+        "top of the git repository (or in --cwd)."
+    ),
 )
 @_handled
 def init_cmd(cwd: CwdOption = None) -> int:
@@ -336,12 +356,49 @@ def init_cmd(cwd: CwdOption = None) -> int:
     return init.run(cwd=cwd)
 
 
-@app.command("runs", help="List recorded runs: id, chain, start, duration, status, steps, cost.")
+@app.command(
+    "runs",
+    help=(
+        "List recorded runs (id, chain, start, duration, status, steps, cost), oldest first, "
+        "then the totals; a `fks forge run`'s task runs are grouped under it with their titles."
+    ),
+)
 @_handled
-def runs_cmd(cwd: CwdOption = None) -> int:
-    from sandbox_runner.commands import runs
+def runs_cmd(
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only runs started since WHEN: an age (30m, 12h, 7d, 2w) or a date [and time].",
+        ),
+    ] = None,
+    status: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only runs with this status (running, complete, incomplete, interrupted, "
+            "failed, died); repeatable or comma-separated.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", min=0, metavar="N", help="Only the newest N of those."),
+    ] = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the runs and totals as JSON.")
+    ] = False,
+    cwd: CwdOption = None,
+) -> int:
+    from sandbox_runner.commands import listing
 
-    return runs.list_runs(cwd=cwd)
+    selection = listing.RunFilter(
+        since=listing.parse_since(since) if since is not None else None,
+        statuses=listing.parse_statuses(status or []),
+        limit=limit,
+    )
+    return listing.list_runs(cwd=cwd, selection=selection, json_output=json_output)
 
 
 @app.command(
@@ -366,7 +423,8 @@ def logs_cmd(
     run_id: Annotated[str, typer.Argument(metavar="RUN")] = "last",
     step: Annotated[int | None, typer.Argument(metavar="[STEP]", min=1)] = None,
     iteration: Annotated[
-        int | None, typer.Option("--iteration", "-i", min=1, help="Only this iteration.")
+        int | None,
+        typer.Option("--iteration", "-i", min=1, metavar="N", help="Only this iteration."),
     ] = None,
     follow: Annotated[
         bool,
@@ -411,7 +469,9 @@ def clean_cmd(
     branches: Annotated[
         bool,
         typer.Option(
-            "--branches", help="Also delete step branches already merged into their base."
+            "--branches",
+            help="Also delete step and forge task branches whose work landed on their base or "
+            "that hold no commit of their own.",
         ),
     ] = False,
     every: Annotated[
@@ -427,30 +487,45 @@ def clean_cmd(
     return clean.run(older_than=older_than, branches=branches, cwd=cwd, every=every)
 
 
+ImageBaseOption = Annotated[
+    str | None,
+    typer.Option(
+        "--base-image", metavar="IMAGE", help="Base image (default: debian:bookworm-slim)."
+    ),
+]
+ImageCaCertOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--ca-cert",
+        metavar="FILE",
+        help="Extra CA certificate to trust in the image (repeatable).",
+    ),
+]
+ImageTagOption = Annotated[
+    str | None,
+    typer.Option("--tag", metavar="IMAGE", help="Image tag (default: fks-agent:latest)."),
+]
+ImageClaudeVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--claude-version",
+        metavar="VERSION",
+        help="Claude Code release (X.Y.Z or latest) to put in the image (default: the one "
+        "this fks pins).",
+    ),
+]
+
+
 @image_app.command(
     "build",
     help="Build and tag the agent image (falls back to a locally made base when the public one cannot be pulled).",
 )
 @_handled
 def image_build_cmd(
-    base_image: Annotated[
-        str | None, typer.Option("--base-image", help="Base image (default: debian:bookworm-slim).")
-    ] = None,
-    ca_cert: Annotated[
-        list[Path] | None,
-        typer.Option("--ca-cert", help="Extra CA certificate to trust in the image (repeatable)."),
-    ] = None,
-    tag: Annotated[
-        str | None, typer.Option("--tag", help="Image tag (default: fks-agent:latest).")
-    ] = None,
-    claude_version: Annotated[
-        str | None,
-        typer.Option(
-            "--claude-version",
-            metavar="X.Y.Z|latest",
-            help="Claude Code release to put in the image (default: the one this fks pins).",
-        ),
-    ] = None,
+    base_image: ImageBaseOption = None,
+    ca_cert: ImageCaCertOption = None,
+    tag: ImageTagOption = None,
+    claude_version: ImageClaudeVersionOption = None,
     from_image: Annotated[
         str | None,
         typer.Option(
@@ -470,7 +545,10 @@ def image_build_cmd(
     ] = False,
     path: Annotated[
         Path | None,
-        typer.Argument(help="With --devcontainer: a devcontainer.json or the folder holding it."),
+        typer.Argument(
+            metavar="[PATH]",
+            help="With --devcontainer: a devcontainer.json or the folder holding it.",
+        ),
     ] = None,
 ) -> int:
     from sandbox_runner.commands import image
@@ -548,7 +626,12 @@ ForgeTasksArgument = Annotated[
 ]
 ForgeParallelOption = Annotated[
     int | None,
-    typer.Option("--parallel", "-j", help="Tasks processed at once (default: forge.parallel, 1)."),
+    typer.Option(
+        "--parallel",
+        "-j",
+        metavar="N",
+        help="Tasks processed at once (default: forge.parallel, 1).",
+    ),
 ]
 ForgeResumeOption = Annotated[
     bool,
@@ -777,13 +860,52 @@ def forge_answer_cmd(
 @forge_app.command("create", help="Add a task (the same as `forge-tasks create`).")
 @_handled
 def forge_create_cmd(
-    title: Annotated[str, typer.Argument(metavar="TITLE")],
-    description: Annotated[str, typer.Option("--description", "-d", help="Why and what.")] = "",
+    title: Annotated[
+        str, typer.Argument(metavar="TITLE", help="One line saying what the task delivers.")
+    ],
+    description: Annotated[
+        str, typer.Option("--description", "-d", metavar="TEXT", help="Why the task exists.")
+    ] = "",
+    ac: Annotated[
+        list[str] | None,
+        typer.Option("--ac", metavar="TEXT", help="An acceptance criterion (repeatable)."),
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", "-l", metavar="LABEL", help="A label (repeatable; commas split)."),
+    ] = None,
+    priority: Annotated[
+        str,
+        typer.Option("--priority", "-p", metavar="PRIORITY", help="high, medium or low."),
+    ] = "medium",
+    depends_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--depends-on",
+            metavar="TASK_ID",
+            help="Id of a task that must be Done first (repeatable).",
+        ),
+    ] = None,
+    status: Annotated[
+        str,
+        typer.Option(
+            "--status", "-s", metavar="STATUS", help="To Do, In Progress, Done or Blocked."
+        ),
+    ] = "To Do",
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import forge
 
-    return forge.create(cwd=cwd, title=title, description=description)
+    return forge.create(
+        cwd=cwd,
+        title=title,
+        description=description,
+        criteria=ac or [],
+        labels=label or [],
+        priority=priority,
+        depends_on=depends_on or [],
+        status=status,
+    )
 
 
 @forge_app.command(
@@ -819,6 +941,9 @@ def _split_global_args(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    from sandbox_runner.ui.pipes import tolerate_closed_pipes
+
+    tolerate_closed_pipes()
     argv = _split_global_args(sys.argv[1:])
     try:
         app(args=argv, prog_name="fks")

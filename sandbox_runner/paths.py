@@ -23,12 +23,37 @@ def shorten(text: str) -> str:
     return f"{text[: _SHOWN - 40]}…{text[-30:]} ({len(text)} characters)"
 
 
-def project_dir(cwd: Path | None) -> Path:
-    """The project directory: --cwd (or the current directory), which must be a directory."""
+CONFIG_FILE = Path("forge") / "chains.json"
+
+
+def project_dir(cwd: Path | None, *, config: Path | None = None) -> Path:
+    """The project directory: --cwd (or the current directory), which must be a directory.
+
+    Without --config, a directory inside a git work tree whose config lies above it gives the
+    nearest directory up to the work tree's top that holds forge/chains.json, as git finds its
+    `.git`: fks behaves the same from any subdirectory of a set-up repository.
+    """
     workdir = (cwd or Path.cwd()).resolve()
     if path_kind(workdir, "--cwd") != "dir":
         raise UsageError(f"--cwd {shorten(str(cwd))}: not a directory")
-    return workdir
+    return workdir if config is not None else _holding_config(workdir)
+
+
+def _holding_config(start: Path) -> Path:
+    if path_kind(start / CONFIG_FILE, "config") != "missing":
+        return start
+    from sandbox_runner.git.runner import git_toplevel
+
+    top = git_toplevel(start)
+    if top is None:
+        return start
+    top = top.resolve()
+    for parent in start.parents:
+        if not parent.is_relative_to(top):
+            break
+        if path_kind(parent / CONFIG_FILE, "config") != "missing":
+            return parent
+    return start
 
 
 def path_kind(path: Path, what: str, error: type[FksError] = UsageError) -> PathKind:

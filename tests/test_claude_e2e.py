@@ -411,12 +411,12 @@ def test_ralph_chain_plans_and_builds_in_containers(fake: FakeAnthropic, tmp_pat
 
     # --json carries the same per-iteration stats.
     result = res.json
-    assert result["success"] is True and result["runId"] == run_id
-    assert result["costUsd"] > 0
+    assert result["success"] is True and result["run_id"] == run_id
+    assert result["cost_usd"] > 0
     for step_json, step_record in zip(result["steps"], record["steps"], strict=True):
-        details = [d["claude"] for d in step_json["iterationDetails"]]
+        details = [d["claude"] for d in step_json["iteration_details"]]
         assert details == [it["claude"] for it in step_record["iterations"]]
-        assert step_json["costUsd"] > 0
+        assert step_json["cost_usd"] > 0
 
     # What the agents were told: the default prompts, the mode-awareness text, their roles.
     (_, planner_request), (_, builder_request) = agents.first_requests[:2]
@@ -503,7 +503,7 @@ def test_error_max_turns_ends_the_iteration_incomplete(fake: FakeAnthropic, repo
     assert_claude_stats(first, subtype="error_max_turns")
     assert second["reason"] == "marker"
     assert "Iteration 1 hit the turn limit (error_max_turns)" in res.stderr, res.tail()
-    details = res.json["steps"][0]["iterationDetails"]
+    details = res.json["steps"][0]["iteration_details"]
     assert details[0]["reason"] == "max_turns"
     assert details[0]["claude"]["subtype"] == "error_max_turns"
     assert_no_secret(repo)
@@ -549,8 +549,8 @@ def test_max_cost_stops_the_chain_after_the_first_step(fake: FakeAnthropic, repo
     stopped = f"Stopped: spent ${spent:.4f} of --max-cost $0.0025; not starting step 2"
     assert stopped in res.stderr, res.tail()
     result = res.json
-    assert result["failedAt"] == 2 and result["steps"][-1]["reason"] == "max_cost"
-    assert result["costUsd"] == pytest.approx(spent, rel=1e-3)
+    assert result["failed_at"] == 2 and result["steps"][-1]["reason"] == "max_cost"
+    assert result["cost_usd"] == pytest.approx(spent, rel=1e-3)
     assert containers(f"fks.run={record['id']}") == []
     assert_no_secret(repo)
 
@@ -584,7 +584,7 @@ def test_rate_limit_backs_off_without_using_an_iteration(fake: FakeAnthropic, re
     assert limited["log"] != ok["log"]
     assert "rate limited by the API; waiting" in res.stderr, res.tail()
     assert "does not use up an iteration" in res.stderr
-    details = res.json["steps"][0]["iterationDetails"]
+    details = res.json["steps"][0]["iteration_details"]
     assert [d["counted"] for d in details] == [False, True]
     assert res.json["steps"][0]["iterations"] == 1
     assert res.seconds >= 5, "fks should have backed off before retrying"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,3 +68,12 @@ def test_demo_script(tmp_path: Path) -> None:
     assert "[fks] Chain complete (2/2 steps)" in done.stdout
     assert "complete  2/2" in done.stdout  # fks runs
     assert "demo: done." in done.stdout
+    # The closing hint works as printed, without the venv on PATH.
+    hint = next(line for line in done.stdout.splitlines() if line.startswith("demo: done."))
+    command = shlex.split(hint.split("with: ", 1)[1])
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != str(venv_bin))
+    shown = subprocess.run(
+        command, env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=60
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "status:     complete" in shown.stdout

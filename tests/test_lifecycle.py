@@ -223,8 +223,8 @@ def test_resume_local_incomplete_run_with_more(project: Path) -> None:
     res = fks("run", "fake:2", env={"FAKE_MARKER_AT": "4"})
     assert res.code == 1
     res = fks("run", "--resume", "last", env={"FAKE_MARKER_AT": "4"})
-    assert res.code == 1  # still at its maximum: no iteration left
-    assert "2/2 iterations" in res.stdout
+    assert res.code == 2  # still at its maximum: no iteration left, nothing runs
+    assert "has used all its 2 iterations" in res.stderr and "--more N" in res.stderr
     res = fks("run", "--resume", "last", "--more", "3", env={"FAKE_MARKER_AT": "4"})
     assert res.code == 0, res.output
     assert "Iteration 3/5" in res.stdout and "Iteration 4/5" in res.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE
+from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import config_path, load_config
 
 
@@ -13,7 +14,7 @@ def _describe_steps(steps: list[tuple[str, int | None]]) -> str:
 
 
 def run(*, cwd: Path | None, config: Path | None) -> int:
-    workdir = (cwd or Path.cwd()).resolve()
+    workdir = project_dir(cwd, config=config)
     path = config_path(workdir, config)
     cfg = load_config(path, cwd=workdir, required=True, needed_by="fks chains")
     assert cfg is not None

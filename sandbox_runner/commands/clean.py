@@ -3,7 +3,8 @@
 Only runs that are provably dead are touched: their fks process is gone. By default only the
 runs of this repository (`--all`: of every repository). A dead run's containers are removed;
 its workspace volumes are first exported, so the commits (and uncommitted files) its agent
-left land on its step branch, then removed. Optionally merged step branches and old records.
+left land on its step branch, then removed. Optionally branches whose work landed or that
+hold no commit, and old records.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
     import docker
@@ -55,10 +57,14 @@ def run(*, older_than: float | None, branches: bool, cwd: Path | None, every: bo
     removed += _clean_legacy_dirs(repos, records)
     removed += _clean_task_worktrees(project)
     if branches:
-        removed += _clean_branches(records)
+        removed += _clean_branches(records, project)
     if older_than is not None:
         removed += _clean_records(store, records, older_than)
-    print(f"fks clean: removed {removed} item(s)" if removed else "fks clean: nothing to remove")
+    print(
+        f"fks clean: removed {plural(removed, 'item')}"
+        if removed
+        else "fks clean: nothing to remove"
+    )
     return EXIT_COMPLETE
 
 
@@ -130,7 +136,7 @@ def _clean_swarm(
     try:
         for record in dead:
             if removed := remove_run_services(client, record.id):
-                print(f"removed {removed} service(s) of run {record.id} on the swarm")
+                print(f"removed {plural(removed, 'service')} of run {record.id} on the swarm")
                 count += removed
         labels = [f"{LABEL_RUN}={record.id}" for record in dead]
         swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
@@ -370,28 +376,74 @@ def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     return count
 
 
-def _clean_branches(records: dict[str, RunRecord]) -> int:
+def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
+    """Delete the step branches of finished runs, and forge task branches of finished tasks,
+    whose work landed on their base or that hold no commit of their own; never one with work
+    that did not land."""
     from sandbox_runner.git.bundles import drop_run_refs
-    from sandbox_runner.git.repo import branch_exists, open_repo
-    from sandbox_runner.git.runner import git, git_ok
+    from sandbox_runner.git.repo import branch_exists, leftover_ref, open_repo
+    from sandbox_runner.git.runner import git_ok
 
     count = 0
     for record in records.values():
         if _running(record):
             continue
+        repos: set[Path] = set()
         for step in record.steps:
-            if not (step.branch and step.merged and step.repo and step.base_branch):
-                continue
-            repo = Path(step.repo)
-            if not branch_exists(repo, step.branch):
-                continue
-            if not git_ok(repo, "merge-base", "--is-ancestor", step.branch, step.base_branch):
-                continue  # the branch moved on after merging: keep it
-            git(repo, "branch", "-D", step.branch)
-            drop_run_refs(open_repo(repo, what="fks clean"), record.id)
-            print(f"deleted branch {step.branch} (merged into {step.base_branch})")
-            count += 1
-    return count
+            if step.branch and step.repo and step.base_branch:
+                repo = Path(step.repo)
+                repos.add(repo)
+                if not git_ok(
+                    repo, "rev-parse", "--verify", "--quiet", leftover_ref(record.id, step.index)
+                ):
+                    count += _drop_if_done(repo, step.branch, step.base_branch, step.start_commit)
+        for repo in repos:
+            gone = all(
+                not branch_exists(repo, s.branch)
+                for s in record.steps
+                if s.branch and s.repo == str(repo)
+            )
+            if gone:  # the run's hidden refs go with its last branch
+                drop_run_refs(open_repo(repo, what="fks clean"), record.id)
+    return count + _clean_task_branches(project)
+
+
+def _clean_task_branches(project: Path) -> int:
+    from sandbox_runner.forge.work import WorkStore
+
+    try:
+        items = WorkStore(project).items()
+    except FksError as exc:
+        print(f"warning: forge task branches not cleaned: {exc}")
+        return 0
+    return sum(
+        _drop_if_done(project, item.branch, item.base, item.start_commit)
+        for item in items
+        if item.branch and item.base and item.status in ("completed", "failed")
+    )
+
+
+def _drop_if_done(repo: Path, branch: str, base: str, start: str | None) -> int:
+    """Delete `branch` if its work is all on `base` or it holds no commit (1), else keep it (0)."""
+    from sandbox_runner.git.repo import branch_exists
+    from sandbox_runner.git.runner import git, git_ok
+
+    if not repo.is_dir() or not branch_exists(repo, branch):
+        return 0
+    tip = git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+    if start is not None and tip == start:
+        why = "it holds no commit of its own"
+    elif branch_exists(repo, base) and git_ok(
+        repo, "merge-base", "--is-ancestor", tip, f"refs/heads/{base}"
+    ):
+        why = f"its work is on {base}"
+    else:
+        return 0  # work that did not land: keep it
+    # Deleted only if it still points where it was checked (old value given to update-ref).
+    if not git_ok(repo, "update-ref", "-d", f"refs/heads/{branch}", tip):
+        return 0
+    print(f"deleted branch {branch} ({why})")
+    return 1
 
 
 def _clean_records(store: RunStore, records: dict[str, RunRecord], days: float) -> int:

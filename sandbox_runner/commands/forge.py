@@ -7,7 +7,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, cast, get_args
@@ -37,6 +37,7 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
 
 EXIT_SKIPPED = 3
@@ -81,7 +82,7 @@ class _Setup:
 def _setup(options: ForgeOptions) -> _Setup:
     from sandbox_runner.git.repo import open_repo
 
-    workdir = project_dir(options.cwd)
+    workdir = project_dir(options.cwd, config=options.config)
     repo = open_repo(workdir, what="fks forge")
     cfg = load_config(config_path(workdir, options.config), cwd=workdir, required=False)
     settings = cfg.forge if cfg is not None else ForgeSettings()
@@ -201,12 +202,19 @@ def run(options: ForgeOptions) -> int:
     if not tasks:
         print("[fks] No ready tasks (forge-tasks list --ready); nothing to do", file=out)
         if options.json_output:
-            print(json.dumps({"session": session, "costUsd": 0, "tasks": []}, indent=2))
+            print(json.dumps({"session": session, "cost_usd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
     _preflight(setup, ctx)
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
-    view = _view(options)
+    view = _view(
+        options,
+        len(tasks),
+        lambda: sum(i.cost_usd for i in WorkStore(setup.project).items() if i.session == session),
+    )
+    view.note(
+        f"Forge {session}: {plural(len(tasks), 'task')}, {parallel} at a time, on '{setup.base}'"
+    )
     conductor = Conductor(
         pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
@@ -242,14 +250,14 @@ def run(options: ForgeOptions) -> int:
     )
 
 
-def _view(options: ForgeOptions) -> ForgeView:
+def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
     from sandbox_runner.forge.scheduler import ForgeView
 
     out = sys.stderr if options.json_output else sys.stdout
     if out.isatty() and os.environ.get("TERM") != "dumb":
         from sandbox_runner.ui.forge_view import LiveForgeView
 
-        return LiveForgeView(out)
+        return LiveForgeView(out, total=total, spent=spent)
     return ForgeView(out)
 
 
@@ -334,7 +342,7 @@ def _write_outputs(
             json.dumps(
                 {
                     "session": session,
-                    "costUsd": round(total, 6),
+                    "cost_usd": round(total, 6),
                     "tasks": [_item_json(i) for i in items],
                 },
                 indent=2,
@@ -356,7 +364,10 @@ def _summary_line(item: WorkItem) -> str:
         "executing": f"being processed by another fks forge run (at {item.stage})",
         "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
     }[item.shown_status]
-    return f"{item.task_id} {what}; {item.attempts} attempt(s), ${item.cost_usd:.4f}, branch {item.branch}"
+    return (
+        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, ${item.cost_usd:.4f}, "
+        f"branch {item.branch}"
+    )
 
 
 def _item_json(item: WorkItem) -> dict[str, object]:
@@ -367,9 +378,9 @@ def _item_json(item: WorkItem) -> dict[str, object]:
         "stage": item.stage,
         "attempts": item.attempts,
         "retries": item.retries,
-        "costUsd": round(item.cost_usd, 6),
+        "cost_usd": round(item.cost_usd, 6),
         "branch": item.branch,
-        "mergeCommit": item.merge_commit,
+        "merge_commit": item.merge_commit,
         "error": item.error,
         "question": item.question,
         "runs": item.runs,
@@ -430,18 +441,40 @@ def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) 
     if not text.strip():
         raise UsageError("the answer is empty")
     project = _project(cwd)
-    task_id = TaskBoard(project).normalize(task)
+    board = TaskBoard(project)
+    task_id = board.normalize(task)
+    board.task(task_id)  # "no task …" rather than "has no open question"
     WorkStore(project).record_answer(task_id, text)
     print(f"Recorded the answer for {task_id}; the next 'fks forge run' continues it.")
     return EXIT_COMPLETE
 
 
-def create(*, cwd: Path | None, title: str, description: str = "") -> int:
+def create(
+    *,
+    cwd: Path | None,
+    title: str,
+    description: str = "",
+    criteria: Sequence[str] = (),
+    labels: Sequence[str] = (),
+    priority: str = "medium",
+    depends_on: Sequence[str] = (),
+    status: str = "To Do",
+) -> int:
+    """`forge-tasks create` in the project's task database."""
     from sandbox_runner.tasks.commands import create as create_task
     from sandbox_runner.tasks.errors import TaskError
 
     try:
-        return create_task(root=_project(cwd), title=title, description=description)
+        return create_task(
+            root=_project(cwd),
+            title=title,
+            description=description,
+            criteria=criteria,
+            labels=labels,
+            priority=priority,
+            depends_on=depends_on,
+            status=status,
+        )
     except TaskError as exc:
         raise FksError(str(exc)) from None
 

@@ -13,7 +13,7 @@ from pathlib import Path, PurePath
 
 from sandbox_runner import nofollow
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.git.runner import git_common_dir
+from sandbox_runner.git.runner import git_common_dir, git_toplevel
 
 # In the order they are reported; each is also its path under templates/init/.
 FILES = (
@@ -55,7 +55,7 @@ def template(relative: str) -> Traversable:
 def run(*, cwd: Path | None) -> int:
     if cwd is not None and not cwd.is_dir():
         raise UsageError(f"--cwd {cwd}: not a directory")
-    project = (cwd or Path.cwd()).resolve()
+    project = _target(cwd)
     for relative in FILES:
         if _create(project, relative):
             print(f"created {relative}")
@@ -71,6 +71,19 @@ def run(*, cwd: Path | None) -> int:
         )
     print(NEXT_STEPS)
     return EXIT_COMPLETE
+
+
+def _target(cwd: Path | None) -> Path:
+    """--cwd, else the top of the git work tree the current directory is in (fks finds the
+    config there from every subdirectory), else the current directory."""
+    if cwd is not None:
+        return cwd.resolve()
+    here = Path.cwd().resolve()
+    top = git_toplevel(here)
+    if top is None or top.resolve() == here:
+        return here
+    print(f"Setting up at the top of the repository, {top} (use --cwd . for this directory)")
+    return top.resolve()
 
 
 def _create(project: Path, relative: str) -> bool:
@@ -131,9 +144,13 @@ def _report_missing(config: Path) -> None:
     missing_agents = [n for n in FK_AGENTS if not isinstance(agents, dict) or n not in agents]
     missing_chains = [n for n in FK_CHAINS if not isinstance(chains, dict) or n not in chains]
     if missing_agents:
-        lacking.append(f"agent(s) {', '.join(missing_agents)}")
+        lacking.append(
+            f"{'agent' if len(missing_agents) == 1 else 'agents'} {', '.join(missing_agents)}"
+        )
     if missing_chains:
-        lacking.append(f"chain(s) {', '.join(missing_chains)}")
+        lacking.append(
+            f"{'chain' if len(missing_chains) == 1 else 'chains'} {', '.join(missing_chains)}"
+        )
     if lacking:
         print(f"  it lacks {' and '.join(lacking)}. It was not changed; copy them")
         print("  from the forge/chains.json that 'fks init --cwd <empty dir>' writes.")

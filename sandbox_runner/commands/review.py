@@ -70,23 +70,23 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     if not repo.is_dir():
         _say(f"  the repository {repo} no longer exists")
         return
-    if not branch_exists(repo, step.branch):
-        _say("  the branch no longer exists (deleted, e.g. by `fks clean --branches`)")
+    tip = _tip(repo, step)
+    if tip is None:
         return
     since = _start(repo, step, base)
     if since is None:
         _say("  (cannot tell where the step started: its start commit and base are gone)")
         return
-    _commits(repo, since, step.branch)
-    changed = not git_ok(repo, "diff", "--quiet", since, step.branch)
+    _commits(repo, since, tip)
+    changed = not git_ok(repo, "diff", "--quiet", since, tip)
     if changed:
         _say("  changes:")
-        _stat(repo, since, step.branch)
+        _stat(repo, since, tip)
     if not step.merged:
-        _landing_commands(repo, step.branch, base)
+        _landing_commands(repo, tip, base, is_branch=tip == step.branch)
     if diff and changed:
         _say("")
-        _diff(repo, since, step.branch, colour=sys.stdout.isatty())
+        _diff(repo, since, tip, colour=sys.stdout.isatty())
 
 
 def _commits(repo: Path, since: str, branch: str) -> None:
@@ -126,6 +126,21 @@ def _diff(repo: Path, since: str, branch: str, *, colour: bool) -> None:
             _say(diff_colour(line) if colour else line, clean=False)
 
 
+def _tip(repo: Path, step: StepRecord) -> str | None:
+    """What to review: the step's branch, or once it is deleted the tip its record keeps (while
+    that commit exists); None when there is nothing left to show."""
+    assert step.branch is not None
+    if branch_exists(repo, step.branch):
+        return step.branch
+    gone = "  the branch no longer exists (deleted, e.g. by `fks clean --branches`)"
+    head = step.head_commit
+    if head and git_ok(repo, "cat-file", "-e", f"{head}^{{commit}}"):
+        _say(f"{gone}; its recorded commits up to {head[:12]}:")
+        return head
+    _say(f"{gone}, and the commits its record names are gone too")
+    return None
+
+
 def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
     """The commit the step's branch started from (or where it forked off its base)."""
     if step.start_commit and git_ok(repo, "cat-file", "-e", f"{step.start_commit}^{{commit}}"):
@@ -138,7 +153,7 @@ def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
     return None
 
 
-def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
+def _landing_commands(repo: Path, branch: str, base: str | None, *, is_branch: bool) -> None:
     quoted_branch = shlex.quote(branch)
     where = shlex.quote(str(repo))
     _say("  to land it:")
@@ -152,8 +167,9 @@ def _landing_commands(repo: Path, branch: str, base: str | None) -> None:
             _say(
                 f"    git -C {where} switch {shlex.quote(base)} && git -C {where} merge {quoted_branch}"
             )
-    _say("  to discard it:")
-    _say(f"    git -C {where} branch -D {quoted_branch}")
+    if is_branch:
+        _say("  to discard it:")
+        _say(f"    git -C {where} branch -D {quoted_branch}")
 
 
 def _say(text: str, *, clean: bool = True) -> None:

@@ -90,7 +90,7 @@ def run(
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
         raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
-    workdir = project_dir(cwd)
+    workdir = project_dir(cwd, config=config)
     if more and resume is None:
         raise UsageError("--more only makes sense with --resume RUN")
     # Already typed by the CLI: model_construct skips building a validator (start-up time).
@@ -139,7 +139,9 @@ def _run_planned(
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
-        step_prompt(s, planned.plan, planned.agents, planned.cwd, options.prompt, prompt_file_opt)
+        step_prompt(
+            s, planned.plan, planned.agents, planned.cwd, planned.cli_prompt, prompt_file_opt
+        )
         for s in planned.plan.steps
     ]
     backend = _backend(planned)
@@ -275,7 +277,7 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
     return ChainOptions(
         cwd=planned.cwd,
         agents=planned.agents,
-        cli_prompt=options.prompt,
+        cli_prompt=planned.cli_prompt,
         cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         global_args=options.global_args,
         secrets=secrets_from_env(settings.env),
@@ -429,7 +431,7 @@ def _step_plan(
         "loop": step.loop,
         "iterations": step.iterations,
         "prompt": text,
-        "promptSource": prompt.describe(),
+        "prompt_source": prompt.describe(),
         "argv": command.argv([*global_args, *step.args], text),
         "cwd": backend.planned_cwd(command),
         "network": backend.planned_network(step, command),
@@ -442,7 +444,7 @@ def _step_lines(plan: dict[str, Any]) -> list[str]:
     shown_prompt = (
         "(none)"
         if prompt_text is None
-        else f"{_abbreviate(str(prompt_text))!s}  [{plan['promptSource']}]"
+        else f"{_abbreviate(str(prompt_text))!s}  [{plan['prompt_source']}]"
     )
     return [
         f"prompt:  {shown_prompt}",
@@ -493,7 +495,7 @@ def _dry_run(
     ]
     where = backend.describe()
     if json_output:
-        print(json.dumps({"dryRun": True, "sandbox": where, "steps": steps}, indent=2))
+        print(json.dumps({"dry_run": True, "sandbox": where, "steps": steps}, indent=2))
         return EXIT_COMPLETE
     print(f"{PREFIX} Dry run - would execute:")
     for line in where:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 from sandbox_runner.records.store import (
     IterationRecord,
     RunRecord,
@@ -72,16 +72,8 @@ def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
     return "-" if moment is None else moment.astimezone().strftime(fmt)
 
 
-def has_cost(record: RunRecord) -> bool:
-    return any(
-        it.claude is not None and it.claude.cost_usd is not None
-        for s in record.steps
-        for it in s.iterations
-    )
-
-
 def format_cost(record: RunRecord) -> str:
-    return f"${record.cost_usd:.4f}" if has_cost(record) else "-"
+    return f"${record.cost_usd:.4f}"
 
 
 def yes_no(value: bool | None) -> str:
@@ -96,7 +88,7 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-# --- fks runs ----------------------------------------------------------------------------------
+# --- the fks runs table (commands/listing.py chooses the rows) --------------------------------
 
 _COLUMNS = ("ID", "CHAIN", "STARTED", "DURATION", "STATUS", "STEPS", "COST")
 _CHAIN_WIDTH = 48
@@ -111,51 +103,15 @@ _STATUS_STYLE = {
 }
 
 
-def list_runs(*, cwd: Path | None) -> int:
-    """One row per recorded run, oldest first."""
-    store = open_store(cwd)
-    records: list[RunRecord] = []
-    unreadable: list[str] = []
-    for run_id in store.ids():
-        try:
-            records.append(store.load(run_id))
-        except FksError:
-            unreadable.append(run_id)
-    for run_id in unreadable:
-        print(f"fks: skipped run {run_id}: its run.json cannot be read", file=sys.stderr)
-    if not records:
-        print(f"No runs recorded in {store.root}.")
-        return EXIT_COMPLETE
-    records.sort(key=lambda r: (r.started, r.id))
-    rows = [_row(r) for r in records]
-    if not (sys.stdout.isatty() and _print_rich_table(rows)):
-        _print_plain_table(rows)
-    return EXIT_COMPLETE
-
-
-def _row(record: RunRecord) -> tuple[str, ...]:
-    state = run_status(record)
-    if state == "running":
-        duration = "running"
-    elif state == "died":
-        duration = "-"
-    else:
-        duration = span(record.started, record.ended)
-    row = (
-        record.id,
-        record.label,
-        local_time(record.started),
-        duration,
-        state,
-        f"{record.steps_done}/{len(record.steps)}",
-        format_cost(record),
-    )
-    return tuple(strip_escapes(cell, keep="") for cell in row)
-
-
 def _clip(text: str, width: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def print_table(rows: Sequence[tuple[str, ...]]) -> None:
+    """The `fks runs` columns: a rich table on a wide enough terminal, else plain text."""
+    if not (sys.stdout.isatty() and _print_rich_table(rows)):
+        _print_plain_table(rows)
 
 
 def _print_plain_table(rows: Sequence[tuple[str, ...]]) -> None:
@@ -224,7 +180,7 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     kind = "forge" if record.options.forge_task else "chain" if record.options.chain else "dsl"
     yield _field(kind, record.label)
     status = state
-    if record.reason:
+    if record.reason and record.reason != state:
         status += f" ({record.reason})"
     if record.failed_at is not None:
         status += f", stopped at step {record.failed_at}"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.errors import EXIT_COMPLETE, ConfigError
+from sandbox_runner.errors import EXIT_COMPLETE, FksError
 from sandbox_runner.paths import project_dir
+from sandbox_runner.plan.checks import problems_error
 from sandbox_runner.plan.config import (
     ForgeConfig,
     SandboxSettings,
@@ -14,23 +16,41 @@ from sandbox_runner.plan.config import (
     load_config,
     missing_vars,
 )
+from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
     import docker
 
 
 def run(*, cwd: Path | None, config: Path | None) -> int:
-    workdir = project_dir(cwd)
+    workdir = project_dir(cwd, config=config)
     path = config_path(workdir, config)
-    cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate")
+    cfg = load_config(path, cwd=workdir, required=True, needed_by="fks validate", agents_of="all")
     assert cfg is not None
-    for name, chain in cfg.chains.items():
-        for i, step in enumerate(chain.steps):
-            if step.agent not in cfg.agents and missing_vars([step.agent], {}):
-                raise ConfigError(
-                    f"{path}: chains.{name}.steps[{i}].agent: variables are not allowed in agent names"
-                )
-    needs = {
+    problems = [
+        f"chains.{name}.steps[{i}].agent: variables are not allowed in agent names"
+        for name, chain in cfg.chains.items()
+        for i, step in enumerate(chain.steps)
+        if step.agent not in cfg.agents and missing_vars([step.agent], {})
+    ]
+    problems += static_sandbox_problems(cfg)
+    if problems:
+        raise problems_error(str(path), problems)
+    engine = check_sandbox_settings(cfg, path)
+    print(f"{path}: OK ({plural(len(cfg.agents), 'agent')}, {plural(len(cfg.chains), 'chain')})")
+    if not engine:
+        print("  (no Docker engine answered: sandbox CPU limits not checked)")
+    for name, variables in _needs(cfg).items():
+        if variables:
+            print(f"  chain '{name}' needs: {', '.join(variables)}")
+    for agent in _unknown_programs(cfg):
+        print(f"  agent '{agent}' is not defined and not on PATH (fine if the image has it)")
+    return EXIT_COMPLETE
+
+
+def _needs(cfg: ForgeConfig) -> dict[str, list[str]]:
+    """The variables each chain needs."""
+    return {
         name: missing_vars(
             [
                 c.prompt,
@@ -41,24 +61,42 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
         )
         for name, c in cfg.chains.items()
     }
-    engine = check_sandbox_settings(cfg, path)
-    print(f"{path}: OK ({len(cfg.agents)} agents, {len(cfg.chains)} chains)")
-    if not engine:
-        print("  (no Docker engine answered: sandbox CPU limits not checked)")
-    for name, variables in needs.items():
-        if variables:
-            print(f"  chain '{name}' needs: {', '.join(variables)}")
-    return EXIT_COMPLETE
+
+
+def _unknown_programs(cfg: ForgeConfig) -> list[str]:
+    """Agents of steps that are neither defined nor found on this host's PATH."""
+    names = {s.agent for c in cfg.chains.values() for s in c.steps}
+    return sorted(
+        n for n in names if n not in cfg.agents and "/" not in n and shutil.which(n) is None
+    )
+
+
+def _places(cfg: ForgeConfig) -> list[tuple[str, SandboxSettings]]:
+    top = cfg.sandbox or SandboxSettings()
+    places = [("sandbox", top)]
+    places += [(f"chains.{n}.sandbox", top.merged(c.sandbox)) for n, c in cfg.chains.items()]
+    places += [(f"agents.{n}.sandbox", top.merged(a.sandbox)) for n, a in cfg.agents.items()]
+    return places
+
+
+def static_sandbox_problems(cfg: ForgeConfig) -> list[str]:
+    """What is wrong in the sandbox settings, without asking Docker."""
+    from sandbox_runner.backends.docker.checks import check_static
+
+    problems = []
+    for where, settings in _places(cfg):
+        try:
+            check_static(settings, where)
+        except FksError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def check_sandbox_settings(cfg: ForgeConfig, path: Path) -> bool:
     """Every sandbox setting in the file, as a run would check it. False: Docker not reachable."""
     from sandbox_runner.backends.docker.checks import check_engine, check_static
 
-    top = cfg.sandbox or SandboxSettings()
-    places = [("sandbox", top)]
-    places += [(f"chains.{n}.sandbox", top.merged(c.sandbox)) for n, c in cfg.chains.items()]
-    places += [(f"agents.{n}.sandbox", top.merged(a.sandbox)) for n, a in cfg.agents.items()]
+    places = _places(cfg)
     for where, settings in places:
         check_static(settings, f"{path}: {where}")
     client = _docker()

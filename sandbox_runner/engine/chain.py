@@ -69,10 +69,10 @@ class ChainResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "success": self.success,
-            "runId": self.run_id,
-            "failedAt": self.failed_at,
-            "totalSteps": self.total,
-            "costUsd": round(self.cost_usd, 6),
+            "run_id": self.run_id,
+            "failed_at": self.failed_at,
+            "total_steps": self.total,
+            "cost_usd": round(self.cost_usd, 6),
             "steps": [_step_json(s) for s in self.steps],
         }
 
@@ -87,22 +87,22 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
         "complete": outcome.complete,
         "reason": outcome.reason,
         "iterations": outcome.iterations_used,
-        "maxIterations": outcome.maximum,
-        "exitCode": last.exit_code if last else None,
-        "costUsd": round(record.cost_usd, 6),
+        "max_iterations": outcome.maximum,
+        "exit_code": last.exit_code if last else None,
+        "cost_usd": round(record.cost_usd, 6),
         "branch": record.branch,
         "merged": record.merged,
-        "mergeCommit": record.merge_commit,
+        "merge_commit": record.merge_commit,
         "conflicts": record.conflicts,
-        "iterationDetails": [
+        "iteration_details": [
             {
                 "number": it.number,
                 "counted": it.counted,
-                "exitCode": it.exit_code,
+                "exit_code": it.exit_code,
                 "marker": it.marker,
                 "reason": it.reason,
                 "note": it.note,
-                "containerId": it.container_id,
+                "container_id": it.container_id,
                 "changed": it.changed,
                 "log": it.log,
                 "claude": it.claude.model_dump() if it.claude else None,

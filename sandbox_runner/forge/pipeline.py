@@ -13,6 +13,7 @@ from typing import Generic, Protocol, TypeVar
 
 from sandbox_runner.forge.models import AnalysisResult, ArchitectResult, ReviewResult
 from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
+from sandbox_runner.ui.output import plural
 
 T = TypeVar("T")
 STRUCTURED_ATTEMPTS = 2
@@ -209,7 +210,9 @@ class TaskPipeline:
 
     def _send_back(self, feedback: str, why: str) -> WorkStatus | None:
         if self.item.retries >= self.max_retries:
-            return self._fail(f"{why} after {self.item.retries + 1} attempt(s); branch kept")
+            return self._fail(
+                f"{why} after {plural(self.item.retries + 1, 'attempt')}; branch kept"
+            )
         self.item.retries += 1
         self.item.feedback = feedback
         self.item.stage = "implement"

@@ -9,6 +9,7 @@ from pathlib import Path
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.records.junit import NOT_XML
 from sandbox_runner.records.store import write_atomic
+from sandbox_runner.ui.output import plural
 
 
 def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
@@ -19,7 +20,8 @@ def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
             suite, "testcase", classname="fks.forge", name=_clean(f"{item.task_id} {item.title}")
         )
         ET.SubElement(case, "system-out").text = _clean(
-            f"stage {item.stage}, {item.attempts} attempt(s), {item.retries} retries, "
+            f"stage {item.stage}, {plural(item.attempts, 'attempt')}, "
+            f"{item.retries} {'retry' if item.retries == 1 else 'retries'}, "
             f"${item.cost_usd:.4f}, branch {item.branch}, runs {' '.join(item.runs)}"
         )
         if item.status == "failed":

@@ -21,6 +21,7 @@ from typing import IO
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
+from sandbox_runner.ui.output import plural
 
 _TAB = "\t"
 WORKER_GRACE = 60.0
@@ -149,7 +150,7 @@ class Conductor:
     def _stop(self, running: dict[str, Worker], exc: BaseException) -> None:
         name = getattr(exc, "signal_name", "SIGINT")
         sig = signal.SIGINT if name == "SIGINT" else signal.SIGTERM
-        self.view.note(f"Interrupted: stopping {len(running)} task(s) in flight")
+        self.view.note(f"Interrupted: stopping {plural(len(running), 'task')} in flight")
         for worker in running.values():
             if worker.proc.poll() is None:
                 os.kill(worker.proc.pid, sig)

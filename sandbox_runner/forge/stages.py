@@ -386,6 +386,7 @@ def _task_run(ctx: ForgeContext, item: WorkItem) -> Iterator[ActiveRun]:
     store = RunStore(ctx.project)
     options = RunOptions(
         forge_task=item.task_id,
+        forge_session=ctx.session,
         sandbox=ctx.sandbox is not None,
         base=ctx.base,
         max_cost=ctx.max_cost,

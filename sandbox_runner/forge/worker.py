@@ -54,13 +54,13 @@ class _Events:
         elif item.status == "failed":
             note = f"fks forge: failed: {item.error} (branch {item.branch})"
             self.board.set_status(item.task_id, "Blocked", note)
-            reporter.warn(f"Failed: {item.error}; branch {item.branch} kept, {cost}")
+            reporter.info(f"Failed: {item.error}; branch {item.branch} kept, {cost}")
         elif item.status == "waiting":
             note = f"fks forge: waiting for an answer: {item.question}"
             self.board.set_status(item.task_id, "Blocked", note)
-            reporter.warn(f'Waiting for an answer: fks forge answer {item.task_id} "..."')
+            reporter.info(f'Waiting for an answer: fks forge answer {item.task_id} "..."')
         elif item.status == "interrupted":
-            reporter.warn(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
+            reporter.info(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
         else:
             reporter.info(f"Stopped at {item.stage} (--max-cost), {cost}")
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
 from sandbox_runner.paths import inside_project, path_kind, read_in_project, shorten
+from sandbox_runner.plan.checks import did_you_mean
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
@@ -248,7 +249,7 @@ def resolve_agent(
         return _claude_subagent(agent, target, cfg, external, on_host)
     if "/" in target:
         return _agent_at_path(agent, target, cfg, cwd, on_host, visible)
-    return _agent_on_path(agent, target, cfg, cwd, on_host)
+    return _agent_on_path(agent, target, cfg, cwd, on_host, known=list(agents))
 
 
 def _claude_subagent(
@@ -303,7 +304,12 @@ def _agent_at_path(
 
 
 def _agent_on_path(
-    agent: str, target: str, cfg: AgentConfig | None, cwd: Path, on_host: bool
+    agent: str,
+    target: str,
+    cfg: AgentConfig | None,
+    cwd: Path,
+    on_host: bool,
+    known: Sequence[str] = (),
 ) -> AgentCommand:
     """A bare program name: looked up on the host's PATH, or in the image at start."""
     if not on_host:
@@ -311,7 +317,8 @@ def _agent_on_path(
     found = shutil.which(target)
     if found is None:
         hint = (
-            "not found on PATH; is it installed? (or define it under 'agents' in forge/chains.json)"
+            f"not found on PATH{did_you_mean(agent, known)}; is it installed? "
+            "(or define it under 'agents' in forge/chains.json)"
             if target == agent
             else f"(path '{target}' from the config) not found on PATH; is it installed?"
         )

@@ -8,19 +8,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
 
 from sandbox_runner.errors import ConfigError, UsageError
-from sandbox_runner.paths import path_kind
+from sandbox_runner.paths import CONFIG_FILE, path_kind
 from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.plan.checks import (
+    FRIENDLY,
+    did_you_mean,
+    problems_error,
+    undefined_agents,
+    validation_problems,
+)
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.engine import EngineSpec
 
-DEFAULT_CONFIG = Path("forge") / "chains.json"
+DEFAULT_CONFIG = CONFIG_FILE
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
@@ -77,7 +84,7 @@ class SandboxSettings(_Model):
     @classmethod
     def _memory_not_zero(cls, value: str | None) -> str | None:
         if value is not None and not any(c in "123456789" for c in value):
-            raise ValueError(_FRIENDLY["string_pattern_mismatch"])
+            raise ValueError(FRIENDLY["string_pattern_mismatch"])
         return value
 
     @field_validator("allow")
@@ -294,58 +301,6 @@ class ForgeConfig(_Model):
 
 # --- loading -------------------------------------------------------------------------------
 
-_FRIENDLY = {
-    "greater_than": "must be a positive number",
-    "greater_than_equal": "must not be negative",
-    "extra_forbidden": "unknown key",
-    "missing": "is required",
-    "string_type": "must be a string",
-    "int_type": "must be an integer",
-    "int_parsing": "must be an integer",
-    "int_from_float": "must be an integer",
-    "float_type": "must be a number",
-    "float_parsing": "must be a number",
-    "list_type": "must be a list",
-    "tuple_type": "must be a list",
-    "dict_type": "must be an object",
-    "model_type": "must be an object",
-    "too_short": "must not be empty",
-    "bool_type": "must be true or false",
-    "string_pattern_mismatch": "must be a positive size like 512m or 2g",
-    "finite_number": "must be a finite number",
-}
-
-
-_INT_FIELDS = {"iterations", "maxTurns", "pidsLimit"}
-
-
-def _dotted(loc: Iterable[int | str]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _describe(exc: ValidationError, shown: str) -> ConfigError:
-    errors = exc.errors()
-    first = errors[0]
-    kind, ctx = first["type"], first.get("ctx") or {}
-    message = _FRIENDLY.get(kind, first["msg"][:1].lower() + first["msg"][1:])
-    if kind in ("greater_than", "int_type") and first["loc"] and first["loc"][-1] in _INT_FIELDS:
-        message = "must be a positive integer"
-    elif kind == "less_than_equal":
-        message = f"must be at most {ctx['le']:,}"
-    elif kind == "too_long":
-        message = f"must have at most {ctx['max_length']:,} entries"
-    elif kind == "value_error":
-        message = str(ctx.get("error", message))
-    where = _dotted(first["loc"]) or "(top level)"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return ConfigError(f"{shown}: {where}: {message}{more}")
-
 
 def config_path(cwd: Path, config: Path | None) -> Path:
     """The config file in use: --config (relative to the current directory) or <cwd>/forge/chains.json."""
@@ -353,10 +308,36 @@ def config_path(cwd: Path, config: Path | None) -> Path:
 
 
 def load_config(
-    path: Path, *, cwd: Path, required: bool, shown: str | None = None, needed_by: str = "--chain"
+    path: Path,
+    *,
+    cwd: Path,
+    required: bool,
+    shown: str | None = None,
+    needed_by: str = "--chain",
+    agents_of: Collection[str] | Literal["all"] = (),
 ) -> ForgeConfig | None:
-    """Load and check the config; None when the file does not exist and nothing needs it."""
+    """Load and check the config; None when the file does not exist and nothing needs it.
+
+    Every problem is reported at once; `agents_of` names the chains (or "all") whose steps
+    must not name an agent that looks like a typo of a defined one.
+    """
     shown = shown or _shown(path, cwd)
+    raw = _read_json(path, shown, required=required, needed_by=needed_by)
+    if raw is None:
+        return None
+    problems = undefined_agents(raw, None if agents_of == "all" else agents_of)
+    try:
+        loaded = ForgeConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise problems_error(shown, validation_problems(exc, ForgeConfig) + problems) from None
+    problems = file_problems(loaded, cwd=cwd, shown=shown) + problems
+    if problems:
+        raise problems_error(shown, problems)
+    return loaded
+
+
+def _read_json(path: Path, shown: str, *, required: bool, needed_by: str) -> Any:
+    """The file's JSON (None when it does not exist and is not `required`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -372,7 +353,7 @@ def load_config(
             f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
         ) from None
     try:
-        raw = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _StrictJsonError as exc:
         raise ConfigError(f"{shown}: {exc}") from None
     except json.JSONDecodeError as exc:
@@ -383,12 +364,6 @@ def load_config(
         raise ConfigError(
             f"{shown}: JSON is nested too deeply to be a config; check the file"
         ) from None
-    try:
-        loaded = ForgeConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise _describe(exc, shown) from None
-    check_files(loaded, cwd=cwd, shown=shown)
-    return loaded
 
 
 class _StrictJsonError(ValueError):
@@ -416,8 +391,9 @@ def _shown(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
-    """Fail early: every referenced file (without unresolved ${VAR}) must exist."""
+def file_problems(config: ForgeConfig, *, cwd: Path, shown: str) -> list[str]:
+    """Every referenced file (without unresolved ${VAR}) that does not exist."""
+    problems = []
     for name, agent in config.agents.items():
         for label, ref in (
             ("systemPrompt", agent.system_prompt),
@@ -426,22 +402,19 @@ def check_files(config: ForgeConfig, *, cwd: Path, shown: str) -> None:
             ("settings", agent.settings),
         ):
             if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
-                raise ConfigError(
-                    f"{shown}: Agent '{name}' references {label} '{ref}' which does not exist"
-                )
+                problems.append(f"Agent '{name}' references {label} '{ref}' which does not exist")
     for chain_name, chain in config.chains.items():
         refs = [("promptFile", chain.prompt_file)]
         refs += [(f"steps[{i}].promptFile", s.prompt_file) for i, s in enumerate(chain.steps)]
         for label, ref in refs:
             if ref and not _VAR.search(ref) and not _is_file(cwd / ref, shown):
-                raise ConfigError(
-                    f"{shown}: Chain '{chain_name}' {label} references '{ref}' which does not exist"
+                problems.append(
+                    f"Chain '{chain_name}' {label} references '{ref}' which does not exist"
                 )
     for stage, ref in config.forge.prompts.model_dump().items():
         if ref and not _is_file(cwd / ref, shown):
-            raise ConfigError(
-                f"{shown}: forge.prompts.{stage} references '{ref}' which does not exist"
-            )
+            problems.append(f"forge.prompts.{stage} references '{ref}' which does not exist")
+    return problems
 
 
 def config_schema() -> dict[str, Any]:
@@ -517,7 +490,10 @@ def chain_plan(
     chain = config.chains.get(name)
     if chain is None:
         available = ", ".join(sorted(config.chains)) or "none defined"
-        raise ConfigError(f"Chain '{name}' not found in {shown}; available chains: {available}")
+        raise ConfigError(
+            f"Chain '{name}' not found in {shown}{did_you_mean(name, config.chains)}; "
+            f"available chains: {available}"
+        )
     texts: list[str | None] = [chain.prompt, chain.prompt_file]
     for step in chain.steps:
         texts += [*step.args, step.prompt, step.prompt_file]

@@ -5,11 +5,21 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.plan.config import ChainPlan, ForgeConfig, chain_plan, config_path, load_config
+from sandbox_runner.errors import UsageError
+from sandbox_runner.plan.config import (
+    ChainPlan,
+    ForgeConfig,
+    chain_plan,
+    config_path,
+    load_config,
+    missing_vars,
+    substitute,
+)
 from sandbox_runner.plan.dsl import parse_dsl
 
 if TYPE_CHECKING:
@@ -27,6 +37,8 @@ class Planned:
     config_file: Path
     no_progress_limit: int | None = None
     """--no-progress-limit: over the chain's and the config's `noProgressLimit`."""
+    cli_prompt: str | None = None
+    """--prompt with `${VAR}` substituted."""
 
     @property
     def agents(self) -> dict[str, Any]:
@@ -36,7 +48,12 @@ class Planned:
 def plan_run(options: RunOptions, workdir: Path) -> Planned:
     """Load the config and build the chain plan from the options."""
     config_file = config_path(workdir, Path(options.config) if options.config else None)
-    cfg = load_config(config_file, cwd=workdir, required=options.chain is not None)
+    cfg = load_config(
+        config_file,
+        cwd=workdir,
+        required=options.chain is not None,
+        agents_of=[options.chain] if options.chain else (),
+    )
     if options.chain is not None:
         assert cfg is not None
         shown = (
@@ -47,4 +64,22 @@ def plan_run(options: RunOptions, workdir: Path) -> Planned:
         plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
     else:
         plan = ChainPlan(parse_dsl(options.dsl or ""))
-    return Planned(plan=plan, config=cfg, options=options, cwd=workdir, config_file=config_file)
+    return Planned(
+        plan=plan,
+        config=cfg,
+        options=options,
+        cwd=workdir,
+        config_file=config_file,
+        cli_prompt=_cli_prompt(options.prompt, options.variables),
+    )
+
+
+def _cli_prompt(prompt: str | None, variables: Mapping[str, str]) -> str | None:
+    """--prompt with `${VAR}` substituted, as in the config's prompts."""
+    missing = missing_vars([prompt], variables)
+    if missing:
+        pairs = " ".join(f"{m}=…" for m in missing)
+        raise UsageError(
+            f"--prompt needs variable(s) not provided: {', '.join(missing)} (pass {pairs})"
+        )
+    return substitute(prompt, variables)

@@ -65,19 +65,20 @@ class StepOutcome:
     def describe(self) -> str:
         """`did not complete after 10 iterations (max_iterations)`-style explanation."""
         used = self.iterations_used
+        n = f"{used} iteration{'' if used == 1 else 's'}"
         return {
             "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
-            "no_progress": f"stopped after {used} iterations: no commit and no file change in the last ones (no_progress)",
-            "repeated_error": f"stopped after {used} iterations: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {used} iterations: {self.detail or '--max-cost reached'}",
-            "auth_error": f"stopped after {used} iterations: the API refused the credentials "
+            "no_progress": f"stopped after {n}: no commit and no file change in the last ones (no_progress)",
+            "repeated_error": f"stopped after {n}: the same error repeated (repeated_error)",
+            "max_cost": f"stopped after {n}: {self.detail or '--max-cost reached'}",
+            "auth_error": f"stopped after {n}: the API refused the credentials "
             "(auth_error); check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN",
-            "api_unreachable": f"stopped after {used} iterations: the API could not be reached "
+            "api_unreachable": f"stopped after {n}: the API could not be reached "
             "(api_unreachable); check ANTHROPIC_BASE_URL and the network",
             "stalled": "stalled: no output for too long (stalled); see stallTimeout",
             "timeout": "timed out",
-            "interrupted": f"interrupted during iteration {used}",
-        }.get(self.reason, f"did not complete after {used} iterations ({self.reason})")
+            "interrupted": f"interrupted during iteration {self.last.number if self.last else used}",
+        }.get(self.reason, f"did not complete after {n} ({self.reason})")
 
     def agent_failed(self) -> str | None:
         """For a step without :N that moved on: how its agent failed (None: it did not)."""

@@ -50,4 +50,18 @@ def plan_resume(
         )
     # By position: the same agent may appear twice with different counts (a:3 -> b -> a:5).
     record.prepare_resume(lambda step: planned.plan.steps[step.index - 1].iterations + more)
+    _check_iterations_left(record, more)
     return Resumed(planned=planned, record=record)
+
+
+def _check_iterations_left(record: RunRecord, more: int) -> None:
+    """A resumed run whose next step has no iteration left would run nothing: say what to do."""
+    step = next((s for s in record.steps if s.status != "complete"), None)
+    if step is None or step.iterations_used < step.iterations_max:
+        return
+    n = step.iterations_max
+    allowed = f"{n} iteration{'s' if n != 1 else ''}" + (f" (with --more {more})" if more else "")
+    raise UsageError(
+        f"step {step.index} ({step.agent}) of run {record.id} has used all its {allowed}; "
+        f"allow more with: fks run --resume {record.id} --more N"
+    )

@@ -153,6 +153,8 @@ class RunOptions(_Record):
     global_args: list[str] = Field(default_factory=list)
     forge_task: str | None = None
     """The forge-tasks id of a `fks forge run` task (its stages are the run's steps)."""
+    forge_session: str | None = None
+    """The `fks forge run` this task's run was part of (`fks runs` groups them)."""
 
 
 class RunRecord(_Record):
@@ -373,9 +375,10 @@ class RecordWriter:
         iteration.container_id = container_id
 
     def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
+        """An iteration cut short; one cut by Ctrl-C is not counted (`--resume` runs it again)."""
         iteration.ended = now()
         iteration.reason = "interrupted" if interrupted else "error"
-        iteration.counted = True
+        iteration.counted = not interrupted
         self.save()
 
     def end_iteration(self, iteration: IterationRecord, result: IterationResult) -> None:

@@ -50,6 +50,7 @@ RootOption = Annotated[
     Path | None,
     typer.Option(
         "--root",
+        metavar="DIR",
         envvar="FORGE_TASKS_ROOT",
         help="Project root holding forge/tasks/ (default: found from the current directory).",
         show_default=False,
@@ -95,31 +96,41 @@ def create_cmd(
         str, typer.Argument(help="One line saying what the task delivers.", show_default=False)
     ],
     description: Annotated[
-        str, typer.Option("--description", "-d", help="Why the task exists.")
+        str, typer.Option("--description", "-d", metavar="TEXT", help="Why the task exists.")
     ] = "",
     ac: Annotated[
         list[str] | None,
-        typer.Option("--ac", help="An acceptance criterion (repeatable).", show_default=False),
+        typer.Option(
+            "--ac", metavar="TEXT", help="An acceptance criterion (repeatable).", show_default=False
+        ),
     ] = None,
     label: Annotated[
         list[str] | None,
         typer.Option(
-            "--label", "-l", help="A label (repeatable; commas split).", show_default=False
+            "--label",
+            "-l",
+            metavar="LABEL",
+            help="A label (repeatable; commas split).",
+            show_default=False,
         ),
     ] = None,
     priority: Annotated[
-        str, typer.Option("--priority", "-p", help="high, medium or low.")
+        str, typer.Option("--priority", "-p", metavar="PRIORITY", help="high, medium or low.")
     ] = "medium",
     depends_on: Annotated[
         list[str] | None,
         typer.Option(
             "--depends-on",
+            metavar="TASK_ID",
             help="Id of a task that must be Done first (repeatable).",
             show_default=False,
         ),
     ] = None,
     status: Annotated[
-        str, typer.Option("--status", "-s", help="To Do, In Progress, Done or Blocked.")
+        str,
+        typer.Option(
+            "--status", "-s", metavar="STATUS", help="To Do, In Progress, Done or Blocked."
+        ),
     ] = "To Do",
     root: RootOption = None,
 ) -> int:
@@ -146,7 +157,11 @@ def list_cmd(
     status: Annotated[
         list[str] | None,
         typer.Option(
-            "--status", "-s", help="Only tasks with this status (repeatable).", show_default=False
+            "--status",
+            "-s",
+            metavar="STATUS",
+            help="Only tasks with this status (repeatable).",
+            show_default=False,
         ),
     ] = None,
     label: Annotated[
@@ -154,6 +169,7 @@ def list_cmd(
         typer.Option(
             "--label",
             "-l",
+            metavar="LABEL",
             help="Only tasks carrying this label (repeatable: all of them).",
             show_default=False,
         ),
@@ -203,13 +219,14 @@ EditIdArgument = Annotated[
     ),
 ]
 EditTitleOption = Annotated[
-    str | None, typer.Option("--title", help="New title.", show_default=False)
+    str | None, typer.Option("--title", metavar="TEXT", help="New title.", show_default=False)
 ]
 EditDescriptionOption = Annotated[
     str | None,
     typer.Option(
         "--description",
         "-d",
+        metavar="TEXT",
         help="New description (replaces the old one).",
         show_default=False,
     ),
@@ -219,40 +236,54 @@ EditStatusOption = Annotated[
     typer.Option(
         "--status",
         "-s",
+        metavar="STATUS",
         help="To Do, In Progress, Done or Blocked (todo, in-progress, done … work too).",
         show_default=False,
     ),
 ]
 EditPriorityOption = Annotated[
     str | None,
-    typer.Option("--priority", "-p", help="high, medium or low.", show_default=False),
+    typer.Option(
+        "--priority", "-p", metavar="PRIORITY", help="high, medium or low.", show_default=False
+    ),
 ]
 EditAddLabelOption = Annotated[
     list[str] | None,
-    typer.Option("--add-label", help="Add a label (repeatable).", show_default=False),
+    typer.Option(
+        "--add-label", metavar="LABEL", help="Add a label (repeatable).", show_default=False
+    ),
 ]
 EditRemoveLabelOption = Annotated[
     list[str] | None,
-    typer.Option("--remove-label", help="Remove a label (repeatable).", show_default=False),
+    typer.Option(
+        "--remove-label", metavar="LABEL", help="Remove a label (repeatable).", show_default=False
+    ),
 ]
 EditAddDependencyOption = Annotated[
     list[str] | None,
     typer.Option(
         "--add-dependency",
         "--depends-on",
+        metavar="TASK_ID",
         help="Add a dependency on an existing task (repeatable).",
         show_default=False,
     ),
 ]
 EditRemoveDependencyOption = Annotated[
     list[str] | None,
-    typer.Option("--remove-dependency", help="Drop a dependency (repeatable).", show_default=False),
+    typer.Option(
+        "--remove-dependency",
+        metavar="TASK_ID",
+        help="Drop a dependency (repeatable).",
+        show_default=False,
+    ),
 ]
 EditAddAcOption = Annotated[
     list[str] | None,
     typer.Option(
         "--ac",
         "--add-ac",
+        metavar="TEXT",
         help="Append an acceptance criterion (repeatable).",
         show_default=False,
     ),
@@ -277,7 +308,12 @@ EditUncheckAcOption = Annotated[
 ]
 EditAppendNotesOption = Annotated[
     str | None,
-    typer.Option("--append-notes", help="Append a paragraph to the notes.", show_default=False),
+    typer.Option(
+        "--append-notes",
+        metavar="TEXT",
+        help="Append a paragraph to the notes.",
+        show_default=False,
+    ),
 ]
 
 
@@ -319,6 +355,9 @@ def edit_cmd(
 
 
 def main() -> None:
+    from sandbox_runner.ui.pipes import tolerate_closed_pipes
+
+    tolerate_closed_pipes()
     app(prog_name="forge-tasks")
 
 

@@ -91,7 +91,7 @@ def test_chain_stops_at_first_incomplete_step_json(
     assert res.code == 1
     data = json.loads(res.stdout)  # stdout holds only the JSON
     assert data["success"] is False
-    assert data["failedAt"] == 2
+    assert data["failed_at"] == 2
     assert [s["agent"] for s in data["steps"]] == ["fake", "builder"]
     assert data["steps"][0]["complete"] is True and data["steps"][0]["reason"] == "once"
     assert data["steps"][1]["iterations"] == 2 and data["steps"][1]["reason"] == "max_iterations"

@@ -175,11 +175,12 @@ def test_runs_lists_complete_and_incomplete_runs_oldest_first(project: Path) -> 
     done = fks("runs", cwd=project)
     assert done.code == 0, done.output
     assert "\x1b" not in done.stdout  # a pipe gets plain text
-    header, *rows = done.stdout.splitlines()
+    header, *rows, blank, total = done.stdout.splitlines()
     assert header.split() == ["ID", "CHAIN", "STARTED", "DURATION", "STATUS", "STEPS", "COST"]
     assert [row.split()[0] for row in rows] == [first, second]
-    assert re.search(r"\bcomplete\s+2/2\s+-$", rows[0])
-    assert re.search(r"\bincomplete\s+1/3\s+-$", rows[1])
+    assert re.search(r"\bcomplete\s+2/2\s+\$0\.0000$", rows[0])
+    assert re.search(r"\bincomplete\s+1/3\s+\$0\.0000$", rows[1])
+    assert (blank, total) == ("", "Total: 2 runs, 0 landed, 0 failed, $0.0000")
     assert "./scripts/ok.sh:3 -> ./scripts/ok.sh" in rows[0]
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d+\.\ds\s", rows[0])
     # columns are aligned: every status starts at the same offset
@@ -227,8 +228,9 @@ def test_a_run_whose_process_died_is_shown_as_died(
     assert record(project, run_id)["status"] == "running"
 
     listing = fks("runs", cwd=project)
-    row = listing.stdout.splitlines()[-1]
-    assert re.search(rf"^{run_id}\s.*\s-\s+died\s+0/1\s+-$", row), listing.stdout
+    row = listing.stdout.splitlines()[-3]
+    assert re.search(rf"^{run_id}\s.*\s-\s+died\s+0/1\s+\$0\.0000$", row), listing.stdout
+    assert listing.stdout.splitlines()[-1] == "Total: 1 run, 0 landed, 1 failed, $0.0000"
     shown = fks("show", "last", cwd=project)
     assert "status:     died" in shown.stdout
     assert f"fks run --resume {run_id}" in shown.stdout
@@ -255,7 +257,7 @@ def test_show_incomplete_run(project: Path) -> None:
     assert "ran:        in place (no sandbox)" in out
     assert re.search(r"started:    \d{4}-\d\d-\d\d \d\d:\d\d:\d\d", out)
     assert re.search(r"duration:   \d+\.\ds", out)
-    assert "cost:       -" in out
+    assert "cost:       $0.0000" in out
     step1, step2, step3 = out.split("\n\n")[1:]
     assert step1.startswith("Step 1: ./scripts/ok.sh  complete (marker)")
     assert "iterations: 1/2" in step1
@@ -402,7 +404,7 @@ def test_logs_follow_streams_a_running_run(
     gate = tmp_path / "gate"
     run = background("./scripts/slow.sh:3", env={"GATE": str(gate)})
     wait_for(lambda: (project / ".forge" / "runs").is_dir() and bool(run_ids(project)))
-    assert "running" in fks("runs", cwd=project).stdout.splitlines()[-1]
+    assert "running" in fks("runs", cwd=project).stdout.splitlines()[-3]
     follow = subprocess.Popen(
         [FKS, "logs", "last", "--follow"], cwd=project, stdout=subprocess.PIPE
     )

@@ -175,7 +175,7 @@ def test_rejected_more_than_max_review_retries_is_an_error_with_the_branch_kept(
     ctx, _ = context(repo, script, maxReviewRetries=1)
     item = process_task(ctx, task_id, max_cost=None)
     assert item is not None and item.status == "failed"
-    assert "rejected after 2 attempt(s)" in (item.error or "")
+    assert "rejected after 2 attempts" in (item.error or "")
     assert (repo / "a.txt").read_text() == "zero\n"  # the base is untouched
     assert git(repo, "show", f"fks/forge/{task_id}:a.txt") == "uno"
     task = TaskBoard(repo).task(task_id)

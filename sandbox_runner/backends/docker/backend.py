@@ -49,6 +49,7 @@ from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import (
     Repo,
+    branch_exists,
     create_branch,
     current_branch,
     delete_branch,
@@ -576,6 +577,9 @@ class SandboxBackend:
         start_commit = None if resumed else rev(repo, base)
         if start_commit is not None:
             create_branch(repo, branch, start_commit)
+        elif record.start_commit and not branch_exists(repo.top, branch):
+            # `fks clean --branches` removed it because it held no commit: start it again.
+            create_branch(repo, branch, record.start_commit)
         self._writer.bind_branch(
             record,
             repo=str(repo.top),

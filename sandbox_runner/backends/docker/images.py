@@ -69,7 +69,24 @@ def require_image(client: docker.DockerClient, name: str) -> None:
     """SandboxError with the command that builds `name` when it is not present locally."""
     if image_exists(client, name):
         return
-    raise SandboxError(f"Image {name!r} not found; build it with {build_command(name)!r}")
+    if name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE):
+        raise SandboxError(f"Image {name!r} not found; build it with {build_command(name)!r}")
+    raise SandboxError(
+        f"Image {name!r} not found{_close_local(client, name)}; check the name with "
+        f"'docker images', or build fks's agent image under it with {build_command(name)!r}"
+    )
+
+
+def _close_local(client: docker.DockerClient, name: str) -> str:
+    """` (did you mean 'x'?)` for a local image tag close to `name`."""
+    import difflib
+
+    try:
+        tags = [t for image in client.images.list() for t in image.tags]
+    except Exception:  # only a hint: an engine that cannot list gives none
+        return ""
+    close = difflib.get_close_matches(name, tags, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def build_command(name: str) -> str:

@@ -102,7 +102,8 @@ def test_push_usage_errors_are_one_line(second_engine: Any) -> None:
         (["--engine", "bogus"], "fks: --engine: 'bogus' is not one of: local, tcp://HOST:PORT"),
         (
             ["--engine", second_engine.url, "--image", "fkse-missing:1"],
-            "fks: Image 'fkse-missing:1' not found; build it with 'fks image build --tag fkse-missing:1'",
+            "fks: Image 'fkse-missing:1' not found; check the name with 'docker images', or "
+            "build fks's agent image under it with 'fks image build --tag fkse-missing:1'",
         ),
         (["--engine", "swarm"], "fks: fks image push --engine swarm: pushing to every node"),
         (["--engine", "local", "--image", IMAGE], None),

@@ -1,0 +1,110 @@
+"""`fks runs` filters (--since, --status, --limit), --json and the totals, on records made by
+real `fks run` invocations."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeapi import FakeAnthropic, Request, isolated_environ
+from helpers import fks, git, init_repo
+from test_runs import complete_run, incomplete_run, project  # noqa: F401  (fixture)
+
+
+def _ids(stdout: str) -> list[str]:
+    return [line.split()[0] for line in stdout.splitlines()[1:] if line and line[0].isdigit()]
+
+
+def test_filters_and_totals(project: Path) -> None:  # noqa: F811
+    first = complete_run(project)
+    second = incomplete_run(project)
+    third = complete_run(project)
+    done = fks("runs", "--status", "incomplete", cwd=project)
+    assert done.code == 0, done.output
+    assert _ids(done.stdout) == [second]
+    assert done.stdout.splitlines()[-1] == "Total: 1 run, 0 landed, 0 failed, $0.0000"
+    done = fks("runs", "--status", "complete", "--limit", "1", cwd=project)
+    assert _ids(done.stdout) == [third], done.output
+    done = fks("runs", "--status", "complete,incomplete", "--since", "1h", cwd=project)
+    assert _ids(done.stdout) == [first, second, third], done.output
+    assert done.stdout.splitlines()[-1] == "Total: 3 runs, 0 landed, 0 failed, $0.0000"
+    done = fks("runs", "--since", "2999-01-01", cwd=project)
+    assert done.code == 0 and "No run recorded in" in done.stdout and "matches" in done.stdout
+
+
+def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:  # noqa: F811
+    first = complete_run(project)
+    second = incomplete_run(project)
+    done = fks("runs", "--json", cwd=project)
+    assert done.code == 0, done.output
+    data = json.loads(done.stdout)
+    assert [r["id"] for r in data["runs"]] == [first, second]
+    assert [r["status"] for r in data["runs"]] == ["complete", "incomplete"]
+    assert data["runs"][1]["steps"] == 3 and data["runs"][1]["steps_done"] == 1
+    assert data["totals"] == {"runs": 2, "landed": 0, "failed": 0, "cost_usd": 0.0}
+    assert data["forge_sessions"] == []
+
+
+def test_bad_filters_are_one_line_usage_errors(project: Path) -> None:  # noqa: F811
+    done = fks("runs", "--status", "complet", cwd=project)
+    assert done.code == 2
+    assert done.stderr.startswith("fks: --status 'complet': not a run status")
+    assert "(did you mean 'complete'?)" in done.stderr
+    done = fks("runs", "--since", "yesterday", cwd=project)
+    assert done.code == 2 and "--since 'yesterday': give an age" in done.stderr
+    assert "Traceback" not in done.output
+
+
+# --- a `fks forge run` session, with the real claude CLI against the fake Messages API ----------
+
+
+def _team(request: Request) -> Any:
+    """Analyze, implement (a file named after the task, committed) and approve any task."""
+    if any(r for r in request.tool_results):
+        return [{"text": "Done."}]
+    system = request.system_text
+    if "You analyze one task" in system:
+        plan = {"complexity": "low", "plan": "Write it.", "sufficient": True}
+        return [{"tool": "StructuredOutput", "input": plan}]
+    if "You implement one task" in system:
+        task = re.search(r"(TASK-[0-9a-z]+)", request.prompt)
+        name = task.group(1) if task else "none"
+        command = f"echo hi > {name}.txt && git add {name}.txt && git commit -qm 'add {name}'"
+        return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+    if "You review the implementation of one task" in system:
+        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
+    return [{"text": f"unexpected: {request.prompt[:100]}"}]
+
+
+@pytest.mark.claude
+def test_a_forge_session_is_grouped_with_its_task_titles(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    tasks = []
+    for title in ("Add the login page", "Fix the \u202eflag\u202c parser"):
+        done = fks("forge", "create", title, cwd=repo)
+        assert done.code == 0, done.output
+        tasks.append(done.stdout.split()[-1])
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks")
+    with FakeAnthropic(responder=_team) as fake:
+        env = isolated_environ(fake.env(tmp_path / "claude"))
+        done = fks("forge", "run", cwd=repo, env=env, timeout=600)
+    assert done.code == 0, done.output
+    listing = fks("runs", cwd=repo)
+    assert listing.code == 0, listing.output
+    lines = listing.stdout.splitlines()
+    head = next(line for line in lines if "forge session: 2 tasks" in line)
+    assert "2/2 landed" in head
+    rows = lines[lines.index(head) + 1 : lines.index(head) + 3]
+    assert all(row.startswith("  ") for row in rows), listing.stdout
+    assert f"{tasks[0]} Add the login page" in listing.stdout
+    assert f"{tasks[1]} Fix the flag parser" in listing.stdout  # no bidi controls shown
+    assert "\u202e" not in listing.stdout
+    assert lines[-1].startswith("Total: 2 runs, 2 landed, 0 failed, $")
+    data = json.loads(fks("runs", "--json", cwd=repo).stdout)
+    [session] = data["forge_sessions"]
+    assert sorted(session["tasks"]) == sorted(tasks) and session["landed"] == 2
+    assert {r["title"] for r in data["runs"]} == {"Add the login page", "Fix the flag parser"}
