@@ -184,9 +184,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
 
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
-    from sandbox_runner.forge.scheduler import Conductor, worker_argv
     from sandbox_runner.records.store import new_run_id
-    from sandbox_runner.signals import signals_as_interrupts
 
     _check_numbers(options)
     if options.force and not options.tasks:
@@ -205,15 +203,22 @@ def run(options: ForgeOptions) -> int:
             print(json.dumps({"session": session, "cost_usd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
     _preflight(setup, ctx)
+    return _conduct(options, setup, session, named, len(tasks))
+
+
+def _conduct(
+    options: ForgeOptions, setup: _Setup, session: str, named: list[str], count: int
+) -> int:
+    """Runs the workers under the base's forge lock; the exit code of `fks forge run`."""
+    from sandbox_runner.forge.scheduler import Conductor, worker_argv
+    from sandbox_runner.signals import signals_as_interrupts
+
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(
         options,
-        len(tasks),
+        count,
         lambda: sum(i.cost_usd for i in WorkStore(setup.project).items() if i.session == session),
-    )
-    view.note(
-        f"Forge {session}: {plural(len(tasks), 'task')}, {parallel} at a time, on '{setup.base}'"
     )
     conductor = Conductor(
         pick=picker(setup.project, named, resume=options.resume),
@@ -226,7 +231,7 @@ def run(options: ForgeOptions) -> int:
     try:
         with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
             view.note(
-                f"Forge {session}: {len(tasks)} task(s), {parallel} at a time, on '{setup.base}'"
+                f"Forge {session}: {plural(count, 'task')}, {parallel} at a time, on '{setup.base}'"
             )
             codes = conductor.run()
     except Interrupted as exc:

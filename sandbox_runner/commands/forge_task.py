@@ -28,6 +28,7 @@ from sandbox_runner.forge.pipeline import prepare_retry
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
+from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
 
 MAX_COMMITS = 20
@@ -148,7 +149,7 @@ def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
     from sandbox_runner.commands.forge import _item_json
     from sandbox_runner.records.store import RunStore
 
-    entry = {**_item_json(item), "seq": item.seq, "startCommit": item.start_commit}
+    entry = {**_item_json(item), "seq": item.seq, "start_commit": item.start_commit}
     entry["updated"] = item.updated.isoformat(timespec="seconds")
     stages: list[dict[str, Any]] = []
     store = RunStore(project)
@@ -164,7 +165,7 @@ def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
                     "run": run_id,
                     "stage": step.agent.removeprefix("forge:"),
                     "status": step.status,
-                    "costUsd": round(step.cost_usd, 6),
+                    "cost_usd": round(step.cost_usd, 6),
                     "reason": step.reason,
                 }
             )
@@ -193,13 +194,14 @@ def _commits(project: Path, item: WorkItem) -> list[str]:
 
 
 def _entry_lines(entry: dict[str, Any]) -> list[str]:
-    what = {"completed": f"landed ({(entry['mergeCommit'] or '')[:12]})"}.get(
+    what = {"completed": f"landed ({(entry['merge_commit'] or '')[:12]})"}.get(
         entry["status"], f"{entry['status']} at {entry['stage']}"
     )
     lines = [
-        f"#{entry['seq']} {what}: {entry['attempts']} attempt(s), {entry['retries']} retries, "
-        f"${entry['costUsd']:.4f}, branch {entry['branch'] or '-'} from "
-        f"{(entry['startCommit'] or '-')[:12]}, {entry['updated']}"
+        f"#{entry['seq']} {what}: {plural(entry['attempts'], 'attempt')}, "
+        f"{plural(entry['retries'], 'retry', 'retries')}, "
+        f"${entry['cost_usd']:.4f}, branch {entry['branch'] or '-'} from "
+        f"{(entry['start_commit'] or '-')[:12]}, {entry['updated']}"
     ]
     if entry["error"]:
         lines.append(f"  result: {one_line(entry['error'])}")
@@ -208,7 +210,7 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
     for stage in entry["stages"]:
         said = stage.get("reason") if stage["status"] != "complete" else None
         reason = f" ({one_line(said, 200)})" if said else ""
-        cost = f" ${stage['costUsd']:.4f}" if "costUsd" in stage else ""
+        cost = f" ${stage['cost_usd']:.4f}" if "cost_usd" in stage else ""
         lines.append(f"  {stage['stage']:<17} {stage['status']}{cost}{reason}  run {stage['run']}")
     lines += [f"  commit {one_line(commit, 200)}" for commit in entry["commits"]]
     return lines

@@ -30,8 +30,9 @@ _TEXT_KEEPS = "\t\n"
 StepDetails = Callable[[int], list[str]]
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 attempt`, `2 attempts` (`many` for words that do not just take an s)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
 class PlainReporter:

@@ -164,7 +164,7 @@ def test_retry_goes_on_from_the_rejection_and_reset_starts_anew(
     write_config(repo, {"forge": {"maxReviewRetries": 0}})
     task = create(repo, "picky")
     rejected = forge(repo, {**env, "FAKE_REJECT": "1"}, "run")
-    assert rejected.code == 1 and "rejected after 1 attempt(s)" in rejected.stdout
+    assert rejected.code == 1 and "rejected after 1 attempt" in rejected.stdout
     retried = forge(repo, env, "retry", task)
     assert retried.code == 0, retried.output
     assert calls(env) == Counter(
@@ -189,7 +189,7 @@ def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
     assert shown.code == 0, shown.output
     text = shown.stdout
     assert f"{task}: shown (forge-tasks: Blocked)" in text
-    assert "#1 failed at integrate: 1 attempt(s), 0 retries, $0.0300" in text
+    assert "#1 failed at integrate: 1 attempt, 0 retries, $0.0300" in text
     for stage in STAGES:
         assert f"  {stage} " in text
     assert "result: could not land" in text

@@ -101,10 +101,13 @@ def test_a_forge_session_is_grouped_with_its_task_titles(tmp_path: Path) -> None
     rows = lines[lines.index(head) + 1 : lines.index(head) + 3]
     assert all(row.startswith("  ") for row in rows), listing.stdout
     assert f"{tasks[0]} Add the login page" in listing.stdout
-    assert f"{tasks[1]} Fix the flag parser" in listing.stdout  # no bidi controls shown
+    assert f"{tasks[1]} Fix the <U+202E>flag" in listing.stdout  # bidi controls shown, not obeyed
     assert "\u202e" not in listing.stdout
     assert lines[-1].startswith("Total: 2 runs, 2 landed, 0 failed, $")
     data = json.loads(fks("runs", "--json", cwd=repo).stdout)
     [session] = data["forge_sessions"]
     assert sorted(session["tasks"]) == sorted(tasks) and session["landed"] == 2
-    assert {r["title"] for r in data["runs"]} == {"Add the login page", "Fix the flag parser"}
+    assert {r["title"] for r in data["runs"]} == {
+        "Add the login page",
+        "Fix the <U+202E>flag<U+202C> parser",
+    }

@@ -50,7 +50,7 @@ def test_max_cost_is_not_exceeded_by_more_than_one_turn(repo: Path) -> None:
     assert data["reason"] == "max_cost" and data["steps"][0]["reason"] == "max_cost"
     stopped = f"Stopped: spent ${spent:.4f} of --max-cost $0.002"
     assert stopped in done.stdout, done.output
-    assert f"Incomplete: worker stopped after 1 iterations: {stopped}" in done.stdout
+    assert f"Incomplete: worker stopped after 1 iteration: {stopped}" in done.stdout
 
 
 FAKE_CLAUDE = """#!{python}
@@ -87,7 +87,7 @@ def test_a_stream_that_crosses_the_budget_is_stopped(
     assert data["reason"] == "max_cost"
     # Stopped before its result: what its stream showed counts, for the budget and the record.
     assert it["claude"]["cost_usd"] == pytest.approx(3.000015)  # 1M in, 1 out token
-    assert "did not complete: stopped after 1 iterations: Stopped: spent $3.0000" in done.stdout
+    assert "did not complete: stopped after 1 iteration: Stopped: spent $3.0000" in done.stdout
     assert f"fks run --resume {data['id']} --max-cost USD" in done.stdout
 
 

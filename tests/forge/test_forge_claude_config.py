@@ -137,7 +137,7 @@ def test_an_implementer_cannot_approve_its_own_work_with_workspace_hooks(tmp_pat
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     (task,) = json.loads(done.stdout)["tasks"]
     assert (task["task"], task["status"]) == (task_id, "failed"), task
-    assert task["error"] == "rejected after 1 attempt(s); branch kept", task
+    assert task["error"] == "rejected after 1 attempt; branch kept", task
     assert sorted(p.name for p in markers.iterdir()) == []  # no hook, no MCP server ran
     assert git(repo, "rev-parse", "main") == before  # nothing landed
     # CLAUDE.md is not loaded as instructions (the reviewer sees it only as a `+` line of the diff)
