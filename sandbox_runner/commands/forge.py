@@ -128,10 +128,12 @@ def forge_base(project: Path, base: str | None) -> str:
 
 
 def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContext:
+    from sandbox_runner.engine.tap import LogLimits
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
     from sandbox_runner.ui.output import PlainReporter
 
+    cfg = setup.config
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
         base=setup.base,
@@ -141,6 +143,9 @@ def _context(setup: _Setup, session: str, max_cost: float | None) -> ForgeContex
         sandbox=setup.sandbox,
         secrets=secrets_from_env(setup.sandbox.env if setup.sandbox else ()),
         max_cost=max_cost,
+        log_limits=LogLimits.resolve(
+            cfg.max_log_bytes if cfg else None, cfg.max_run_log_bytes if cfg else None
+        ),
     )
 
 

@@ -346,6 +346,8 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             yield f"      stderr: {line}"
     if it.log:
         yield f"      log: {shown_path(run_dir / it.log)}"
+    if it.log_dropped:
+        yield f"      log cut: {it.log_dropped} bytes of output past the log limit were not kept"
 
 
 # --- fks logs ----------------------------------------------------------------------------------

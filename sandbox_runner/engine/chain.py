@@ -5,7 +5,7 @@ first step that does not complete.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ from sandbox_runner.engine.loop import (
     StepLoop,
 )
 from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.engine.tap import LogLimits
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
@@ -41,6 +42,7 @@ class ChainOptions:
     max_cost: float | None = None
     more: int = 0
     """Extra iterations allowed for the step a resumed run continues."""
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
                 "containerId": it.container_id,
                 "changed": it.changed,
                 "log": it.log,
+                "logDropped": it.log_dropped,
                 "claude": it.claude.model_dump() if it.claude else None,
             }
             for it in record.iterations
@@ -237,6 +240,7 @@ def _step_context(
         if options.max_cost is not None
         else None,
         after_iteration=prepared.after_iteration,
+        log_limits=options.log_limits,
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
 from sandbox_runner.engine.loop import StepContext, StepLoop
 from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.engine.tap import LogLimits
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
@@ -81,6 +82,7 @@ class ForgeContext:
     secrets: Sequence[str] = ()
     max_cost: float | None = None
     merge_lock: Path | None = None
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
     @property
     def project(self) -> Path:
@@ -235,6 +237,7 @@ class TaskStages:
             secrets=self.ctx.secrets,
             no_progress_limit=0,
             after_iteration=prepared.after_iteration,
+            log_limits=self.ctx.log_limits,
         )
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:

@@ -91,6 +91,11 @@ class IterationRecord(_Record):
     the most refused first (at most 20)."""
     denied_more: int = 0
     """Requests refused to destinations not in `denied`."""
+    log_bytes: int = 0
+    """Bytes written to `log`: the output, and fks's notes where it was cut."""
+    log_dropped: int = 0
+    """Bytes of output not kept in `log` (nor shown): past the log limit of an iteration
+    (maxLogBytes) or of the run (maxRunLogBytes). 0: the log holds all of it."""
 
 
 class StepRecord(_Record):
@@ -182,6 +187,11 @@ class RunRecord(_Record):
     @property
     def cost_usd(self) -> float:
         return sum(s.cost_usd for s in self.steps)
+
+    @property
+    def log_bytes(self) -> int:
+        """Bytes the run's iteration logs hold (what counts against maxRunLogBytes)."""
+        return sum(it.log_bytes for s in self.steps for it in s.iterations)
 
     @property
     def steps_done(self) -> int:
@@ -369,6 +379,11 @@ class RecordWriter:
     def set_container(self, iteration: IterationRecord, container_id: str | None) -> None:
         """The iteration's container (saved when the iteration ends)."""
         iteration.container_id = container_id
+
+    def set_log_size(self, iteration: IterationRecord, written: int, dropped: int) -> None:
+        """How much of the iteration's output its log holds (saved when the iteration ends)."""
+        iteration.log_bytes = written
+        iteration.log_dropped = dropped
 
     def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
         iteration.ended = now()
