@@ -7,6 +7,7 @@ inner tenacity loop backs off from rate-limit answers without using up iteration
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -19,6 +20,7 @@ from sandbox_runner.backends.base import ExecResult, ExecSpec, Sandbox
 from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.engine.tap import LogLimits, OutputTap
+from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -189,8 +191,10 @@ class StepLoop:
         probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
         before = probe() if probe else None
         tap = self._tap(monitor, log_path)
+        agent_started = False
         try:
             with tap, ctx.sandbox.start(spec) as execution:
+                agent_started = True
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
@@ -199,6 +203,13 @@ class StepLoop:
                 if exit_status.container_id:  # known only now on a swarm (its task's)
                     self._writer.set_container(record, exit_status.container_id)
         except BaseException as exc:
+            if isinstance(exc, Exception) and not (agent_started and _agent_ran(exc)):
+                # Its agent never ran: it was no iteration (and a run that fails so at its
+                # first leaves nothing behind).
+                self._writer.drop_iteration(ctx.record, record)
+                if log_path is not None and not tap.written:
+                    _remove_empty_log(log_path)
+                raise
             self._writer.set_log_size(record, tap.written, tap.dropped)
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
@@ -311,6 +322,18 @@ class StepLoop:
         else:
             reason = "no_marker"
         return reason, note, counted, failed
+
+
+def _remove_empty_log(path: Path) -> None:
+    """An iteration's empty log file, and its step's folder if nothing else is in it."""
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
+
+
+def _agent_ran(exc: Exception) -> bool:
+    """Whether the agent ran before `exc` (the container started, but not its agent: no)."""
+    return not isinstance(exc, AgentNotFoundError)
 
 
 def _claude_stats(result: Result) -> ClaudeStats:

@@ -376,6 +376,12 @@ class RecordWriter:
         step.iterations.append(iteration)
         self.save()
 
+    def drop_iteration(self, step: StepRecord, iteration: IterationRecord) -> None:
+        """An iteration whose agent never started: it is forgotten."""
+        if step.iterations and step.iterations[-1] is iteration:
+            step.iterations.pop()
+            self.save()
+
     def set_container(self, iteration: IterationRecord, container_id: str | None) -> None:
         """The iteration's container (saved when the iteration ends)."""
         iteration.container_id = container_id

@@ -43,7 +43,7 @@ from sandbox_runner.backends.docker.workspace import (
     remove_run_proxy_volumes,
     volume_name,
 )
-from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
+from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import (
@@ -54,6 +54,7 @@ from sandbox_runner.git.repo import (
     exclude_forge_dir,
     identity_env,
     leftover_ref,
+    not_committed,
     open_repo,
     require_base,
     rev,
@@ -215,6 +216,7 @@ class SandboxBackend:
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
+            self._check_committed(step)
             if self._engine is not None:
                 self._check_remote(step)
         if self._engine is None or self._swarm:
@@ -249,6 +251,23 @@ class SandboxBackend:
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
                 )
+
+    def _check_committed(self, step: Step) -> None:
+        """An agent given as a path in the repository runs from the step's workspace, which
+        holds exactly the base's last commit: it must be in it."""
+        agent = self.resolve(step)
+        program = Path(agent.program)
+        if agent.kind != "binary" or not program.is_absolute():
+            return
+        repo, base, _relative = self._step_repo(agent)
+        if not program.is_relative_to(repo.top):
+            return
+        why = not_committed(repo, base, program)
+        if why is not None:
+            raise AgentNotFoundError(
+                f"agent '{step.agent}' is not in the last commit of '{base}', and the sandbox's "
+                f"workspace holds only what is: {why}"
+            )
 
     @property
     def _swarm(self) -> bool:
