@@ -756,7 +756,11 @@ class SandboxBackend:
             return replace(outcome, complete=False, reason="merge_conflict")
         if landing.blocked:
             if reporter is not None:
-                reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
+                run = self._run.record.id if self._run is not None else "last"
+                reporter.warn(
+                    f"could not update '{base}' with {branch}: {landing.blocked}, then "
+                    f"continue with: fks run --resume {run} (or: git merge {branch})"
+                )
             return replace(outcome, complete=False, reason="merge_blocked")
         if reporter is not None and landing.nothing_new:
             reporter.info(f"Nothing new on {branch} to merge into '{base}'")

@@ -197,10 +197,15 @@ def test_work_changed_in_the_second_of_its_commit_is_not_lost(repo: Path) -> Non
 
 
 def run_with_user_commit(
-    repo: Path, flags: Path, dsl: str, edit: dict[str, str]
+    repo: Path,
+    flags: Path,
+    dsl: str,
+    edit: dict[str, str],
+    dirty: dict[str, str] | None = None,
 ) -> tuple[int, str, str, str]:
     """Start `fks run DSL --sandbox`; once its container runs, commit `edit` on main as the user
-    would, then let the agent finish (it waits for `flags/go`). Returns (code, out, err, user tip)."""
+    would (and write `dirty`, uncommitted), then let the agent finish (it waits for
+    `flags/go`). Returns (code, out, err, user tip)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
         cwd=repo,
@@ -217,6 +222,8 @@ def run_with_user_commit(
         git(repo, "add", *edit)
         git(repo, "commit", "-qm", "the user's own work during the run")
         user_tip = git(repo, "rev-parse", "main")
+        for name, content in (dirty or {}).items():
+            (repo / name).write_text(content)
         (flags / "go").touch()
         out, err = proc.communicate(timeout=120)
     finally:
