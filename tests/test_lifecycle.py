@@ -142,7 +142,8 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
         text=True,
     ).stdout.split()
     assert left == [] and run_volumes(run_id) == []
-    assert "kept the last commits of" in res.stdout  # commit 1 was saved to the branch
+    branch = rec["steps"][0]["branch"]
+    assert f"saved to {branch} the commits run {run_id} had not saved" in res.stdout  # commit 1
     assert git(repo, "log", "-1", "--format=%s", rec["steps"][0]["branch"]) == "work 1"
     assert git(repo, "status", "--porcelain") == ""
 

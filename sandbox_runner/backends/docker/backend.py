@@ -407,7 +407,8 @@ class SandboxBackend:
             lines.append(f"  fks review {self._run.record.id}")
         if record.workspace and record.workspace in self._kept:
             lines.append(
-                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean removes it)"
+                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
+                "what is uncommitted in it to the branch, then removes it)"
             )
         return lines
 
@@ -539,7 +540,7 @@ class SandboxBackend:
                 warm=self._warm(settings, step),
             )
             if resumed and workspace.exists():
-                self._salvage(sandbox, env, record, "the killed run had not saved yet")
+                self._salvage(sandbox, env, record, interrupted=False)
             workspace.ensure()
             self._kept.discard(workspace.name)
             try:
@@ -566,7 +567,7 @@ class SandboxBackend:
                 if self._keep_interrupted:
                     self._kept.add(workspace.name)
                 with deferred_signals():
-                    self._salvage(sandbox, env, record, "of the interrupted iteration")
+                    self._salvage(sandbox, env, record, interrupted=True)
                 raise
 
     def _warm(self, settings: SandboxSettings, step: Step) -> int:
@@ -613,11 +614,18 @@ class SandboxBackend:
         return mounts
 
     def _salvage(
-        self, sandbox: WorkspaceSandbox, env: dict[str, str], record: StepRecord, why: str
+        self,
+        sandbox: WorkspaceSandbox,
+        env: dict[str, str],
+        record: StepRecord,
+        *,
+        interrupted: bool,
     ) -> None:
-        """Import what a workspace holds that its branch has not got yet."""
+        """Import the commits a workspace holds that its branch has not got yet: those of the
+        iteration just stopped (`interrupted`), or those a killed run had not saved."""
         assert record.branch is not None
         repo = sandbox.workspace.repo
+        whose = "the stopped iteration" if interrupted else "the killed run"
         before = _safe_rev(repo, record.branch)
         try:
             sandbox.export_now(env)
@@ -625,13 +633,19 @@ class SandboxBackend:
         except FksError as exc:
             synced = Synced(error=str(exc))
         if synced.error and self._reporter is not None:
-            self._reporter.warn(
-                f"could not save the interrupted iteration's commits: {synced.error}"
-            )
+            self._reporter.warn(f"could not save the commits of {whose}: {synced.error}")
         self._writer.set_head(record, _safe_rev(repo, record.branch))
-        if record.head_commit != before and self._reporter is not None:
+        if self._reporter is None:
+            return
+        if record.head_commit != before:
+            saved = "Saved the commits of" if interrupted else "Kept the commits"
             self._reporter.info(
-                f"Kept the commits the killed run had not saved yet on {record.branch}"
+                f"{saved} {whose}{'' if interrupted else ' had not saved yet'} on {record.branch}"
+            )
+        if interrupted and _safe_rev(repo, sandbox.leftover) is not None:
+            self._reporter.info(
+                "The files it left uncommitted stay in its workspace: fks run --resume goes on "
+                f"with them, fks clean commits them to {record.branch}"
             )
 
     def _after_iteration(

@@ -1,15 +1,16 @@
-"""A merge blocked by the user's own files says in one line which files and what to do, and
-doing it lands the step."""
+"""What a step's end says: a merge blocked by the user's own files names them and what to do
+(and doing it lands the step); Ctrl-C and `fks clean` say what they saved."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from helpers import fks
+from helpers import fks, git
 from test_backend import (
     add_script,
     configure,
+    interrupt_once_logged,
     record,
     repo,
     run_with_user_commit,
@@ -72,3 +73,27 @@ def test_uncommitted_changes_in_the_way_are_named(repo: Path, tmp_path: Path) ->
         blocked_line(out)
     )
     assert (repo / "README.md").read_text() == "wip\n"  # never touched
+
+
+def test_ctrl_c_and_clean_say_what_they_saved(repo: Path) -> None:
+    """Ctrl-C saves the commits made so far (and says so); the files left uncommitted stay in
+    the workspace, and `fks clean` commits them (and says that, not that it saved commits)."""
+    add_script(
+        repo,
+        "half.sh",
+        "#!/bin/sh\necho c > c.txt && git add c.txt && git commit -qm committed\n"
+        "echo u > u.txt\necho waiting\nsleep 120\n",
+    )
+    code, out, err, _ = interrupt_once_logged(repo, "./scripts/half.sh:2", "waiting")
+    assert code == 130, out + err
+    rec = record(repo)
+    branch = rec["steps"][0]["branch"]
+    assert f"Saved the commits of the stopped iteration on {branch}" in out
+    assert "killed" not in out + err
+    assert f"fks clean commits them to {branch}" in out
+    assert git(repo, "log", "-1", "--format=%s", branch) == "committed"  # saved by Ctrl-C
+    res = fks("clean", cwd=repo)
+    assert res.code == 0, res.output
+    assert f"committed what ./scripts/half.sh left uncommitted to {branch}" in res.stdout
+    assert "commits" not in res.stdout.replace("committed what", "")
+    assert git(repo, "show", f"{branch}:u.txt") == "u"
