@@ -372,10 +372,21 @@ class SandboxBackend:
             with deferred_signals():
                 if self._swarm:
                     self._leave_swarm(run.record.id)
-                for workspace in self._workspaces.values():
-                    if workspace.name not in self._kept:
-                        workspace.remove()
-                        drop_run_refs(workspace.repo, run.record.id)
+                done = [w for w in self._workspaces.values() if w.name not in self._kept]
+                for workspace in done:
+                    drop_run_refs(workspace.repo, run.record.id)
+                self._remove_workspaces(done)
+
+    def _remove_workspaces(self, done: list[VolumeWorkspace]) -> None:
+        """The run's finished workspaces: on the local engine removed in the background (Docker
+        takes seconds to delete a large checkout); elsewhere, with what was shipped there, now."""
+        from sandbox_runner.backends.docker.reaper import remove_in_background
+
+        local = self._engine is None and all(w.shipped is None for w in done)
+        if local and remove_in_background([w.name for w in done]):
+            return
+        for workspace in done:
+            workspace.remove()
 
     def _leave_swarm(self, run_id: str) -> None:
         """The run's services, and its volumes on every node (a swarm keeps no workspace for

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FKS, Result, fks, git, init_repo, write_config
+from helpers import FKS, Result, eventually_none, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -113,7 +113,7 @@ def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
     assert step["branch"] in branches(repo)
     assert step["merged"] is True and step["merge_commit"] == git(repo, "rev-parse", "main")
     assert git(repo, "rev-parse", step["branch"]) == git(repo, "rev-parse", "main")  # fast-forward
-    assert volumes(rec["id"]) == []  # the workspace went with the run
+    eventually_none(lambda: volumes(rec["id"]), "the workspace")  # it went with the run
     assert git(repo, "worktree", "list").count("\n") == 0  # only the main work tree
     assert containers(rec["id"]) == []
     assert all(it["container_id"] for it in step["iterations"])
@@ -150,7 +150,7 @@ def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
     ]
     assert f"Branch kept for review: {step['branch']}" in res.stdout
     assert f"log --stat main..{step['branch']}" in res.stdout
-    assert volumes(rec["id"]) == []  # workspace removed, branch kept
+    eventually_none(lambda: volumes(rec["id"]), "the workspace")  # removed, branch kept
     assert containers(rec["id"]) == []
 
 
