@@ -131,9 +131,28 @@ def _why_blocked(stderr: str) -> str:
 
 
 def _few(paths: Sequence[str], shown: int = 3) -> str:
-    names = [p if len(p) <= 120 else p[:119] + "…" for p in paths[:shown]]
+    names = [_printable(p if len(p) <= 120 else p[:119] + "…") for p in paths[:shown]]
     more = len(paths) - shown
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _printable(name: str) -> str:
+    """A path the agent named, safe to show: controls, bidi and other format characters
+    escaped (then it is quoted)."""
+    import unicodedata
+
+    if not any(unicodedata.category(c) in _HIDDEN for c in name):
+        return name
+    shown = "".join(
+        (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) in _HIDDEN
+        else c
+        for c in name
+    )
+    return f'"{shown}"'
+
+
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Co", "Cn"))
 
 
 def _fks_paths(repo: Repo, base_tip: str, new: str, name: str) -> list[str]:

@@ -28,3 +28,19 @@ def test_a_landing_blocked_by_untracked_files_names_them(
     )
     assert git(repo, "rev-parse", "main") == before
     assert (repo / "x.md").read_text() == "mine\n"
+
+
+def test_hostile_file_names_in_a_blocked_landing_are_quoted(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent chose the names git lists: escapes and bidi controls come out escaped."""
+    task_id = new_task(repo, "evil", capsys)
+    name = "evil\x1b[2J\u202egpj.md"
+    (repo / name).write_text("mine\n")
+    ctx, _ = context(repo, [answer(ANALYSIS), commit({name: "agent\n"}), answer(APPROVED)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    error = item.error or ""
+    assert error.startswith("could not land: it would overwrite your untracked file ")
+    assert "\x1b" not in error and "\u202e" not in error
+    assert '"evil?[2J\\u202egpj.md"' in error  # git itself shows the ESC as ?
