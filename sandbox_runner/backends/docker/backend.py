@@ -531,55 +531,55 @@ class SandboxBackend:
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
         self._start_branch(record, repo, base, branch, workspace, resumed=resumed)
-
-        agent = self._container_agent(host_view, repo, relative)
-        env = self._env(agent, settings, repo)
-        mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
-        container = container_settings(image, mounts, _labels(run_id, index, repo), settings, user)
-        proxy = self._egress(agent, settings, repo)
-        if proxy is not None:
-            container, env = _through_proxy(proxy, container, env, settings.env)
-        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
-            sandbox = WorkspaceSandbox(
-                self._client,
-                container,
-                workspace,
-                branch=branch,
-                leftover=leftover_ref(run_id, index),
-                scratch=Path(scratch),
-                new_step=not resumed,
-                warm=self._warm(settings, step),
+        with _dropped_on_early_failure(repo, branch, record, resumed=resumed):
+            agent = self._container_agent(host_view, repo, relative)
+            env = self._env(agent, settings, repo)
+            mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
+            container = container_settings(
+                image, mounts, _labels(run_id, index, repo), settings, user
             )
-            if resumed and workspace.exists():
-                self._salvage(sandbox, env, record, interrupted=False)
-            workspace.ensure()
-            self._kept.discard(workspace.name)
-            try:
-                with closing(sandbox):
-                    yield PreparedStep(
-                        agent=agent,
-                        sandbox=sandbox,
-                        env=env,
-                        timeout=settings.timeout or DEFAULT_TIMEOUT,
-                        after_iteration=lambda result: self._after_iteration(
-                            sandbox, env, result, proxy
-                        ),
-                        land=lambda outcome: self._land(
-                            index, step, record, sandbox, outcome, proxy
-                        ),
-                    )
-            except BaseException as exc:
-                if isinstance(exc, Exception) and not resumed and not record.iterations:
-                    # Failed before its first iteration: nothing started, nothing is kept.
-                    delete_branch(repo, branch)
+            proxy = self._egress(agent, settings, repo)
+            if proxy is not None:
+                container, env = _through_proxy(proxy, container, env, settings.env)
+            with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
+                sandbox = WorkspaceSandbox(
+                    self._client,
+                    container,
+                    workspace,
+                    branch=branch,
+                    leftover=leftover_ref(run_id, index),
+                    scratch=Path(scratch),
+                    new_step=not resumed,
+                    warm=self._warm(settings, step),
+                )
+                if resumed and workspace.exists():
+                    self._salvage(sandbox, env, record, interrupted=False)
+                workspace.ensure()
+                self._kept.discard(workspace.name)
+                try:
+                    with closing(sandbox):
+                        yield PreparedStep(
+                            agent=agent,
+                            sandbox=sandbox,
+                            env=env,
+                            timeout=settings.timeout or DEFAULT_TIMEOUT,
+                            after_iteration=lambda result: self._after_iteration(
+                                sandbox, env, result, proxy
+                            ),
+                            land=lambda outcome: self._land(
+                                index, step, record, sandbox, outcome, proxy
+                            ),
+                        )
+                except BaseException as exc:
+                    if isinstance(exc, Exception) and not resumed and not record.iterations:
+                        raise  # failed before its first iteration: nothing is kept
+                    # Interrupted or failed mid-step: keep what the agent committed so far, and its
+                    # workspace as it is (for --resume).
+                    if self._keep_interrupted:
+                        self._kept.add(workspace.name)
+                    with deferred_signals():
+                        self._salvage(sandbox, env, record, interrupted=True)
                     raise
-                # Interrupted or failed mid-step: keep what the agent committed so far, and its
-                # workspace as it is (for --resume).
-                if self._keep_interrupted:
-                    self._kept.add(workspace.name)
-                with deferred_signals():
-                    self._salvage(sandbox, env, record, interrupted=True)
-                raise
 
     def _warm(self, settings: SandboxSettings, step: Step) -> int:
         """With warm containers, the step's iterations (no more containers are made; a resumed
@@ -793,6 +793,20 @@ class SandboxBackend:
             how = "fast-forward" if landing.fast_forward else "merge commit"
             reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
         return outcome
+
+
+@contextmanager
+def _dropped_on_early_failure(
+    repo: Repo, branch: str, record: StepRecord, *, resumed: bool
+) -> Iterator[None]:
+    """A new step's branch is deleted again if the step fails before its first iteration
+    (preparing its workspace, its proxy, or starting its agent): nothing is left of it."""
+    try:
+        yield
+    except Exception:
+        if not resumed and not record.iterations:
+            delete_branch(repo, branch)
+        raise
 
 
 def _through_proxy(
