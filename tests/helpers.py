@@ -7,6 +7,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +113,12 @@ def agent_lines(output: str) -> list[str]:
     return [
         line[len(AGENT_PREFIX) :] for line in output.splitlines() if line.startswith(AGENT_PREFIX)
     ]
+
+
+def eventually_none(probe: Callable[[], list[str]], what: str, timeout: float = 120) -> None:
+    """Wait until `probe()` lists nothing: a finished run's workspace volumes are removed in
+    the background once fks has returned."""
+    deadline = time.monotonic() + timeout
+    while left := probe():
+        assert time.monotonic() < deadline, f"{what} still there after {timeout:g}s: {left}"
+        time.sleep(0.1)

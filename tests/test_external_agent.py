@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakeapi import FakeAnthropic
-from helpers import git, init_repo, write_config
+from helpers import eventually_none, git, init_repo, write_config
 from test_claude_e2e import (
     assert_claude_stats,
     assert_no_secret,
@@ -131,13 +131,18 @@ def test_external_agent_works_in_its_own_repository(
     assert branches(main) == main_branches
     assert not (main / "REVIEW.md").exists()
     assert git(main, "status", "--porcelain") == ""
-    volumes = subprocess.run(
-        ["docker", "volume", "ls", "-q", "--filter", f"label=fks.run={record['id']}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert volumes == []  # no workspace is left, in either repository
+
+    def volumes() -> list[str]:
+        label = f"label=fks.run={record['id']}"
+        out = subprocess.run(
+            ["docker", "volume", "ls", "-q", "--filter", label],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return out.split()
+
+    eventually_none(volumes, "a workspace")  # none is left, in either repository
 
     assert res.json["steps"][0]["branch"] == branch
     assert containers(f"fks.run={run_id}") == []

@@ -289,15 +289,18 @@ def _salvage_step(
             )
             sandbox.export_now(env)
             synced = sandbox.sync(env)
+        imported = rev(repo, step.branch) != before
         message = f"fks: what {step.agent} left uncommitted when run {record.id} stopped"
-        apply_leftover(repo, step.branch, leftover, message, env)
+        committed = apply_leftover(repo, step.branch, leftover, message, env)
     except FksError as exc:
         print(f"warning: could not save the work in {name} to {step.branch}: {exc}")
         return
     if synced.error:
         print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
-    elif rev(repo, step.branch) != before:
-        print(f"kept the last commits of {step.branch} (the run was stopped before saving them)")
+    if imported:
+        print(f"saved to {step.branch} the commits run {record.id} had not saved")
+    if committed:
+        print(f"committed what {step.agent} left uncommitted to {step.branch} ({committed[:12]})")
 
 
 def _workspace(

@@ -136,10 +136,12 @@ def forge_base(project: Path, base: str | None) -> str:
 
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
+    from sandbox_runner.engine.tap import LogLimits
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
     from sandbox_runner.ui.output import PlainReporter
 
+    cfg = setup.config
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
         base=setup.base,
@@ -151,6 +153,9 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         max_cost=options.max_cost,
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),
+        log_limits=LogLimits.resolve(
+            cfg.max_log_bytes if cfg else None, cfg.max_run_log_bytes if cfg else None
+        ),
     )
 
 

@@ -47,6 +47,7 @@ from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
     from sandbox_runner.engine.chain import ChainOptions, ChainResult
+    from sandbox_runner.engine.tap import LogLimits
     from sandbox_runner.records.lock import RunLock
 
 
@@ -144,6 +145,7 @@ def _run_planned(
         )
         for s in planned.plan.steps
     ]
+    log_limits(planned)  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
     backend = _backend(planned)
     commands = [backend.resolve(step) for step in planned.plan.steps]
     backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
@@ -286,7 +288,18 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
         max_cost=options.max_cost,
         stall_after=DEFAULT_STALL_TIMEOUT if stall is None else stall,
         more=more,
+        log_limits=log_limits(planned),
     )
+
+
+def log_limits(planned: Planned) -> LogLimits:
+    """The environment's log limits, else the config's, else the defaults."""
+    from sandbox_runner.engine.tap import LogLimits
+
+    cfg = planned.config
+    if cfg is None:
+        return LogLimits.resolve()
+    return LogLimits.resolve(cfg.max_log_bytes, cfg.max_run_log_bytes)
 
 
 def sandbox_settings(planned: Planned) -> SandboxSettings:

@@ -304,3 +304,5 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
             yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
     if it.log:
         yield f"      log: {shown_path(run_dir / it.log)}"
+    if it.log_dropped:
+        yield f"      log cut: {it.log_dropped} bytes of output past the log limit were not kept"

@@ -5,7 +5,7 @@ first step that does not complete.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from sandbox_runner.engine.loop import (
     StepLoop,
 )
 from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.engine.tap import LogLimits
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
@@ -44,6 +45,7 @@ class ChainOptions:
     """Seconds without output before an iteration is stopped as stalled (0: never)."""
     more: int = 0
     """Extra iterations allowed for the step a resumed run continues."""
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
                 "container_id": it.container_id,
                 "changed": it.changed,
                 "log": it.log,
+                "logDropped": it.log_dropped,
                 "claude": it.claude.model_dump() if it.claude else None,
             }
             for it in record.iterations
@@ -252,6 +255,7 @@ def _step_context(
         budget=lambda: _budget(run.record, options),
         stall_after=options.stall_after or None,
         after_iteration=prepared.after_iteration,
+        log_limits=options.log_limits,
     )
 
 

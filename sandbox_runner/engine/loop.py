@@ -12,19 +12,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Sandbox, Stream
+from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Sandbox
 from sandbox_runner.engine.endings import ENDS_A_STEP_WITHOUT_N, STOPS_THE_STEP, Seen, ending
 from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.engine.tap import LogLimits, OutputTap
+from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.records.masking import Masker
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,
@@ -36,11 +37,10 @@ from sandbox_runner.records.store import (
 )
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event, Result
+    from sandbox_runner.engine.streamjson import Result
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
-_ERROR_TAIL_BYTES = 2048
 
 
 @dataclass
@@ -75,6 +75,8 @@ class StepContext:
     """Seconds without output after which an iteration is stopped as stalled (None: never)."""
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
     """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
+    log_limits: LogLimits = field(default_factory=LogLimits)
+    """How much output the iteration logs keep (per iteration, per run)."""
 
     @property
     def maximum(self) -> int:
@@ -204,9 +206,11 @@ class StepLoop:
         monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
         probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
         before = probe() if probe else None
-        tap = _OutputTap(ctx, monitor, log_path)
+        tap = self._tap(monitor, log_path)
+        agent_started = False
         try:
             with tap, ctx.sandbox.start(spec) as execution, self._guard(execution, budget) as guard:
+                agent_started = True
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
@@ -216,8 +220,17 @@ class StepLoop:
                 if exit_status.container_id:  # known only now on a swarm (its task's)
                     self._writer.set_container(record, exit_status.container_id)
         except BaseException as exc:
+            if isinstance(exc, Exception) and not (agent_started and _agent_ran(exc)):
+                # Its agent never ran: it was no iteration (and a run that fails so at its
+                # first leaves nothing behind).
+                self._writer.drop_iteration(ctx.record, record)
+                if log_path is not None and not tap.written:
+                    _remove_empty_log(log_path)
+                raise
+            self._writer.set_log_size(record, tap.written, tap.dropped)
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
+        self._writer.set_log_size(record, tap.written, tap.dropped)
         changed = None
         if before is not None and probe is not None:
             after = probe()
@@ -230,6 +243,26 @@ class StepLoop:
         self.results.append(result)
         ctx.reporter.iteration_ended(result)
         return result
+
+    def _tap(self, monitor: Monitor, log_path: Path | None) -> OutputTap:
+        """The iteration's output tap, bounded by what is left of both log limits."""
+        ctx, limits = self.ctx, self.ctx.log_limits
+        limit = limits.iteration
+        what = f"the log limit of {_size(limit)} per iteration (maxLogBytes, FKS_MAX_LOG_BYTES)"
+        if ctx.run is not None:
+            left = limits.run - ctx.run.record.log_bytes
+            if left < limit:
+                limit = max(0, left)
+                what = f"the run's log limit of {_size(limits.run)} (maxRunLogBytes, FKS_MAX_RUN_LOG_BYTES)"
+        return OutputTap(
+            monitor=monitor,
+            reporter=ctx.reporter,
+            stream_json=ctx.agent.stream_json,
+            secrets=ctx.secrets,
+            log_path=log_path,
+            limit=limit,
+            what=what,
+        )
 
     def _seen(
         self, number: int, status: ExecResult, monitor: Monitor, guard: Guard, budget: Budget | None
@@ -252,7 +285,7 @@ class StepLoop:
         return Guard(execution, budget=budget, stall_after=stall if stall and stall > 0 else None)
 
     def _classify(
-        self, seen: Seen, started: datetime, tap: _OutputTap, changed: bool | None
+        self, seen: Seen, started: datetime, tap: OutputTap, changed: bool | None
     ) -> IterationResult:
         loop = self.ctx.step.loop
         end = ending(seen)
@@ -283,6 +316,18 @@ def _estimated(seen: Seen) -> ClaudeStats | None:
     return ClaudeStats(cost_usd=seen.running_cost) if seen.running_cost > 0 else None
 
 
+def _remove_empty_log(path: Path) -> None:
+    """An iteration's empty log file, and its step's folder if nothing else is in it."""
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
+
+
+def _agent_ran(exc: Exception) -> bool:
+    """Whether the agent ran before `exc` (the container started, but not its agent: no)."""
+    return not isinstance(exc, AgentNotFoundError)
+
+
 def _claude_stats(result: Result) -> ClaudeStats:
     return ClaudeStats(
         cost_usd=result.cost_usd,
@@ -296,59 +341,13 @@ def _claude_stats(result: Result) -> ClaudeStats:
     )
 
 
-def _error_tail(tap: _OutputTap, result: Result | None) -> str | None:
+def _error_tail(tap: OutputTap, result: Result | None) -> str | None:
     return tap.stderr_tail() or (result.text if result and result.is_error else None)
 
 
-class _OutputTap:
-    """Masks an iteration's output, writes it to the log as it arrives, feeds monitor and screen."""
-
-    def __init__(self, ctx: StepContext, monitor: Monitor, log_path: Path | None) -> None:
-        self._ctx = ctx
-        self._monitor = monitor
-        self._log_path = log_path
-        self._log: IO[bytes] | None = None
-        self._maskers: dict[Stream, Masker] = {
-            "stdout": Masker(ctx.secrets),
-            "stderr": Masker(ctx.secrets),
-        }
-        self._stderr_tail = b""
-        self._exit = contextlib.ExitStack()
-
-    def __enter__(self) -> _OutputTap:
-        if self._log_path is not None:
-            # Unbuffered: a crash or kill -9 leaves everything written so far on disk.
-            self._log = self._exit.enter_context(self._log_path.open("ab", buffering=0))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._exit.close()
-
-    def feed(self, stream: Stream, chunk: bytes) -> None:
-        self._emit(stream, self._maskers[stream].feed(chunk))
-
-    def finish(self) -> None:
-        for stream, masker in self._maskers.items():
-            self._emit(stream, masker.finish())
-        self._show(self._monitor.finish())
-
-    def _emit(self, stream: Stream, data: bytes) -> None:
-        if not data:
-            return
-        if self._log is not None:
-            self._log.write(data)
-        events = self._monitor.feed(stream, data)
-        if self._ctx.agent.stream_json and stream == "stdout":
-            self._show(events)
-        else:
-            self._ctx.reporter.output(stream, data)
-        if stream == "stderr":
-            self._stderr_tail = (self._stderr_tail + data)[-_ERROR_TAIL_BYTES:]
-
-    def _show(self, events: Sequence[Event]) -> None:
-        if events:
-            self._ctx.reporter.events(events)
-
-    def stderr_tail(self) -> str | None:
-        text = self._stderr_tail.decode("utf-8", "replace").strip()
-        return "\n".join(text.splitlines()[-20:]) or None
+def _size(size: int) -> str:
+    """Bytes in the unit a user would set them in (`100 MiB`, `1 GiB`, `2000 bytes`)."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"

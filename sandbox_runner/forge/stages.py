@@ -18,6 +18,7 @@ from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
 from sandbox_runner.engine.guards import Budget
 from sandbox_runner.engine.loop import StepContext, StepLoop
 from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.engine.tap import LogLimits
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
@@ -85,6 +86,7 @@ class ForgeContext:
     stall_after: float | None = None
     """Seconds without output before a stage's agent is stopped as stalled (None: never)."""
     merge_lock: Path | None = None
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
     @property
     def project(self) -> Path:
@@ -246,6 +248,7 @@ class TaskStages:
             budget=self.budget,
             stall_after=self.ctx.stall_after,
             after_iteration=prepared.after_iteration,
+            log_limits=self.ctx.log_limits,
         )
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:

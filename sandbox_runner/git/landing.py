@@ -113,8 +113,55 @@ def _move_base(
     if checkout is None:
         git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
         return Landing(merged=True, commit=new, fast_forward=fast_forward)
-    try:
-        git(checkout, "merge", "-q", "--ff-only", "--no-edit", new, env=env)
-    except GitError as exc:
-        return Landing(merged=False, blocked=str(exc))
+    done = run_git(checkout, "merge", "-q", "--ff-only", "--no-edit", new, env=env)
+    if done.returncode != 0:
+        return Landing(merged=False, blocked=_why_blocked(done.stderr.decode("utf-8", "replace")))
     return Landing(merged=True, commit=new, fast_forward=fast_forward)
+
+
+def _why_blocked(stderr: str) -> str:
+    """One line from git's refusal to update a checkout: which of the user's files are in the
+    way (git lists them one per line, after a tab, under a heading saying what kind they are),
+    and what to do about them."""
+    found: dict[str, list[str]] = {"uncommitted": [], "untracked": []}
+    kind = "uncommitted"
+    for line in stderr.splitlines():
+        if line.startswith("\t"):
+            found[kind].append(line.strip())
+        elif "would be overwritten" in line:
+            kind = "untracked" if "untracked" in line else "uncommitted"
+    parts = []
+    if found["uncommitted"]:
+        parts.append(f"uncommitted changes to {_few(found['uncommitted'])}")
+    if found["untracked"]:
+        many = "s" if len(found["untracked"]) > 1 else ""
+        parts.append(f"untracked file{many} {_few(found['untracked'])}")
+    if not parts:
+        text = " / ".join(line.strip() for line in stderr.splitlines() if line.strip())
+        return f"git merge --ff-only failed: {text[:300] or 'no output'}"
+    return f"it would overwrite your {' and your '.join(parts)}; commit, stash or move them"
+
+
+def _few(paths: Sequence[str], shown: int = 3) -> str:
+    names = [_printable(p if len(p) <= 120 else p[:119] + "…") for p in paths[:shown]]
+    more = len(paths) - shown
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _printable(name: str) -> str:
+    """A path the agent named, safe to show: controls, bidi and other format characters
+    escaped (then it is quoted)."""
+    import unicodedata
+
+    if not any(unicodedata.category(c) in _HIDDEN for c in name):
+        return name
+    shown = "".join(
+        (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) in _HIDDEN
+        else c
+        for c in name
+    )
+    return f'"{shown}"'
+
+
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Co", "Cn"))

@@ -119,6 +119,18 @@ def dirty_outside_tasks(path: Path) -> list[str]:
     return [p for p in dirty_tracked(path) if not p.startswith(TASK_FILES)]
 
 
+def not_committed(repo: Repo, commit: str, path: Path) -> str | None:
+    """Why `path` (in `repo`'s work tree) is not in `commit` and how to fix that; None: it is."""
+    rel = path.relative_to(repo.top).as_posix()
+    if git_ok(repo.top, "cat-file", "-e", f"{commit}:{rel}"):
+        return None
+    if git_ok(repo.top, "ls-files", "--error-unmatch", "--", rel):
+        return f"{rel} is tracked in this checkout only; commit it on '{commit}'"
+    if git_ok(repo.top, "check-ignore", "-q", "--", rel):
+        return f"{rel} is ignored by .gitignore; add it anyway and commit it (git add -f {rel} && git commit)"
+    return f"{rel} is untracked; commit it (git add {rel} && git commit)"
+
+
 def identity_env(repo: Repo) -> dict[str, str]:
     """The user's git identity (for commits fks makes and the agent's), with a fallback."""
     name = (

@@ -284,6 +284,12 @@ class ForgeConfig(_Model):
     )
     """Seconds an iteration may go without any output before fks stops it as stalled (default
     1200; 0: never)."""
+    max_log_bytes: _Int | None = Field(default=None, alias="maxLogBytes", gt=0)
+    """Bytes of output one iteration's log keeps (default 100 MiB); the rest is dropped and
+    counted in the run record. FKS_MAX_LOG_BYTES overrides it."""
+    max_run_log_bytes: _Int | None = Field(default=None, alias="maxRunLogBytes", gt=0)
+    """Bytes of output all of a run's logs keep together (default 1 GiB).
+    FKS_MAX_RUN_LOG_BYTES overrides it."""
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
 

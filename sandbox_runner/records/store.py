@@ -93,6 +93,11 @@ class IterationRecord(_Record):
     """Requests refused to destinations not in `denied`."""
     note: str | None = None
     """Why it ended, with the fix, as fks showed it (turn limit, credentials, budget, stall…)."""
+    log_bytes: int = 0
+    """Bytes written to `log`: the output, and fks's notes where it was cut."""
+    log_dropped: int = 0
+    """Bytes of output not kept in `log` (nor shown): past the log limit of an iteration
+    (maxLogBytes) or of the run (maxRunLogBytes). 0: the log holds all of it."""
 
 
 class StepRecord(_Record):
@@ -186,6 +191,11 @@ class RunRecord(_Record):
     @property
     def cost_usd(self) -> float:
         return sum(s.cost_usd for s in self.steps)
+
+    @property
+    def log_bytes(self) -> int:
+        """Bytes the run's iteration logs hold (what counts against maxRunLogBytes)."""
+        return sum(it.log_bytes for s in self.steps for it in s.iterations)
 
     @property
     def steps_done(self) -> int:
@@ -370,9 +380,20 @@ class RecordWriter:
         step.iterations.append(iteration)
         self.save()
 
+    def drop_iteration(self, step: StepRecord, iteration: IterationRecord) -> None:
+        """An iteration whose agent never started: it is forgotten."""
+        if step.iterations and step.iterations[-1] is iteration:
+            step.iterations.pop()
+            self.save()
+
     def set_container(self, iteration: IterationRecord, container_id: str | None) -> None:
         """The iteration's container (saved when the iteration ends)."""
         iteration.container_id = container_id
+
+    def set_log_size(self, iteration: IterationRecord, written: int, dropped: int) -> None:
+        """How much of the iteration's output its log holds (saved when the iteration ends)."""
+        iteration.log_bytes = written
+        iteration.log_dropped = dropped
 
     def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
         """An iteration cut short; one cut by Ctrl-C is not counted (`--resume` runs it again)."""

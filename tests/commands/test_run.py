@@ -371,3 +371,21 @@ def test_help_lists_commands() -> None:
     ):
         assert verb in res.stdout
     assert "--dry-run" in fks("run", "--help").stdout
+
+
+def test_a_run_whose_agent_cannot_start_leaves_no_record(project: Path) -> None:
+    agent = project / "agent.sh"
+    agent.write_text("#!/opt/no-such-interpreter\n")
+    agent.chmod(0o755)
+    res = fks("run", "./agent.sh:2", cwd=project)
+    assert res.code == 2, res.output
+    assert "cannot run" in res.stderr and "Traceback" not in res.output
+    runs = project / ".forge" / "runs"
+    assert not runs.exists() or not any(runs.iterdir())
+    res = fks("run", "fake -> ./agent.sh", cwd=project)  # a later step: the run is kept
+    assert res.code == 2, res.output
+    (run_dir,) = runs.iterdir()
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert [s["status"] for s in rec["steps"]] == ["complete", "failed"]
+    assert rec["steps"][1]["iterations"] == []  # its agent never ran
+    assert [p.name for p in run_dir.iterdir() if p.is_dir()] == ["01-fake"]

@@ -44,7 +44,7 @@ from sandbox_runner.backends.docker.workspace import (
     remove_run_proxy_volumes,
     volume_name,
 )
-from sandbox_runner.errors import FksError, SandboxError, WorkspaceError
+from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import (
@@ -56,6 +56,7 @@ from sandbox_runner.git.repo import (
     exclude_forge_dir,
     identity_env,
     leftover_ref,
+    not_committed,
     open_repo,
     require_base,
     rev,
@@ -218,6 +219,7 @@ class SandboxBackend:
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
+            self._check_committed(step)
             if self._engine is not None:
                 self._check_remote(step)
             elif self.resolve(step).stream_json:
@@ -255,6 +257,23 @@ class SandboxBackend:
                     f"step '{step.agent}' runs Claude in a container, which needs credentials from the host: "
                     "set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (or ANTHROPIC_BASE_URL for a gateway)"
                 )
+
+    def _check_committed(self, step: Step) -> None:
+        """An agent given as a path in the repository runs from the step's workspace, which
+        holds exactly the base's last commit: it must be in it."""
+        agent = self.resolve(step)
+        program = Path(agent.program)
+        if agent.kind != "binary" or not program.is_absolute():
+            return
+        repo, base, _relative = self._step_repo(agent)
+        if not program.is_relative_to(repo.top):
+            return
+        why = not_committed(repo, base, program)
+        if why is not None:
+            raise AgentNotFoundError(
+                f"agent '{step.agent}' is not in the last commit of '{base}', and the sandbox's "
+                f"workspace holds only what is: {why}"
+            )
 
     @property
     def _swarm(self) -> bool:
@@ -359,10 +378,21 @@ class SandboxBackend:
             with deferred_signals():
                 if self._swarm:
                     self._leave_swarm(run.record.id)
-                for workspace in self._workspaces.values():
-                    if workspace.name not in self._kept:
-                        workspace.remove()
-                        drop_run_refs(workspace.repo, run.record.id)
+                done = [w for w in self._workspaces.values() if w.name not in self._kept]
+                for workspace in done:
+                    drop_run_refs(workspace.repo, run.record.id)
+                self._remove_workspaces(done)
+
+    def _remove_workspaces(self, done: list[VolumeWorkspace]) -> None:
+        """The run's finished workspaces: on the local engine removed in the background (Docker
+        takes seconds to delete a large checkout); elsewhere, with what was shipped there, now."""
+        from sandbox_runner.backends.docker.reaper import remove_in_background
+
+        local = self._engine is None and all(w.shipped is None for w in done)
+        if local and remove_in_background([w.name for w in done]):
+            return
+        for workspace in done:
+            workspace.remove()
 
     def _leave_swarm(self, run_id: str) -> None:
         """The run's services, and its volumes on every node (a swarm keeps no workspace for
@@ -394,7 +424,8 @@ class SandboxBackend:
             lines.append(f"  fks review {self._run.record.id}")
         if record.workspace and record.workspace in self._kept:
             lines.append(
-                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean removes it)"
+                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
+                "what is uncommitted in it to the branch, then removes it)"
             )
         return lines
 
@@ -506,55 +537,55 @@ class SandboxBackend:
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
         self._start_branch(record, repo, base, branch, workspace, resumed=resumed)
-
-        agent = self._container_agent(host_view, repo, relative)
-        env = self._env(agent, settings, repo)
-        mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
-        container = container_settings(image, mounts, _labels(run_id, index, repo), settings, user)
-        proxy = self._egress(agent, settings, repo)
-        if proxy is not None:
-            container, env = _through_proxy(proxy, container, env, settings.env)
-        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
-            sandbox = WorkspaceSandbox(
-                self._client,
-                container,
-                workspace,
-                branch=branch,
-                leftover=leftover_ref(run_id, index),
-                scratch=Path(scratch),
-                new_step=not resumed,
-                warm=self._warm(settings, step),
+        with _dropped_on_early_failure(repo, branch, record, resumed=resumed):
+            agent = self._container_agent(host_view, repo, relative)
+            env = self._env(agent, settings, repo)
+            mounts, user = self._mounts(agent, settings, workspace), self._users.get(image)
+            container = container_settings(
+                image, mounts, _labels(run_id, index, repo), settings, user
             )
-            if resumed and workspace.exists():
-                self._salvage(sandbox, env, record, "the killed run had not saved yet")
-            workspace.ensure()
-            self._kept.discard(workspace.name)
-            try:
-                with closing(sandbox):
-                    yield PreparedStep(
-                        agent=agent,
-                        sandbox=sandbox,
-                        env=env,
-                        timeout=settings.timeout or DEFAULT_TIMEOUT,
-                        after_iteration=lambda result: self._after_iteration(
-                            sandbox, env, result, proxy
-                        ),
-                        land=lambda outcome: self._land(
-                            index, step, record, sandbox, outcome, proxy
-                        ),
-                    )
-            except BaseException as exc:
-                if isinstance(exc, Exception) and not resumed and not record.iterations:
-                    # Failed before its first iteration: nothing started, nothing is kept.
-                    delete_branch(repo, branch)
+            proxy = self._egress(agent, settings, repo)
+            if proxy is not None:
+                container, env = _through_proxy(proxy, container, env, settings.env)
+            with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
+                sandbox = WorkspaceSandbox(
+                    self._client,
+                    container,
+                    workspace,
+                    branch=branch,
+                    leftover=leftover_ref(run_id, index),
+                    scratch=Path(scratch),
+                    new_step=not resumed,
+                    warm=self._warm(settings, step),
+                )
+                if resumed and workspace.exists():
+                    self._salvage(sandbox, env, record, interrupted=False)
+                workspace.ensure()
+                self._kept.discard(workspace.name)
+                try:
+                    with closing(sandbox):
+                        yield PreparedStep(
+                            agent=agent,
+                            sandbox=sandbox,
+                            env=env,
+                            timeout=settings.timeout or DEFAULT_TIMEOUT,
+                            after_iteration=lambda result: self._after_iteration(
+                                sandbox, env, result, proxy
+                            ),
+                            land=lambda outcome: self._land(
+                                index, step, record, sandbox, outcome, proxy
+                            ),
+                        )
+                except BaseException as exc:
+                    if isinstance(exc, Exception) and not resumed and not record.iterations:
+                        raise  # failed before its first iteration: nothing is kept
+                    # Interrupted or failed mid-step: keep what the agent committed so far, and its
+                    # workspace as it is (for --resume).
+                    if self._keep_interrupted:
+                        self._kept.add(workspace.name)
+                    with deferred_signals():
+                        self._salvage(sandbox, env, record, interrupted=True)
                     raise
-                # Interrupted or failed mid-step: keep what the agent committed so far, and its
-                # workspace as it is (for --resume).
-                if self._keep_interrupted:
-                    self._kept.add(workspace.name)
-                with deferred_signals():
-                    self._salvage(sandbox, env, record, "of the interrupted iteration")
-                raise
 
     def _warm(self, settings: SandboxSettings, step: Step) -> int:
         """With warm containers, the step's iterations (no more containers are made; a resumed
@@ -603,11 +634,18 @@ class SandboxBackend:
         return mounts
 
     def _salvage(
-        self, sandbox: WorkspaceSandbox, env: dict[str, str], record: StepRecord, why: str
+        self,
+        sandbox: WorkspaceSandbox,
+        env: dict[str, str],
+        record: StepRecord,
+        *,
+        interrupted: bool,
     ) -> None:
-        """Import what a workspace holds that its branch has not got yet."""
+        """Import the commits a workspace holds that its branch has not got yet: those of the
+        iteration just stopped (`interrupted`), or those a killed run had not saved."""
         assert record.branch is not None
         repo = sandbox.workspace.repo
+        whose = "the stopped iteration" if interrupted else "the killed run"
         before = _safe_rev(repo, record.branch)
         try:
             sandbox.export_now(env)
@@ -615,13 +653,19 @@ class SandboxBackend:
         except FksError as exc:
             synced = Synced(error=str(exc))
         if synced.error and self._reporter is not None:
-            self._reporter.warn(
-                f"could not save the interrupted iteration's commits: {synced.error}"
-            )
+            self._reporter.warn(f"could not save the commits of {whose}: {synced.error}")
         self._writer.set_head(record, _safe_rev(repo, record.branch))
-        if record.head_commit != before and self._reporter is not None:
+        if self._reporter is None:
+            return
+        if record.head_commit != before:
+            saved = "Saved the commits of" if interrupted else "Kept the commits"
             self._reporter.info(
-                f"Kept the commits the killed run had not saved yet on {record.branch}"
+                f"{saved} {whose}{'' if interrupted else ' had not saved yet'} on {record.branch}"
+            )
+        if interrupted and _safe_rev(repo, sandbox.leftover) is not None:
+            self._reporter.info(
+                "The files it left uncommitted stay in its workspace: fks run --resume goes on "
+                f"with them, fks clean commits them to {record.branch}"
             )
 
     def _after_iteration(
@@ -746,7 +790,11 @@ class SandboxBackend:
             return replace(outcome, complete=False, reason="merge_conflict")
         if landing.blocked:
             if reporter is not None:
-                reporter.warn(f"could not update '{base}' with {branch}: {landing.blocked}")
+                run = self._run.record.id if self._run is not None else "last"
+                reporter.warn(
+                    f"could not update '{base}' with {branch}: {landing.blocked}, then "
+                    f"continue with: fks run --resume {run} (or: git merge {branch})"
+                )
             return replace(outcome, complete=False, reason="merge_blocked")
         if reporter is not None and landing.nothing_new:
             reporter.info(f"Nothing new on {branch} to merge into '{base}'")
@@ -754,6 +802,20 @@ class SandboxBackend:
             how = "fast-forward" if landing.fast_forward else "merge commit"
             reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
         return outcome
+
+
+@contextmanager
+def _dropped_on_early_failure(
+    repo: Repo, branch: str, record: StepRecord, *, resumed: bool
+) -> Iterator[None]:
+    """A new step's branch is deleted again if the step fails before its first iteration
+    (preparing its workspace, its proxy, or starting its agent): nothing is left of it."""
+    try:
+        yield
+    except Exception:
+        if not resumed and not record.iterations:
+            delete_branch(repo, branch)
+        raise
 
 
 def _through_proxy(

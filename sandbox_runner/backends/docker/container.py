@@ -29,6 +29,12 @@ LABEL_RUN = "fks.run"
 LABEL_STEP = "fks.step"
 LABEL_PID = "fks.pid"
 LABEL_REPO = "fks.repo"
+# What Docker itself keeps of a container's output on the host's disk (fks reads it from the
+# attached stream, and bounds its own logs): a little, rotated, whatever the daemon's default.
+BOUNDED_DOCKER_LOG: dict[str, Any] = {
+    "type": "json-file",
+    "config": {"max-size": "1m", "max-file": "1"},
+}
 _QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _STOP_GRACE = 2
 
@@ -308,6 +314,7 @@ class DockerSandbox:
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "init": True,
+            "log_config": BOUNDED_DOCKER_LOG,
             "tty": False,
             "stdin_open": False,
             "detach": True,

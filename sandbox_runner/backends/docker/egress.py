@@ -365,6 +365,9 @@ class EgressProxy:
             "mem_limit": "256m",
             "pids_limit": 256,
             "detach": True,
+            # Its log lines (one per request the agent makes) are read as they come: Docker
+            # keeps a bounded, rotated few on the host's disk.
+            "log_config": {"type": "json-file", "config": {"max-size": "16m", "max-file": "2"}},
         }
         if self._network in ("bridge", "host"):
             kwargs["network_mode"] = self._network

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FKS, Result, fks, git, init_repo, write_config
+from helpers import FKS, Result, eventually_none, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -113,7 +113,7 @@ def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
     assert step["branch"] in branches(repo)
     assert step["merged"] is True and step["merge_commit"] == git(repo, "rev-parse", "main")
     assert git(repo, "rev-parse", step["branch"]) == git(repo, "rev-parse", "main")  # fast-forward
-    assert volumes(rec["id"]) == []  # the workspace went with the run
+    eventually_none(lambda: volumes(rec["id"]), "the workspace")  # it went with the run
     assert git(repo, "worktree", "list").count("\n") == 0  # only the main work tree
     assert containers(rec["id"]) == []
     assert all(it["container_id"] for it in step["iterations"])
@@ -150,7 +150,7 @@ def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
     ]
     assert f"Branch kept for review: {step['branch']}" in res.stdout
     assert f"log --stat main..{step['branch']}" in res.stdout
-    assert volumes(rec["id"]) == []  # workspace removed, branch kept
+    eventually_none(lambda: volumes(rec["id"]), "the workspace")  # removed, branch kept
     assert containers(rec["id"]) == []
 
 
@@ -197,10 +197,15 @@ def test_work_changed_in_the_second_of_its_commit_is_not_lost(repo: Path) -> Non
 
 
 def run_with_user_commit(
-    repo: Path, flags: Path, dsl: str, edit: dict[str, str]
+    repo: Path,
+    flags: Path,
+    dsl: str,
+    edit: dict[str, str],
+    dirty: dict[str, str] | None = None,
 ) -> tuple[int, str, str, str]:
     """Start `fks run DSL --sandbox`; once its container runs, commit `edit` on main as the user
-    would, then let the agent finish (it waits for `flags/go`). Returns (code, out, err, user tip)."""
+    would (and write `dirty`, uncommitted), then let the agent finish (it waits for
+    `flags/go`). Returns (code, out, err, user tip)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
         cwd=repo,
@@ -217,6 +222,8 @@ def run_with_user_commit(
         git(repo, "add", *edit)
         git(repo, "commit", "-qm", "the user's own work during the run")
         user_tip = git(repo, "rev-parse", "main")
+        for name, content in (dirty or {}).items():
+            (repo / name).write_text(content)
         (flags / "go").touch()
         out, err = proc.communicate(timeout=120)
     finally:

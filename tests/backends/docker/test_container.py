@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import fks, git
+from helpers import eventually_none, fks, git
 from test_backend import (
     add_script,
     branches,
@@ -28,7 +28,8 @@ def nothing_started(repo: Path) -> None:
     """No run record, no step branch, no workspace volume, no container."""
     assert not (repo / ".forge" / "runs").exists() or not any((repo / ".forge" / "runs").iterdir())
     assert branches(repo) == ["main"]
-    assert of_repo("volume", repo) == [] and of_repo("ps", repo) == []
+    assert of_repo("ps", repo) == []
+    eventually_none(lambda: of_repo("volume", repo), "the workspace")
 
 
 @pytest.mark.parametrize(

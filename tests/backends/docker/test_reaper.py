@@ -1,0 +1,98 @@
+"""A finished run's workspace volume is removed after fks has returned, not before: fks does not
+wait for Docker to delete the checkout. What a killed remover leaves, `fks clean` removes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import FKS, eventually_none, fks
+from test_backend import add_script, configure, record, repo, volumes, waiting_agent
+
+pytestmark = pytest.mark.docker
+__all__ = ["repo"]  # the fixture, shared with test_backend
+
+IMAGE = "fks-agent:latest"
+
+
+def run_holding_the_workspace(repo: Path, tmp_path: Path) -> tuple[str, str, str]:
+    """`fks run` whose workspace volume another container (not fks's) holds when the run ends,
+    so it cannot be removed yet: (run id, volume, holder container)."""
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    add_script(repo, "wait.sh", waiting_agent(flags, "echo working"))
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    proc = subprocess.Popen(
+        [FKS, "run", "./scripts/wait.sh:2", "--sandbox"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    holder = ""
+    try:
+        eventually_none(lambda: [] if _agent_working(repo) else ["no agent"], "the run")
+        rec = record(repo)
+        volume = rec["steps"][0]["workspace"]
+        hold = ["docker", "run", "-d", "--rm", "--network", "none", "-v", f"{volume}:/held"]
+        holder = subprocess.run(
+            [*hold, IMAGE, "sleep", "600"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        (flags / "go").touch()
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert "[fks] Complete after 1 iteration" in out
+    return rec["id"], volume, holder
+
+
+def _agent_working(repo: Path) -> bool:
+    """The agent runs: its workspace volume is there, made by fks."""
+    return any("working" in p.read_text() for p in repo.glob(".forge/runs/*/01-*/001.log"))
+
+
+def test_fks_returns_before_the_workspace_is_removed(repo: Path, tmp_path: Path) -> None:
+    run_id, volume, holder = run_holding_the_workspace(repo, tmp_path)
+    try:
+        assert volumes(run_id) == [volume]  # fks did not wait for it: it is still in use
+    finally:
+        subprocess.run(["docker", "rm", "-f", holder], capture_output=True, check=False)
+    eventually_none(lambda: volumes(run_id), "the workspace")  # removed once it is free
+
+
+def test_clean_removes_what_a_killed_remover_left(repo: Path, tmp_path: Path) -> None:
+    run_id, volume, holder = run_holding_the_workspace(repo, tmp_path)
+    try:
+        (remover,) = _removers(volume)
+        os.kill(remover, signal.SIGKILL)
+    finally:
+        subprocess.run(["docker", "rm", "-f", holder], capture_output=True, check=False)
+    assert volumes(run_id) == [volume]
+    res = fks("clean", cwd=repo)
+    assert res.code == 0, res.output
+    assert f"removed workspace volume {volume}" in res.stdout
+    assert volumes(run_id) == []
+
+
+def _removers(volume: str) -> list[int]:
+    """The processes removing `volume` in the background (found by their command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"sandbox_runner.backends.docker.reaper" in argv and volume.encode() in argv:
+            found.append(int(entry.name))
+    return found

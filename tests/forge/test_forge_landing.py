@@ -1,0 +1,46 @@
+"""Landing a forge task goes the way a run's step lands: a merge blocked by the user's own files
+names them and says what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import git
+from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
+
+from sandbox_runner.forge.worker import process_task
+
+__all__ = ["repo"]  # the fixture
+
+
+def test_a_landing_blocked_by_untracked_files_names_them(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "pages", capsys)
+    (repo / "x.md").write_text("mine\n")
+    ctx, _ = context(repo, [answer(ANALYSIS), commit({"x.md": "agent\n"}), answer(APPROVED)])
+    before = git(repo, "rev-parse", "main")
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    assert item.error == (
+        "could not land: it would overwrite your untracked file x.md; commit, stash or move them"
+    )
+    assert git(repo, "rev-parse", "main") == before
+    assert (repo / "x.md").read_text() == "mine\n"
+
+
+def test_hostile_file_names_in_a_blocked_landing_are_quoted(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent chose the names git lists: escapes and bidi controls come out escaped."""
+    task_id = new_task(repo, "evil", capsys)
+    name = "evil\x1b[2J\u202egpj.md"
+    (repo / name).write_text("mine\n")
+    ctx, _ = context(repo, [answer(ANALYSIS), commit({name: "agent\n"}), answer(APPROVED)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    error = item.error or ""
+    assert error.startswith("could not land: it would overwrite your untracked file ")
+    assert "\x1b" not in error and "\u202e" not in error
+    assert '"evil?[2J\\u202egpj.md"' in error  # git itself shows the ESC as ?
