@@ -197,12 +197,7 @@ class StepLoop:
         ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
 
         budget = ctx.budget() if ctx.budget is not None else None
-        argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
-        if budget is not None and ctx.agent.stream_json:
-            argv += budget.claude_flag()
-        spec = ExecSpec(
-            tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
-        )
+        spec = self._spec(budget)
         monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
         probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
         before = probe() if probe else None
@@ -243,6 +238,16 @@ class StepLoop:
         self.results.append(result)
         ctx.reporter.iteration_ended(result)
         return result
+
+    def _spec(self, budget: Budget | None) -> ExecSpec:
+        """What the iteration runs: the agent's command (with what is left of the budget)."""
+        ctx = self.ctx
+        argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
+        if budget is not None and ctx.agent.stream_json:
+            argv += budget.claude_flag()
+        return ExecSpec(
+            tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
+        )
 
     def _tap(self, monitor: Monitor, log_path: Path | None) -> OutputTap:
         """The iteration's output tap, bounded by what is left of both log limits."""
