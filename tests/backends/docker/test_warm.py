@@ -15,7 +15,7 @@ from typing import Any
 
 import docker
 import pytest
-from helpers import FKS, fks
+from helpers import FKS, agent_lines, fks
 from test_backend import (
     add_script,
     configure,
@@ -148,7 +148,8 @@ def test_command_env_and_prompt_arrive_verbatim_and_prompt_is_read_each_iteratio
     prompt.write_text("second " + odd)  # the next iteration's container is waiting already
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
-    assert f"arg<first {odd}>" in out and f"arg<second {odd}>" in out, out
+    said = "\n".join(agent_lines(out))  # each line of the agent's carries fks's prefix
+    assert f"arg<first {odd}>" in said and f"arg<second {odd}>" in said, out
     assert out.count(f"env {hashlib.sha256(secret.encode()).hexdigest()}") == 2, out
     assert "PWNED" not in out
     assert of_repo("ps", repo) == []
