@@ -64,6 +64,14 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
             blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {records}/ "
             "holds fks's run records (a merge would replace them); review the branch and merge by hand",
         )
+    if measured.attributes:
+        changed = _few(measured.attributes, shown=1)
+        return Landing(
+            merged=False,
+            blocked=f"it changes {changed}{' and more' if len(measured.attributes) > 1 else ''}, "
+            "which changes what git writes on checkout beyond what fks measured; review the "
+            "branch and merge by hand",
+        )
     return _move_base(repo, base, base_tip, merged, message, env, fast_forward=fast_forward)
 
 

@@ -63,6 +63,13 @@ class Measured:
     """The limit crossed (reading stopped there), as a reason for the user."""
     owned: tuple[str, ...] = ()
     """Up to two changed paths under fks's records directory."""
+    attributes: tuple[str, ...] = ()
+    """Up to two `.gitattributes` files added, changed or removed: they change what git writes
+    for a blob on checkout (`ident`, `eol=crlf`, `working-tree-encoding=UTF-32LE` turn a blob
+    measured at 60 KB into 2.3 MB of file), so what was measured would not bound it."""
+
+
+ATTRIBUTES = ".gitattributes"
 
 
 def measure(repo: Repo, old: str, new: str, limits: MergeLimits, records: str) -> Measured:
@@ -74,7 +81,7 @@ def measure(repo: Repo, old: str, new: str, limits: MergeLimits, records: str) -
             found = walk.diff(walk.objects.tree_of(old), walk.objects.tree_of(new), 1)
         except _Over as over:
             return Measured(over=str(over))
-    return Measured(owned=found.owned)
+    return Measured(owned=found.owned, attributes=found.attributes)
 
 
 class _Over(Exception):
@@ -105,6 +112,7 @@ class _Stats:
     depth: int = 0
     longest: int = 0
     owned: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()
 
 
 Entry = tuple[bytes, bytes, str]
@@ -211,6 +219,9 @@ class _Walk:
         """`total` with entry `name` (what `child` writes) added; _Over at a limit crossed."""
         text = name.decode("utf-8", "replace")
         owned = (text,) if _is(text, self._records) else tuple(f"{text}/{p}" for p in child.owned)
+        attributes = (
+            (text,) if _is(text, ATTRIBUTES) else tuple(f"{text}/{p}" for p in child.attributes)
+        )
         longest = len(name) + (1 + child.longest if child.longest else 0)
         added = _Stats(
             files=total.files + child.files,
@@ -218,6 +229,7 @@ class _Walk:
             depth=max(total.depth, child.depth),
             longest=max(total.longest, longest),
             owned=(*total.owned, *owned)[:2],
+            attributes=(*total.attributes, *attributes)[:2],
         )
         limits = self._limits
         if added.files > limits.files:

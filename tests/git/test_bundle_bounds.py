@@ -234,6 +234,36 @@ def test_paths_no_system_can_make_do_not_land_even_on_a_base_not_checked_out(
     before.check(objects_added=True)
 
 
+@pytest.mark.parametrize("where", [".gitattributes", "sub/.gitattributes"])
+def test_attributes_that_blow_up_a_checkout_do_not_land(
+    repo: Path, tmp_path: Path, where: str
+) -> None:
+    """`ident`, `eol=crlf` and `working-tree-encoding=UTF-32LE` make git write 2.3 MB for a
+    blob of 60 KB: a step that adds, changes or removes a `.gitattributes` never lands by
+    itself, so the limits bound what a checkout writes."""
+    rules = b"*.txt ident text eol=crlf working-tree-encoding=UTF-32LE\n"
+
+    def blow_up(agent: Path, base_tree: str) -> str:
+        big = blob(agent, b"$Id$\n" * 12_000)
+        folder = f"100644 blob {blob(agent, rules)}\t.gitattributes"
+        if where == ".gitattributes":
+            entries = git(agent, "ls-tree", base_tree).splitlines()
+            return mktree(agent, [*entries, folder, f"100644 blob {big}\ta.txt"])
+        return with_folder(
+            agent, base_tree, "sub", mktree(agent, [folder, f"100644 blob {big}\ta.txt"])
+        )
+
+    bundle = agent_bundle(repo, tmp_path, blow_up)
+    before = Snapshot(repo)
+    report = land(repo, bundle, FKS_MAX_MERGE_BYTES=str(256 * 1024))
+    assert report["merged"] is False, report
+    assert f"it changes {where}, which changes what git writes on checkout" in str(
+        report["blocked"]
+    ), report
+    before.check(objects_added=True)
+    assert not (repo / "a.txt").exists() and not (repo / "sub").exists()
+
+
 # --- bundle headers ----------------------------------------------------------------------------
 
 

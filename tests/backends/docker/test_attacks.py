@@ -153,10 +153,15 @@ printf 'line 1\\nline 2\\nline 3\\nagent line\\n' > README.md
 {MARK}
 """
     res = sandbox(host.agent(body) + ":1")
-    assert res.code == 0, res.output[-3000:]
-    host.check(res, merged=True)
+    # A changed .gitattributes never lands by itself: the step is incomplete, its branch kept.
+    assert res.code == 1, res.output[-3000:]
+    assert "it changes .gitattributes, which changes what git writes on checkout" in res.output
+    host.check(res, merged=False)
+    assert not (repo / ".gitattributes").exists()
+    # Merged by hand, the user's own git with the agent's attributes runs no driver.
+    git(repo, "merge", "-q", "--ff-only", record(repo)["steps"][0]["branch"])
     assert (repo / ".gitattributes").read_text() == "* filter=pwn diff=pwn merge=pwn\n"
-    git(repo, "diff", "HEAD~1", "HEAD")  # the user's own git with the agent's attributes: no driver
+    git(repo, "diff", "HEAD~1", "HEAD")
     assert list(host.markers.iterdir()) == []
 
 
