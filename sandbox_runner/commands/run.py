@@ -404,9 +404,10 @@ def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
     if result.failed_at is None:
         return
     failed = result.steps[-1]
-    reporter.info(
-        f"Step {failed.index} ({failed.agent}) did not complete: {failed.outcome.describe()}"
-    )
+    why = failed.outcome.describe()
+    if not why.startswith("did not complete"):
+        why = f"did not complete: {why}"
+    reporter.info(f"Step {failed.index} ({failed.agent}) {why}")
     for line in backend.review_hint(failed.record):
         reporter.info(line)
     if failed.outcome.reason == "max_cost":

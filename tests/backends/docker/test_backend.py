@@ -290,6 +290,9 @@ def test_untracked_file_blocks_merge_back_with_clear_message(repo: Path) -> None
     assert (repo / "new.txt").read_text() == "user's untracked work\n"
     assert git(repo, "rev-parse", "main") == before
     assert "new.txt" in res.stdout and "untracked" in res.stdout
+    assert "untracked file new.txt; commit, stash or move it, then" in res.stdout, res.output
+    assert "did not complete: did not complete" not in res.stdout, res.output
+    assert "Step 1 (./scripts/creates.sh) did not complete after 1 iteration" in res.stdout
     step = record(repo)["steps"][0]
     assert step["reason"] == "merge_blocked" and step["branch"] in branches(repo)
 
