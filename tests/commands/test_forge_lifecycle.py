@@ -149,6 +149,7 @@ def test_land_lands_only_an_approved_branch(repo: Path, env: dict[str, str]) -> 
     assert forge(repo, env, "run", task).code == 1
     still = forge(repo, env, "land", task)
     assert still.code == 1 and "could not land" in still.stdout, still.output
+    assert still.stdout.count("kept") == 1, still.output  # the branch, said once
     (repo / f"{task}.txt").unlink()
     landed = forge(repo, env, "land", task)
     assert landed.code == 0, landed.output
