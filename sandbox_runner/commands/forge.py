@@ -410,12 +410,14 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         print("No task has been through fks forge yet (fks forge run starts the ready ones).")
         return EXIT_COMPLETE
     print(
-        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
+        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'ATTEMPTS':>8} {'COST':>9}  "
+        "BRANCH / WAITING FOR"
     )
     for i in items:
         waits = one_line(i.waiting_for or i.error or "")
         row = (
-            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
+            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>8} "
+            f"{f'${i.cost_usd:.4f}':>9}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
         print(strip_escapes(row, keep=""))

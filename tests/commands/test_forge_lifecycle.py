@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -132,6 +133,9 @@ def test_an_approved_task_whose_landing_was_blocked_lands_when_run_again(
     assert (repo / f"{task}.txt").read_text() == "the user's own, untracked\n"
     status = forge(repo, env, "status")
     assert f"fks forge land {task}" in status.stdout, status.output
+    header, row = status.stdout.splitlines()[:2]
+    assert "ATTEMPTS" in header and "$ " not in row, status.output  # costs read `$0.0000`
+    assert re.search(r" \$\d+\.\d{4}  ", row), status.output
     (repo / f"{task}.txt").unlink()
     again = forge(repo, env, "run")
     assert again.code == 0, again.output
