@@ -107,7 +107,7 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
                 "container_id": it.container_id,
                 "changed": it.changed,
                 "log": it.log,
-                "logDropped": it.log_dropped,
+                "log_dropped": it.log_dropped,
                 "claude": it.claude.model_dump() if it.claude else None,
             }
             for it in record.iterations
