@@ -275,10 +275,10 @@ def _check_numbers(options: ForgeOptions) -> None:
     if options.max_cost is not None and not (
         math.isfinite(options.max_cost) and options.max_cost > 0
     ):
-        raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost}")
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost:g}")
     task = options.max_task_cost
     if task is not None and not (math.isfinite(task) and task > 0):
-        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task}")
+        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task:g}")
     if options.parallel is not None and not 0 < options.parallel <= 64:
         raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
 

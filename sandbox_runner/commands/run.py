@@ -90,7 +90,7 @@ def run(
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
-        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost:g}")
     workdir = project_dir(cwd, config=config)
     if more and resume is None:
         raise UsageError("--more only makes sense with --resume RUN")

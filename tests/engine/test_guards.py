@@ -146,3 +146,13 @@ def test_made_up_usage_in_a_hostile_stream_counts_only_real_token_counts(
     # 500 messages of 10 input tokens and one of 20,000, at Opus' lowest price ($5/M): strings,
     # booleans, NaN, negative and nested values count as nothing.
     assert "Stopped: spent $0.1250 of --max-cost $0.1" in done.stdout, done.output
+
+
+@pytest.mark.parametrize(("value", "shown"), [("-1", "-1"), ("0", "0")])
+def test_a_budget_that_is_not_positive_is_refused_as_written(
+    repo: Path, value: str, shown: str
+) -> None:
+    done = fks("run", "worker:3", "--max-cost", value, cwd=repo)
+    assert done.code == 2, done.output
+    assert done.stderr == f"fks: --max-cost must be a positive amount of USD, got {shown}\n"
+    assert not (repo / ".forge" / "runs").exists()
