@@ -195,6 +195,8 @@ def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
     text = shown.stdout
     assert f"{task}: shown (forge-tasks: Blocked)" in text
     assert "#1 failed at integrate: 1 attempt, 0 retries, $0.0300" in text
+    # Times as fks runs and fks show write them: local, to the second, no ISO 'T' or offset.
+    assert re.search(r", \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n", text), text
     for stage in STAGES:
         assert f"  {stage} " in text
     assert "result: could not land" in text
