@@ -275,10 +275,10 @@ def _check_numbers(options: ForgeOptions) -> None:
     if options.max_cost is not None and not (
         math.isfinite(options.max_cost) and options.max_cost > 0
     ):
-        raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost}")
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {options.max_cost:g}")
     task = options.max_task_cost
     if task is not None and not (math.isfinite(task) and task > 0):
-        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task}")
+        raise UsageError(f"--max-task-cost must be a positive amount of USD, got {task:g}")
     if options.parallel is not None and not 0 < options.parallel <= 64:
         raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
 
@@ -410,12 +410,14 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         print("No task has been through fks forge yet (fks forge run starts the ready ones).")
         return EXIT_COMPLETE
     print(
-        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'TRIES':>5} {'COST':>9}  BRANCH / WAITING FOR"
+        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'ATTEMPTS':>8} {'COST':>9}  "
+        "BRANCH / WAITING FOR"
     )
     for i in items:
         waits = one_line(i.waiting_for or i.error or "")
         row = (
-            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>5} ${i.cost_usd:>8.4f}  "
+            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>8} "
+            f"{f'${i.cost_usd:.4f}':>9}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
         print(strip_escapes(row, keep=""))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from sandbox_runner.commands.forge import (
     _setup,
     run,
 )
+from sandbox_runner.commands.runs import local_time
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -193,6 +195,14 @@ def _commits(project: Path, item: WorkItem) -> list[str]:
     return out.splitlines()
 
 
+def _shown_time(stamp: object) -> str:
+    """`2026-11-25 18:40:16` in local time, as `fks runs` and `fks show` write times."""
+    try:
+        return local_time(datetime.fromisoformat(str(stamp)))
+    except ValueError:
+        return one_line(str(stamp), 40)
+
+
 def _entry_lines(entry: dict[str, Any]) -> list[str]:
     what = {"completed": f"landed ({(entry['merge_commit'] or '')[:12]})"}.get(
         entry["status"], f"{entry['status']} at {entry['stage']}"
@@ -201,7 +211,7 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         f"#{entry['seq']} {what}: {plural(entry['attempts'], 'attempt')}, "
         f"{plural(entry['retries'], 'retry', 'retries')}, "
         f"${entry['cost_usd']:.4f}, branch {entry['branch'] or '-'} from "
-        f"{(entry['start_commit'] or '-')[:12]}, {entry['updated']}"
+        f"{(entry['start_commit'] or '-')[:12]}, {_shown_time(entry['updated'])}"
     ]
     if entry["error"]:
         lines.append(f"  result: {one_line(entry['error'])}")

@@ -91,13 +91,26 @@ def list_runs(
         return EXIT_COMPLETE
     if not records:
         if _filtered(selection):
-            print(f"No run recorded in {store.root} matches --since/--status/--limit.")
+            print(f"No run recorded in {store.root} matches {_filters_given(selection)}.")
         else:
             print(f"No runs recorded in {store.root}.")
         return EXIT_COMPLETE
     print_table([row for group in groups for row in _rows(group, forge)])
     print(_totals_line(records, forge))
     return EXIT_COMPLETE
+
+
+def _filters_given(selection: RunFilter) -> str:
+    """`--status failed and --since` as the user gave them (without the values)."""
+    given = [
+        option
+        for option, value in (
+            ("--since", selection.since),
+            (f"--status {','.join(sorted(selection.statuses))}", selection.statuses),
+        )
+        if value
+    ]
+    return " and ".join(given) or "--limit"
 
 
 def _filtered(selection: RunFilter) -> bool:

@@ -89,17 +89,27 @@ def _select(
         step = record.steps[0].index
     if step is not None and not 1 <= step <= len(record.steps):
         raise UsageError(
-            f"run {record.id} has {_count(len(record.steps), 'step')}; STEP must be 1-{len(record.steps)}"
+            f"run {record.id} has {_count(len(record.steps), 'step')}; "
+            f"STEP must be {_one_to(len(record.steps))}"
         )
     selection = _Selection(step, iteration)
     if iteration is not None and not selection.pick(record) and not following:
         chosen = record.steps[step - 1] if step is not None else record.steps[0]
         numbers = sorted({it.number for it in chosen.iterations})
-        ran = f"ran iterations 1-{numbers[-1]}" if numbers else "ran no iterations"
+        ran = (
+            "ran no iterations"
+            if not numbers
+            else f"ran iteration{'' if numbers[-1] == 1 else 's'} {_one_to(numbers[-1])}"
+        )
         raise UsageError(
             f"step {chosen.index} ({chosen.agent}) of run {record.id} {ran}; there is no iteration {iteration}"
         )
     return selection
+
+
+def _one_to(n: int) -> str:
+    """`1-3`, or just `1`."""
+    return "1" if n == 1 else f"1-{n}"
 
 
 def _count(n: int, word: str) -> str:

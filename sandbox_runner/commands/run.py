@@ -90,7 +90,7 @@ def run(
 ) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
     if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
-        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost}")
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost:g}")
     workdir = project_dir(cwd, config=config)
     if more and resume is None:
         raise UsageError("--more only makes sense with --resume RUN")
@@ -404,9 +404,10 @@ def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
     if result.failed_at is None:
         return
     failed = result.steps[-1]
-    reporter.info(
-        f"Step {failed.index} ({failed.agent}) did not complete: {failed.outcome.describe()}"
-    )
+    why = failed.outcome.describe()
+    if not why.startswith("did not complete"):
+        why = f"did not complete: {why}"
+    reporter.info(f"Step {failed.index} ({failed.agent}) {why}")
     for line in backend.review_hint(failed.record):
         reporter.info(line)
     if failed.outcome.reason == "max_cost":

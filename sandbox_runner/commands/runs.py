@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+from sandbox_runner.records.results import usd_limit
 from sandbox_runner.records.store import (
     IterationRecord,
     RunRecord,
@@ -212,7 +213,7 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
         yield _field("duration", f"{span(record.started, now())} so far")
     cost = format_cost(record)
     if record.options.max_cost is not None:
-        cost += f" (limit ${record.options.max_cost:g})"
+        cost += f" (limit {usd_limit(record.options.max_cost)})"
     yield _field("cost", cost)
     yield _field("record", shown_path(run_dir / "run.json"))
     for step in record.steps:

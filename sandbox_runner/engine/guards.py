@@ -12,6 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from sandbox_runner.records.results import usd_limit
+
 DEFAULT_STALL_TIMEOUT = 1200.0
 """Seconds without output before an iteration counts as stalled and is killed (20 minutes:
 longer than Claude's longest tool call, 10 minutes)."""
@@ -48,7 +50,7 @@ class Budget:
 
     def stopped(self, spent: float) -> str:
         """`Stopped: spent $0.0612 of --max-cost $0.05`."""
-        return f"Stopped: spent ${spent:.4f} of {self.option} ${self.limit:g}"
+        return f"Stopped: spent ${spent:.4f} of {self.option} {usd_limit(self.limit)}"
 
 
 class RunningCost:

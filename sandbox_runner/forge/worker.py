@@ -54,7 +54,8 @@ class _Events:
         elif item.status == "failed":
             note = f"fks forge: failed: {item.error} (branch {item.branch})"
             self.board.set_status(item.task_id, "Blocked", note)
-            reporter.info(f"Failed: {item.error}; branch {item.branch} kept, {cost}")
+            why = (item.error or "").removesuffix("; branch kept")
+            reporter.info(f"Failed: {why}; branch {item.branch} kept, {cost}")
         elif item.status == "waiting":
             note = f"fks forge: waiting for an answer: {item.question}"
             self.board.set_status(item.task_id, "Blocked", note)

@@ -147,7 +147,11 @@ def _why_blocked(stderr: str) -> str:
     if not parts:
         text = " / ".join(line.strip() for line in stderr.splitlines() if line.strip())
         return f"git merge --ff-only failed: {text[:300] or 'no output'}"
-    return f"it would overwrite your {' and your '.join(parts)}; commit, stash or move them"
+    one = len(found["uncommitted"]) + len(found["untracked"]) == 1
+    return (
+        f"it would overwrite your {' and your '.join(parts)}; "
+        f"commit, stash or move {'it' if one else 'them'}"
+    )
 
 
 def _few(paths: Sequence[str], shown: int = 3) -> str:

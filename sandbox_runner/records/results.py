@@ -42,6 +42,12 @@ class IterationResult:
         return (self.claude.cost_usd or 0.0) if self.claude else 0.0
 
 
+def usd_limit(value: float) -> str:
+    """A budget as the user wrote it: `$0.05`, `$0.00001`, `$2` (never `$1e-05`)."""
+    text = f"{value:.8f}".rstrip("0").rstrip(".")
+    return "$" + (text if text not in ("", "0") else f"{value:.2g}")
+
+
 @dataclass(frozen=True)
 class StepOutcome:
     """How a step ended: complete or not, why, and its iterations."""
@@ -70,7 +76,8 @@ class StepOutcome:
             "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
             "no_progress": f"stopped after {n}: no commit and no file change in the last ones (no_progress)",
             "repeated_error": f"stopped after {n}: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {n}: {self.detail or '--max-cost reached'}",
+            "max_cost": f"stopped after {n}: "
+            + (self.detail or "--max-cost reached").removeprefix("Stopped: "),
             "auth_error": f"stopped after {n}: the API refused the credentials "
             "(auth_error); check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN",
             "api_unreachable": f"stopped after {n}: the API could not be reached "

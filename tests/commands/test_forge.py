@@ -75,7 +75,8 @@ def test_nothing_to_do_without_ready_tasks(repo: Path) -> None:
     ("args", "message"),
     [
         (["--parallel", "0"], "--parallel must be between 1 and 64"),
-        (["--max-cost", "-1"], "--max-cost must be a positive amount"),
+        (["--max-cost", "-1"], "--max-cost must be a positive amount of USD, got -1\n"),
+        (["--max-task-cost", "0"], "--max-task-cost must be a positive amount of USD, got 0\n"),
         (["TASK-zzzzzz"], "no task TASK-zzzzzz"),
         (["--base", "nope"], "--base nope: no such branch"),
         (["--image", "x"], "--image, --engine and --allow only apply to --sandbox runs"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -132,6 +133,9 @@ def test_an_approved_task_whose_landing_was_blocked_lands_when_run_again(
     assert (repo / f"{task}.txt").read_text() == "the user's own, untracked\n"
     status = forge(repo, env, "status")
     assert f"fks forge land {task}" in status.stdout, status.output
+    header, row = status.stdout.splitlines()[:2]
+    assert "ATTEMPTS" in header and "$ " not in row, status.output  # costs read `$0.0000`
+    assert re.search(r" \$\d+\.\d{4}  ", row), status.output
     (repo / f"{task}.txt").unlink()
     again = forge(repo, env, "run")
     assert again.code == 0, again.output
@@ -149,6 +153,7 @@ def test_land_lands_only_an_approved_branch(repo: Path, env: dict[str, str]) -> 
     assert forge(repo, env, "run", task).code == 1
     still = forge(repo, env, "land", task)
     assert still.code == 1 and "could not land" in still.stdout, still.output
+    assert still.stdout.count("kept") == 1, still.output  # the branch, said once
     (repo / f"{task}.txt").unlink()
     landed = forge(repo, env, "land", task)
     assert landed.code == 0, landed.output
@@ -190,6 +195,8 @@ def test_show_tells_a_tasks_history_and_never_what_an_agent_hides_in_it(
     text = shown.stdout
     assert f"{task}: shown (forge-tasks: Blocked)" in text
     assert "#1 failed at integrate: 1 attempt, 0 retries, $0.0300" in text
+    # Times as fks runs and fks show write them: local, to the second, no ISO 'T' or offset.
+    assert re.search(r", \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\n", text), text
     for stage in STAGES:
         assert f"  {stage} " in text
     assert "result: could not land" in text

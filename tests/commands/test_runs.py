@@ -393,6 +393,13 @@ def test_logs_errors(project: Path) -> None:
     )
     assert_one_line_error(fks("logs", "last", "3", "-i", "1", cwd=project), "ran no iterations")
     assert_one_line_error(fks("logs", "last", "-i", "1", cwd=project), "--iteration needs a STEP")
+    single = new_run(project, "./scripts/ok.sh", code=0)
+    assert_one_line_error(
+        fks("logs", single, "2", cwd=project), f"run {single} has 1 step; STEP must be 1"
+    )
+    assert_one_line_error(
+        fks("logs", single, "1", "-i", "2", cwd=project), "ran iteration 1;", "no iteration 2"
+    )
     usage = fks("logs", "last", "0", cwd=project)  # typer's own range check
     assert usage.code == 2
     assert "Traceback" not in usage.output

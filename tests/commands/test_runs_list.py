@@ -33,6 +33,9 @@ def test_filters_and_totals(project: Path) -> None:  # noqa: F811
     assert done.stdout.splitlines()[-1] == "Total: 3 runs, 0 landed, 0 failed, $0.0000"
     done = fks("runs", "--since", "2999-01-01", cwd=project)
     assert done.code == 0 and "No run recorded in" in done.stdout and "matches" in done.stdout
+    assert done.stdout.rstrip().endswith("matches --since."), done.output
+    done = fks("runs", "--status", "failed", cwd=project)
+    assert done.stdout.rstrip().endswith("matches --status failed."), done.output
 
 
 def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:  # noqa: F811

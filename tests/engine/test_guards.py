@@ -50,7 +50,8 @@ def test_max_cost_is_not_exceeded_by_more_than_one_turn(repo: Path) -> None:
     assert data["reason"] == "max_cost" and data["steps"][0]["reason"] == "max_cost"
     stopped = f"Stopped: spent ${spent:.4f} of --max-cost $0.002"
     assert stopped in done.stdout, done.output
-    assert f"Incomplete: worker stopped after 1 iteration: {stopped}" in done.stdout
+    spent_line = stopped.removeprefix("Stopped: ")
+    assert f"Incomplete: worker stopped after 1 iteration: {spent_line}" in done.stdout
 
 
 FAKE_CLAUDE = """#!{python}
@@ -87,8 +88,32 @@ def test_a_stream_that_crosses_the_budget_is_stopped(
     assert data["reason"] == "max_cost"
     # Stopped before its result: what its stream showed counts, for the budget and the record.
     assert it["claude"]["cost_usd"] == pytest.approx(3.000015)  # 1M in, 1 out token
-    assert "did not complete: stopped after 1 iteration: Stopped: spent $3.0000" in done.stdout
+    assert "did not complete: stopped after 1 iteration: spent $3.0000" in done.stdout
     assert f"fks run --resume {data['id']} --max-cost USD" in done.stdout
+
+
+def test_a_small_budget_is_shown_as_written_and_stopped_once_per_line(
+    repo: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    claude = bin_dir / "claude"
+    claude.write_text(FAKE_CLAUDE.format(python=sys.executable))
+    claude.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "ARGV_FILE": str(tmp_path / "argv.jsonl"),
+    }
+    done = fks("run", "worker:3", "-p", "Go.", "--max-cost", "0.00001", cwd=repo, env=env)
+    assert done.code == 1, done.output
+    assert "of --max-cost $0.00001" in done.stdout, done.output
+    assert "e-05" not in done.output
+    lines = [line for line in done.stdout.splitlines() if "spent $" in line]
+    assert lines, done.output
+    for line in lines:
+        assert line.count("spent $") == 1 and line.count("Stopped") <= 1, line
+    shown = fks("show", "last", cwd=repo)
+    assert "(limit $0.00001)" in shown.stdout, shown.output
 
 
 HOSTILE_CLAUDE = """#!{python}
@@ -121,3 +146,13 @@ def test_made_up_usage_in_a_hostile_stream_counts_only_real_token_counts(
     # 500 messages of 10 input tokens and one of 20,000, at Opus' lowest price ($5/M): strings,
     # booleans, NaN, negative and nested values count as nothing.
     assert "Stopped: spent $0.1250 of --max-cost $0.1" in done.stdout, done.output
+
+
+@pytest.mark.parametrize(("value", "shown"), [("-1", "-1"), ("0", "0")])
+def test_a_budget_that_is_not_positive_is_refused_as_written(
+    repo: Path, value: str, shown: str
+) -> None:
+    done = fks("run", "worker:3", "--max-cost", value, cwd=repo)
+    assert done.code == 2, done.output
+    assert done.stderr == f"fks: --max-cost must be a positive amount of USD, got {shown}\n"
+    assert not (repo / ".forge" / "runs").exists()

@@ -23,9 +23,9 @@ def test_a_landing_blocked_by_untracked_files_names_them(
     before = git(repo, "rev-parse", "main")
     item = process_task(ctx, task_id, max_cost=None)
     assert item is not None and item.status == "failed"
-    assert item.error is not None and item.error.startswith(
-        "could not land: it would overwrite your untracked file x.md; commit, stash or move them;"
-    )
+    assert (item.error or "").startswith(
+        "could not land: it would overwrite your untracked file x.md; commit, stash or move it;"
+    ), item.error
     assert git(repo, "rev-parse", "main") == before
     assert (repo / "x.md").read_text() == "mine\n"
 

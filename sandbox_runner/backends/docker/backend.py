@@ -784,15 +784,16 @@ class SandboxBackend:
         reporter = self._reporter
         if landing.conflicts:
             if reporter is not None:
-                reporter.warn(
-                    f"{branch} conflicts with '{base}' in {', '.join(landing.conflicts)}; '{base}' left untouched"
+                reporter.info(
+                    f"Not merged: {branch} conflicts with '{base}' in "
+                    f"{', '.join(landing.conflicts)}; '{base}' left untouched"
                 )
             return replace(outcome, complete=False, reason="merge_conflict")
         if landing.blocked:
             if reporter is not None:
                 run = self._run.record.id if self._run is not None else "last"
-                reporter.warn(
-                    f"could not update '{base}' with {branch}: {landing.blocked}, then "
+                reporter.info(
+                    f"Not merged: could not update '{base}' with {branch}: {landing.blocked}, then "
                     f"continue with: fks run --resume {run} (or: git merge {branch})"
                 )
             return replace(outcome, complete=False, reason="merge_blocked")

@@ -255,6 +255,7 @@ def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> Non
     step = record(repo)["steps"][0]
     assert step["reason"] == "merge_conflict" and step["conflicts"] == ["README.md"]
     assert step["branch"] in out and "README.md" in out
+    assert f"[fks] Not merged: {step['branch']} conflicts with 'main' in README.md" in out, out
     assert git(repo, "log", "-1", "--format=%s", step["branch"]) == "agent edits README"
 
 
@@ -290,6 +291,11 @@ def test_untracked_file_blocks_merge_back_with_clear_message(repo: Path) -> None
     assert (repo / "new.txt").read_text() == "user's untracked work\n"
     assert git(repo, "rev-parse", "main") == before
     assert "new.txt" in res.stdout and "untracked" in res.stdout
+    assert "untracked file new.txt; commit, stash or move it, then" in res.stdout, res.output
+    assert "[fks] Not merged: could not update 'main'" in res.stdout, res.output
+    assert "Warning" not in res.stdout  # the step did not complete: not a warning
+    assert "did not complete: did not complete" not in res.stdout, res.output
+    assert "Step 1 (./scripts/creates.sh) did not complete after 1 iteration" in res.stdout
     step = record(repo)["steps"][0]
     assert step["reason"] == "merge_blocked" and step["branch"] in branches(repo)
 
