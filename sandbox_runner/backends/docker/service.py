@@ -37,7 +37,9 @@ NO_NETWORK_ROLE = "swarm-no-network"
 _QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _POLL_S = 0.5
 _STOP_GRACE = 2.0
-_LATE_OUTPUT_S = 0.5
+_LATE_OUTPUT_S = (0.0, 0.5, 1.0)
+"""Pauses before each read of what a task's log stream had not brought when the task ended
+(its node may hand over a last unterminated line more than half a second late)."""
 _KILLED = 137
 _HEADER = struct.Struct(">BxxxL")
 _STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
@@ -111,8 +113,8 @@ class _LogPump:
             if not self._finishing.is_set():
                 raise SandboxError("the stream ended before the task did")
             # The node may write the last output (an unterminated line, flushed at the
-            # container's exit) a moment after the manager reports the task ended: read twice.
-            for pause in (0.0, _LATE_OUTPUT_S):
+            # container's exit) a moment after the manager reports the task ended: read again.
+            for pause in _LATE_OUTPUT_S:
                 time.sleep(pause)
                 if self._closed.is_set():
                     break
