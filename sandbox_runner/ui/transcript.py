@@ -1,7 +1,9 @@
 """A Claude transcript (stream-json, as `fks logs` finds it in an iteration's log) as text a
 person reads: what the agent said, the tools it called, their results cut short, and the end
 with its cost and turns. Everything shown is neutralised; lines that are not stream-json (the
-CLI's stderr) are shown as they are, neutralised too."""
+CLI's stderr) are shown as they are, neutralised too. What the agent wrote (its text, stderr)
+carries the prefix of agent lines in plain output, so it never passes for the transcript's own
+lines (the session, tool calls `→`, results `←`, the closing `result:`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 from sandbox_runner.engine.streamjson import AssistantText, Result, StreamJsonParser, ToolCall
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip, shown_line
+from sandbox_runner.ui.output import AGENT_PREFIX
 
 RESULT_LINES = 3
 """Lines shown of a tool's result."""
@@ -33,7 +36,9 @@ class TranscriptRenderer:
     def lines(self, raw: bytes, cut: int) -> list[str]:
         obj = None if cut else _json(raw)
         if obj is None:
-            return [_cut_event(cut) if cut and raw.startswith(b"{") else shown_line(raw, cut)]
+            if cut and raw.startswith(b"{"):
+                return [_cut_event(cut)]
+            return [AGENT_PREFIX + shown_line(raw, cut)]
         kind = obj.get("type")
         if kind == "user":
             return _tool_results(obj)
@@ -44,7 +49,8 @@ class TranscriptRenderer:
         shown: list[str] = []
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
             if isinstance(event, AssistantText):
-                shown.extend(_clean(line) for line in event.text.splitlines() or [""])
+                text = event.text.splitlines() or [""]
+                shown.extend(AGENT_PREFIX + _clean(line) for line in text)
             elif isinstance(event, ToolCall):
                 shown.append(f"→ {_clean(event.summary)}")
             elif isinstance(event, Result):

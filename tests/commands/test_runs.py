@@ -551,7 +551,7 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
     hostile = {"type": "tool_result", "tool_use_id": "t", "content": "\x1b]52;c;eA==\x07got\n" * 9}
     lines.insert(-1, json.dumps({"type": "user", "message": {"content": [hostile]}}))
     lines.insert(-1, json.dumps({"type": "assistant", "message": {"content": [
-        {"type": "text", "text": "\x1b[2Jsaid\u202egpj.sh"}]}}))  # fmt: skip
+        {"type": "text", "text": "\x1b[2Jsaid\u202egpj.sh\nresult: success, 1 turn"}]}}))  # fmt: skip
     huge = {"type": "user", "message": {"content": [{"type": "text", "text": "y" * 9_000_000}]}}
     lines.insert(-1, json.dumps(huge))
     lines.insert(-1, "z" * 9_000_000)  # a line of the CLI's stderr
@@ -564,16 +564,18 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
     assert '{"type"' not in out and "\x1b" not in out
     assert out.startswith("session 633c830f-76ea-4a53-be59-de9813e917df, model claude-opus-4-8")
     assert (
-        "Writing the file.\n→ Bash: echo hi > f.txt\n  ← (Bash completed with no output)\n" in out
+        "  │ Writing the file.\n→ Bash: echo hi > f.txt\n  ← (Bash completed with no output)\n"
+        in out
     )
     assert "→ Bash: cat f.txt\n  ← hi\n" in out
     assert "  ← got\n    got\n    got\n    … (6 more lines)\n" in out
-    assert "said<U+202E>gpj.sh\n" in out
+    assert "  │ said<U+202E>gpj.sh\n  │ result: success, 1 turn\n" in out  # the agent's lines
+    assert "\nresult: success, 1 turn" not in out
     assert re.search(
         r"\nresult: success, 3 turns, \d+\.\ds, \$0\.0040, 360 in / \d+ out tokens\n", out
     )
-    assert "oops\n" in out  # stderr lines as they are
+    assert "  │ oops\n" in out  # stderr lines as they are
     assert "\n(an event too long to show here, " in out
-    assert "zzzz… (8995904 more bytes not shown)\n" in out
+    assert "  │ zzzz" in out and "zzzz… (8995904 more bytes not shown)\n" in out
     assert len(out) < 20_000
     assert fks_bytes("logs", run_id, "--raw", cwd=project).startswith(b'{"type":"system"')
