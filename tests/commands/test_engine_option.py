@@ -53,6 +53,7 @@ def test_an_engine_runs_cannot_use_is_one_line_before_anything_starts(
     assert_nothing_started(repo)
 
 
+@pytest.mark.docker  # asks the local engine whether it manages a swarm
 def test_swarm_needs_a_manager(repo: Path) -> None:
     write_config(repo, {"sandbox": {"network": "open"}})
     done = fks("run", "--sandbox", "--engine", "swarm", "fake:2", cwd=repo)

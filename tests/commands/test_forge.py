@@ -143,6 +143,7 @@ def local_team(request: Request) -> Any:
     return [{"text": f"unexpected: {request.prompt[:100]}"}]
 
 
+@pytest.mark.claude
 def test_forge_run_without_sandbox_uses_a_worktree_per_task(repo: Path, tmp_path: Path) -> None:
     task = create(repo, "say hi")
     with FakeAnthropic(responder=local_team) as fake:
@@ -162,6 +163,7 @@ def test_forge_run_without_sandbox_uses_a_worktree_per_task(repo: Path, tmp_path
     assert f"forge {task}" in runs.stdout, runs.output
 
 
+@pytest.mark.claude
 def test_parent_replaces_fks_with_claude_told_about_the_subcommands(
     repo: Path, tmp_path: Path
 ) -> None:

@@ -16,6 +16,9 @@ from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import process_task
 
+# The stages resolve the claude CLI on PATH, even on the fake sandbox.
+pytestmark = pytest.mark.claude
+
 __all__ = ["repo"]  # the fixture
 
 

@@ -11,6 +11,9 @@ from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task,
 
 from sandbox_runner.forge.worker import process_task
 
+# The stages resolve the claude CLI on PATH, even on the fake sandbox.
+pytestmark = pytest.mark.claude
+
 __all__ = ["repo"]  # the fixture
 
 

@@ -26,6 +26,9 @@ from sandbox_runner.records.store import RunStore
 from sandbox_runner.tasks.commands import create
 from sandbox_runner.ui.output import PlainReporter
 
+# The stages resolve the claude CLI on PATH, even on the fake sandbox.
+pytestmark = pytest.mark.claude
+
 ANALYSIS = {
     "complexity": "low",
     "plan": "Write the file.",
