@@ -375,7 +375,7 @@ class Iterations:
     ) -> tuple[float, dict[str, float]]:
         """One iteration, up to the read of its export (not imported): wall seconds and the
         parts timed inside, in seconds. `stopped(container_id)` runs before its removal."""
-        from sandbox_runner.backends.base import ExecSpec
+        from sandbox_runner.backends.api import ExecSpec
         from sandbox_runner.backends.docker.export import WORKSPACE
 
         spec = ExecSpec(argv=argv, cwd=Path(WORKSPACE), env=self.identity, timeout=600)

@@ -115,6 +115,64 @@ def test_no_function_is_longer_than_60_lines() -> None:
     assert not long, "\n".join(long)
 
 
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 300
+
+
+def test_no_module_is_longer_than_500_lines() -> None:
+    long = [
+        f"{name}: {n} lines"
+        for name, path in MODULES.items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert not long, "\n".join(long)
+
+
+def test_no_class_is_longer_than_300_lines() -> None:
+    long = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                assert node.end_lineno is not None
+                if (length := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
+                    long.append(f"{name}.{node.name}: {length} lines")
+    assert not long, "\n".join(long)
+
+
+def test_each_docker_label_is_defined_once_in_the_labels_module() -> None:
+    """`fks.*` labels are named in `sandbox_runner/labels.py` and nowhere else."""
+    labels = PACKAGE / "labels.py"
+    defined = [
+        target.id
+        for node in ast.parse(labels.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    ]
+    assert len(defined) == len(set(defined)) and "LABEL_RUN" in defined
+    elsewhere = []
+    for name, path in MODULES.items():
+        if path == labels:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            assigned = (
+                [t for t in node.targets if isinstance(t, ast.Name)]
+                if isinstance(node, ast.Assign)
+                else []
+            )
+            elsewhere += [f"{name}: {t.id}" for t in assigned if t.id.startswith("LABEL_")]
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("fks.")
+                and node.value.split(".")[1][:1].islower()
+                and " " not in node.value
+                and node.value != "fks.forge"
+            ):
+                elsewhere.append(f"{name}:{node.lineno}: {node.value!r}")
+    assert not elsewhere, "\n".join(elsewhere)
+
+
 def test_run_records_are_saved_only_by_their_writer() -> None:
     """`ActiveRun`'s methods are the one writer of run.json: nobody else calls `.save()`."""
     writer = PACKAGE / "records" / "store.py"
@@ -149,12 +207,12 @@ def test_cli_imports_neither_docker_nor_git() -> None:
 # modules that import nothing from the package are shared downwards: `ui.ansi` (records and the
 # image builder strip escapes with it) and `records.layout` (git keeps `.forge/` out of the
 # user's repository by its names).
-_LOWER_LAYERS = ("plan", "engine", "backends", "git", "records")
+_LOWER_LAYERS = ("plan", "steps", "backends", "git", "records")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     _LOWER_LAYERS: ("ui", "commands", "cli", "tasks"),
-    ("plan",): ("engine", "backends", "git", "records"),
-    ("git",): ("engine", "backends", "plan", "records"),
-    ("records",): ("engine", "backends"),
+    ("plan",): ("steps", "backends", "git", "records"),
+    ("git",): ("steps", "backends", "plan", "records"),
+    ("records",): ("steps", "backends"),
 }
 _ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.records.layout"}
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from fakeapi import EXHAUSTED_TEXT, SIDE_TEXT, FakeAnthropic, Request, isolated_environ
 
-from sandbox_runner.engine.streamjson import MARKER, Result, StreamJsonParser
+from sandbox_runner.steps.streamjson import MARKER, Result, StreamJsonParser
 
 FIXTURES = Path(__file__).parent / "data" / "streamjson"
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Stream
 
 
 class FakeScriptExhausted(AssertionError):

@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.base import (
+from sandbox_runner.backends.api import (
     INTERRUPT_GRACE,
     ExecResult,
     ExecSpec,

@@ -40,7 +40,7 @@ def _running(record: RunRecord | None) -> bool:
 
 def _dead(labels: dict[str, str]) -> bool:
     """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
-    from sandbox_runner.backends.docker.container import LABEL_PID
+    from sandbox_runner.labels import LABEL_PID
 
     pid = labels.get(LABEL_PID, "")
     return pid.isdigit() and not pid_alive(int(pid))
@@ -118,10 +118,10 @@ def _clean_swarm(
 ) -> int:
     """Dead swarm runs: their services, then their volumes on every node (the work of a killed
     iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
-    from sandbox_runner.backends.docker.container import LABEL_RUN
     from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
     from sandbox_runner.backends.docker.service import remove_run_services
     from sandbox_runner.backends.docker.swarm import sweep_volumes
+    from sandbox_runner.labels import LABEL_RUN
 
     dead = [
         record
@@ -159,9 +159,8 @@ def _clean_engine(
     every: bool,
 ) -> int:
     from sandbox_runner.backends.docker.client import remove_volume
-    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.backends.docker.egress import LABEL_ROLE
     from sandbox_runner.backends.docker.shipping import OBJECTS_ROLE
+    from sandbox_runner.labels import LABEL_REPO, LABEL_ROLE, LABEL_RUN
 
     where = f" on {engine}" if engine else ""
 
@@ -230,7 +229,7 @@ def _salvage_and_remove(
 ) -> bool:
     """Export a dead run's workspace onto its step branch, then remove the volume."""
     from sandbox_runner.backends.docker.client import remove_volume
-    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
+    from sandbox_runner.labels import LABEL_REPO, LABEL_RUN
 
     run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
     record = _record_for(run_id, repo, records)
@@ -256,10 +255,10 @@ def _salvage_step(
     index: int,
 ) -> None:
     from sandbox_runner.backends.docker.backend import container_settings
-    from sandbox_runner.backends.docker.container import LABEL_REPO, LABEL_RUN
-    from sandbox_runner.backends.docker.workspace import LABEL_IMAGE, WorkspaceSandbox
+    from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
     from sandbox_runner.git.bundles import apply_leftover
     from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
+    from sandbox_runner.labels import LABEL_IMAGE, LABEL_REPO, LABEL_RUN
 
     step = record.steps[index - 1]
     assert step.branch is not None
@@ -309,7 +308,8 @@ def _workspace(
     """A dead run's workspace volume; on a remote engine with its object store beside it (what
     fks sent it before is sent again if need be)."""
     from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
-    from sandbox_runner.backends.docker.workspace import LABEL_IMAGE, VolumeWorkspace
+    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+    from sandbox_runner.labels import LABEL_IMAGE
 
     shipped = None
     if engine is not None:

@@ -29,7 +29,7 @@ from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
-    ForgeConfig,
+    ChainsConfig,
     ForgeSettings,
     SandboxSettings,
     config_path,
@@ -73,7 +73,7 @@ class ForgeOptions:
 @dataclass
 class _Setup:
     project: Path
-    config: ForgeConfig | None
+    config: ChainsConfig | None
     settings: ForgeSettings
     sandbox: SandboxSettings | None
     base: str
@@ -136,9 +136,9 @@ def forge_base(project: Path, base: str | None) -> str:
 
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
-    from sandbox_runner.engine.tap import LogLimits
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
+    from sandbox_runner.steps.tap import LogLimits
     from sandbox_runner.ui.output import PlainReporter
 
     cfg = setup.config
@@ -159,8 +159,8 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
     )
 
 
-def _stall_after(cfg: ForgeConfig | None) -> float | None:
-    from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT
+def _stall_after(cfg: ChainsConfig | None) -> float | None:
+    from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT
 
     stall = cfg.stall_timeout if cfg is not None else None
     return (DEFAULT_STALL_TIMEOUT if stall is None else stall) or None

@@ -12,9 +12,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.base import Backend
+from sandbox_runner.backends.api import Backend
 from sandbox_runner.backends.local import LocalBackend
-from sandbox_runner.engine.reporter import Reporter
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -43,12 +42,13 @@ from sandbox_runner.records.store import (
     project_root,
 )
 from sandbox_runner.signals import signals_as_interrupts
+from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.chain import ChainOptions, ChainResult
-    from sandbox_runner.engine.tap import LogLimits
     from sandbox_runner.records.lock import RunLock
+    from sandbox_runner.steps.chain import ChainOptions, ChainResult
+    from sandbox_runner.steps.tap import LogLimits
 
 
 # The flags a resumed run takes from its record: giving them again is a usage error.
@@ -202,7 +202,7 @@ def _execute(
     more: int,
 ) -> int:
     """Run the planned chain under the run lock; `record` is the run being resumed, if any."""
-    from sandbox_runner.engine.chain import run_chain
+    from sandbox_runner.steps.chain import run_chain
 
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
@@ -263,9 +263,9 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
 
 
 def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
-    from sandbox_runner.engine.chain import ChainOptions
-    from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT
-    from sandbox_runner.engine.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
+    from sandbox_runner.steps.chain import ChainOptions
+    from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT
+    from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 
     cfg, options = planned.config, planned.options
     limit = planned.no_progress_limit
@@ -294,7 +294,7 @@ def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
 
 def log_limits(planned: Planned) -> LogLimits:
     """The environment's log limits, else the config's, else the defaults."""
-    from sandbox_runner.engine.tap import LogLimits
+    from sandbox_runner.steps.tap import LogLimits
 
     cfg = planned.config
     if cfg is None:

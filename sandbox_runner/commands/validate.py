@@ -10,7 +10,7 @@ from sandbox_runner.errors import EXIT_COMPLETE, FksError
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.checks import problems_error
 from sandbox_runner.plan.config import (
-    ForgeConfig,
+    ChainsConfig,
     SandboxSettings,
     config_path,
     load_config,
@@ -48,7 +48,7 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
     return EXIT_COMPLETE
 
 
-def _needs(cfg: ForgeConfig) -> dict[str, list[str]]:
+def _needs(cfg: ChainsConfig) -> dict[str, list[str]]:
     """The variables each chain needs."""
     return {
         name: missing_vars(
@@ -63,7 +63,7 @@ def _needs(cfg: ForgeConfig) -> dict[str, list[str]]:
     }
 
 
-def _unknown_programs(cfg: ForgeConfig) -> list[str]:
+def _unknown_programs(cfg: ChainsConfig) -> list[str]:
     """Agents of steps that are neither defined nor found on this host's PATH."""
     names = {s.agent for c in cfg.chains.values() for s in c.steps}
     return sorted(
@@ -71,7 +71,7 @@ def _unknown_programs(cfg: ForgeConfig) -> list[str]:
     )
 
 
-def _places(cfg: ForgeConfig) -> list[tuple[str, SandboxSettings]]:
+def _places(cfg: ChainsConfig) -> list[tuple[str, SandboxSettings]]:
     top = cfg.sandbox or SandboxSettings()
     places = [("sandbox", top)]
     places += [(f"chains.{n}.sandbox", top.merged(c.sandbox)) for n, c in cfg.chains.items()]
@@ -79,7 +79,7 @@ def _places(cfg: ForgeConfig) -> list[tuple[str, SandboxSettings]]:
     return places
 
 
-def static_sandbox_problems(cfg: ForgeConfig) -> list[str]:
+def static_sandbox_problems(cfg: ChainsConfig) -> list[str]:
     """What is wrong in the sandbox settings, without asking Docker."""
     from sandbox_runner.backends.docker.checks import check_static
 
@@ -92,7 +92,7 @@ def static_sandbox_problems(cfg: ForgeConfig) -> list[str]:
     return problems
 
 
-def check_sandbox_settings(cfg: ForgeConfig, path: Path) -> bool:
+def check_sandbox_settings(cfg: ChainsConfig, path: Path) -> bool:
     """Every sandbox setting in the file, as a run would check it. False: Docker not reachable."""
     from sandbox_runner.backends.docker.checks import check_engine, check_static
 

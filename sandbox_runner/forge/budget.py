@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox_runner.engine.guards import Budget
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.steps.guards import Budget
 
 
 @dataclass

@@ -14,11 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sandbox_runner.backends.base import Backend, PreparedStep, Sandbox
-from sandbox_runner.engine.guards import Budget
-from sandbox_runner.engine.loop import StepContext, StepLoop
-from sandbox_runner.engine.reporter import Reporter
-from sandbox_runner.engine.tap import LogLimits
+from sandbox_runner.backends.api import Backend, PreparedStep, Sandbox
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
@@ -53,6 +49,10 @@ from sandbox_runner.records.store import (
     new_run_id,
     now,
 )
+from sandbox_runner.steps.guards import Budget
+from sandbox_runner.steps.loop import StepContext, StepLoop
+from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.tap import LogLimits
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -261,7 +261,7 @@ class ForgeSettings(_Model):
     """System prompt files."""
 
 
-class ForgeConfig(_Model):
+class ChainsConfig(_Model):
     """The whole of forge/chains.json."""
 
     schema_ref: str | None = Field(default=None, alias="$schema")
@@ -321,7 +321,7 @@ def load_config(
     shown: str | None = None,
     needed_by: str = "--chain",
     agents_of: Collection[str] | Literal["all"] = (),
-) -> ForgeConfig | None:
+) -> ChainsConfig | None:
     """Load and check the config; None when the file does not exist and nothing needs it.
 
     Every problem is reported at once; `agents_of` names the chains (or "all") whose steps
@@ -333,9 +333,9 @@ def load_config(
         return None
     problems = undefined_agents(raw, None if agents_of == "all" else agents_of)
     try:
-        loaded = ForgeConfig.model_validate(raw)
+        loaded = ChainsConfig.model_validate(raw)
     except ValidationError as exc:
-        raise problems_error(shown, validation_problems(exc, ForgeConfig) + problems) from None
+        raise problems_error(shown, validation_problems(exc, ChainsConfig) + problems) from None
     problems = file_problems(loaded, cwd=cwd, shown=shown) + problems
     if problems:
         raise problems_error(shown, problems)
@@ -397,7 +397,7 @@ def _shown(path: Path, cwd: Path) -> str:
         return str(path)
 
 
-def file_problems(config: ForgeConfig, *, cwd: Path, shown: str) -> list[str]:
+def file_problems(config: ChainsConfig, *, cwd: Path, shown: str) -> list[str]:
     """Every referenced file (without unresolved ${VAR}) that does not exist."""
     problems = []
     for name, agent in config.agents.items():
@@ -425,7 +425,7 @@ def file_problems(config: ForgeConfig, *, cwd: Path, shown: str) -> list[str]:
 
 def config_schema() -> dict[str, Any]:
     """The JSON Schema of forge/chains.json (`fks schema`; `fks init` saves it for editors)."""
-    data = ForgeConfig.model_json_schema(by_alias=True)
+    data = ChainsConfig.model_json_schema(by_alias=True)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         **data,
@@ -490,7 +490,7 @@ class ChainPlan:
 
 
 def chain_plan(
-    config: ForgeConfig, name: str, variables: Mapping[str, str], *, shown: str
+    config: ChainsConfig, name: str, variables: Mapping[str, str], *, shown: str
 ) -> ChainPlan:
     """Look up chain `name`, substitute variables (all missing ones reported at once)."""
     chain = config.chains.get(name)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.config import (
     ChainPlan,
-    ForgeConfig,
+    ChainsConfig,
     chain_plan,
     config_path,
     load_config,
@@ -31,7 +31,7 @@ class Planned:
     """A chain ready to run: the plan, the config, and the options it was asked with."""
 
     plan: ChainPlan
-    config: ForgeConfig | None
+    config: ChainsConfig | None
     options: RunOptions
     cwd: Path
     config_file: Path

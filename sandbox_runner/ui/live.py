@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.base import Stream
+from sandbox_runner.backends.api import Stream
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import PREFIX, plural
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from sandbox_runner.engine.streamjson import Event
     from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.steps.streamjson import Event
 
 TAIL_LINES = 8
 REFRESH_PER_SECOND = 4.0
@@ -149,7 +149,7 @@ class LiveReporter:
                     self._tail.append((text, style))
 
     def events(self, events: Sequence[Event]) -> None:
-        from sandbox_runner.engine.streamjson import AssistantText, Result, ToolCall
+        from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
         for event in events:
             if isinstance(event, ToolCall):

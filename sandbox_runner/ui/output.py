@@ -12,12 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.base import Stream
+from sandbox_runner.backends.api import Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event
     from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.steps.streamjson import Event
 
 PREFIX = "[fks]"
 AGENT_PREFIX = "  │ "
@@ -104,7 +104,7 @@ class PlainReporter:
         self._write(stream, self._filters[stream].feed(chunk))
 
     def events(self, events: Sequence[Event]) -> None:
-        from sandbox_runner.engine.streamjson import AssistantText, Result, ToolCall
+        from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
         for event in events:
             if isinstance(event, ToolCall):

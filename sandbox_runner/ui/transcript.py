@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sandbox_runner.engine.streamjson import AssistantText, Result, StreamJsonParser, ToolCall
+from sandbox_runner.steps.streamjson import AssistantText, Result, StreamJsonParser, ToolCall
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip, shown_line
 from sandbox_runner.ui.output import AGENT_PREFIX

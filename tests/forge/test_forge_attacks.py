@@ -10,7 +10,7 @@ import pytest
 from helpers import git
 from test_pipeline import ANALYSIS, APPROVED, REJECTED, answer, commit, context, new_task, repo
 
-from sandbox_runner.backends.base import ExecSpec
+from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.fake import FakeRun
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from helpers import git, init_repo
 
-from sandbox_runner.backends.base import ExecSpec
+from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.forge.board import TaskBoard

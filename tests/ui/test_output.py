@@ -7,7 +7,7 @@ from pathlib import Path
 
 from helpers import fks
 
-from sandbox_runner.engine.streamjson import AssistantText
+from sandbox_runner.steps.streamjson import AssistantText
 from sandbox_runner.ui.output import PlainReporter
 
 IMPOSTOR = r"""#!/bin/sh

@@ -14,16 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.base import Notices, PreparedStep
+from sandbox_runner.backends.api import Notices, PreparedStep
 from sandbox_runner.backends.docker.checks import is_loopback
-from sandbox_runner.backends.docker.container import (
-    LABEL_PID,
-    LABEL_REPO,
-    LABEL_RUN,
-    LABEL_STEP,
-    ContainerSettings,
-    Mount,
-)
+from sandbox_runner.backends.docker.container import ContainerSettings, Mount
 from sandbox_runner.backends.docker.egress import (
     SETTLE_S,
     SOCKET_DIR,
@@ -36,7 +29,6 @@ from sandbox_runner.backends.docker.export import WORKSPACE
 from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects, objects_volume_name
 from sandbox_runner.backends.docker.swarm import PackServer, SwarmObjects, SwarmWorkspace
 from sandbox_runner.backends.docker.workspace import (
-    LABEL_IMAGE,
     Synced,
     VolumeWorkspace,
     WorkspaceSandbox,
@@ -62,6 +54,7 @@ from sandbox_runner.git.repo import (
     rev,
     step_branch,
 )
+from sandbox_runner.labels import LABEL_IMAGE, LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_STEP
 from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
 from sandbox_runner.plan.allow import AllowEntry

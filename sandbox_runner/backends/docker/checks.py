@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
+from sandbox_runner.labels import LABEL_PROBE
 from sandbox_runner.plan.config import SandboxSettings
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ def _probe(client: docker.DockerClient, image: str, programs: list[str]) -> dict
             security_opt=["no-new-privileges"],
             read_only=True,
             remove=True,
-            labels={"fks.probe": "1"},
+            labels={LABEL_PROBE: "1"},
         )
     except docker.errors.DockerException as exc:
         raise SandboxError(f"could not look for the agents in image {image}: {exc}") from None

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.client import is_missing_executable, with_retries
 from sandbox_runner.errors import AgentNotFoundError, Interrupted, SandboxError
 from sandbox_runner.signals import deferred_signals
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
     import docker
     from docker.models.containers import Container
 
-LABEL_RUN = "fks.run"
-LABEL_STEP = "fks.step"
-LABEL_PID = "fks.pid"
-LABEL_REPO = "fks.repo"
 # What Docker itself keeps of a container's output on the host's disk (fks reads it from the
 # attached stream, and bounds its own logs): a little, rotated, whatever the daemon's default.
 BOUNDED_DOCKER_LOG: dict[str, Any] = {

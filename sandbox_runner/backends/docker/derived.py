@@ -19,14 +19,9 @@ from sandbox_runner.backends.docker.images import (
     pull_image,
     split_tag,
 )
-from sandbox_runner.backends.docker.versions import (
-    LABEL_FROM,
-    LABEL_FROM_ID,
-    LABEL_INPUTS,
-    image_labels,
-    npm_registry,
-)
+from sandbox_runner.backends.docker.versions import image_labels, npm_registry
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.labels import LABEL_FROM, LABEL_FROM_ID, LABEL_INPUTS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

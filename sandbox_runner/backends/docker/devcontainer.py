@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sandbox_runner.errors import ConfigError, SandboxError
+from sandbox_runner.labels import LABEL_USER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +27,6 @@ CANDIDATES = (".devcontainer/devcontainer.json", ".devcontainer.json")
 SUPPORTED = frozenset({"name", "image", "build", "dockerFile", "context"})
 SUPPORTED |= {"containerEnv", "remoteUser", "$schema"}
 SUPPORTED_BUILD = frozenset({"dockerfile", "context", "args"})
-LABEL_USER = "fks.user"
 HOST_CA_DIR = Path("/usr/local/share/ca-certificates")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.client import with_retries
-from sandbox_runner.backends.docker.container import LABEL_PID, LABEL_RUN, create_container
+from sandbox_runner.backends.docker.container import create_container
 from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
 from sandbox_runner.backends.docker.squid import (
     ACCESS_LOG,
@@ -35,6 +35,7 @@ from sandbox_runner.backends.docker.squid import (
     squid_config,
 )
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.signals import deferred_signals
 
@@ -46,7 +47,6 @@ FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
 API_SOCKET = f"{SOCKET_DIR}/api.sock"
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
-LABEL_ROLE = "fks.role"
 READY_LINE = "fks-proxy ready"
 _LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive

@@ -26,12 +26,12 @@ from sandbox_runner.backends.docker.base_image import (
 from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
 from sandbox_runner.backends.docker.versions import (
     CLAUDE_CODE_VERSION,
-    LABEL_FROM,
     image_labels,
     npm_registry,
     version_warning,
 )
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.labels import LABEL_FROM, LABEL_USER
 from sandbox_runner.ui.ansi import strip_escapes
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def build_command(name: str) -> str:
 
 def image_user(client: docker.DockerClient, name: str) -> str | None:
     """The user an image asks its containers to run as (label fks.user), if any."""
-    user = (client.images.get(name).labels or {}).get("fks.user")
+    user = (client.images.get(name).labels or {}).get(LABEL_USER)
     return user if isinstance(user, str) and user else None
 
 

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.base import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
+from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
 from sandbox_runner.backends.docker.client import one_line, with_retries
-from sandbox_runner.backends.docker.container import LABEL_RUN, ContainerSettings, running
+from sandbox_runner.backends.docker.container import ContainerSettings, running
 from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError
+from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
     import docker
 
-LABEL_ROLE = "fks.role"
 NO_NETWORK_ROLE = "swarm-no-network"
 _QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _POLL_S = 0.5

@@ -32,11 +32,11 @@ from sandbox_runner.backends.docker.export import OBJECTS
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import run_git
+from sandbox_runner.labels import LABEL_ROLE
 
 if TYPE_CHECKING:
     import docker
 
-LABEL_ROLE = "fks.role"
 OBJECTS_ROLE = "objects"
 _PACK = "fks-in.pack"
 # A loader on a node fks cannot put files on (a swarm's): an empty repository whose object

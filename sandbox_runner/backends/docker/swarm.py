@@ -32,6 +32,7 @@ from sandbox_runner.backends.docker.shipping import (
 from sandbox_runner.backends.docker.workspace import VolumeWorkspace
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
+from sandbox_runner.labels import LABEL_ROLE, LABEL_SOCKET
 
 if TYPE_CHECKING:
     import docker
@@ -130,7 +131,7 @@ class SwarmObjects(ShippedObjects):
         self.placement = placement
 
     def _load(self, pack: Path) -> None:
-        from sandbox_runner.backends.base import ExecSpec
+        from sandbox_runner.backends.api import ExecSpec
 
         token, url = self._server.offer(pack)
         script = (
@@ -210,7 +211,6 @@ class SwarmWorkspace(VolumeWorkspace):
         self.base_index = None
 
 
-LABEL_SOCKET = "fks.docker-socket"
 """Node label: where that node's engine listens (default /var/run/docker.sock)."""
 DEFAULT_SOCKET = "/var/run/docker.sock"
 # Removes, through the node's own engine, every volume with the given label (sh, curl, and
@@ -244,7 +244,7 @@ def sweep_volumes(client: docker.DockerClient, labels: list[str], image: str) ->
     """Remove the volumes with any of `labels` (`key=value`) on every node of the swarm, each
     through its own engine (a service pinned to it with that engine's socket); returns the
     lines `<HTTP status> <volume>` of what was tried."""
-    from sandbox_runner.backends.base import ExecSpec
+    from sandbox_runner.backends.api import ExecSpec
 
     done: list[str] = []
     for node in client.nodes.list():
@@ -257,7 +257,7 @@ def sweep_volumes(client: docker.DockerClient, labels: list[str], image: str) ->
             mounts=[Mount(source=socket, target="/fks.sock")],
             network="bridge",
             memory="256m",
-            labels={"fks.role": "volume-sweep"},
+            labels={LABEL_ROLE: "volume-sweep"},
             read_only=False,
         )
         spec = ExecSpec(argv=("sh", "-c", _SWEEP, "fks-sweep", *labels), cwd=Path("/"), timeout=120)

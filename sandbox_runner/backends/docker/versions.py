@@ -13,19 +13,18 @@ from pathlib import Path
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import SandboxError, UsageError
+from sandbox_runner.labels import (
+    LABEL_CLAUDE_PINNED,
+    LABEL_CLAUDE_VERSION,
+    LABEL_FKS_VERSION,
+    LABEL_TITLE,
+)
 
 CLAUDE_CODE_VERSION = "2.1.197"
 """The Claude Code release the test suite runs (scripts/test installs it on the host too)."""
 
-LABEL_FKS_VERSION = "fks.version"
-LABEL_CLAUDE_VERSION = "fks.claude-code.version"
-LABEL_CLAUDE_PINNED = "fks.claude-code.pinned"
 """"true" when the image holds the version its fks pinned, "false" for --claude-version."""
-LABEL_TITLE = "org.opencontainers.image.title"
-LABEL_FROM = "fks.from"
 """`--from` images: the image the agent layer is on (and its id, and the inputs' hash)."""
-LABEL_FROM_ID = "fks.from.id"
-LABEL_INPUTS = "fks.inputs"
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")

@@ -35,14 +35,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.base import ExecSpec
+from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.docker.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
     running,
 )
-from sandbox_runner.backends.docker.egress import LABEL_ROLE
+from sandbox_runner.labels import LABEL_ROLE
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Stream
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Stream
 from sandbox_runner.backends.docker.client import (
     ensure_volume,
     remove_volume,
@@ -54,9 +54,6 @@ if TYPE_CHECKING:
     import docker
 
     from sandbox_runner.backends.docker.service import ServiceSandbox
-
-LABEL_IMAGE = "fks.image"
-LABEL_VOLUME = "fks.workspace"
 
 
 def volume_name(run_id: str, repo_top: Path) -> str:
@@ -125,7 +122,7 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
     """Stop and remove every container of run `run_id` (a killed process may have left some)."""
     import docker.errors
 
-    from sandbox_runner.backends.docker.container import LABEL_RUN
+    from sandbox_runner.labels import LABEL_RUN
 
     count = 0
     listed = client.containers.list(
@@ -145,8 +142,7 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
 
 def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
     """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
-    from sandbox_runner.backends.docker.container import LABEL_RUN
-    from sandbox_runner.backends.docker.egress import LABEL_ROLE
+    from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
 
     wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}=egress-proxy"]
     for volume in client.volumes.list(filters={"label": wanted}):

@@ -22,7 +22,7 @@ import pytest
 from engines import SecondEngine, TwoNodeSwarm
 from helpers import fks
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec
+from sandbox_runner.backends.api import ExecResult, ExecSpec
 from sandbox_runner.backends.docker.container import ContainerSettings, Mount
 from sandbox_runner.backends.docker.export import ExportError, LoggedBundle, script
 from sandbox_runner.backends.docker.service import (

@@ -9,16 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox_runner.backends.base import Backend, PreparedStep
-from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT, Budget
-from sandbox_runner.engine.loop import (
-    DEFAULT_NO_PROGRESS_LIMIT,
-    DEFAULT_RATE_LIMIT_MAX_WAIT,
-    StepContext,
-    StepLoop,
-)
-from sandbox_runner.engine.reporter import Reporter
-from sandbox_runner.engine.tap import LogLimits
+from sandbox_runner.backends.api import Backend, PreparedStep
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
@@ -26,6 +17,15 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
+from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
+from sandbox_runner.steps.loop import (
+    DEFAULT_NO_PROGRESS_LIMIT,
+    DEFAULT_RATE_LIMIT_MAX_WAIT,
+    StepContext,
+    StepLoop,
+)
+from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.tap import LogLimits
 
 
 @dataclass

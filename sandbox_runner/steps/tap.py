@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.base import Stream
-from sandbox_runner.engine.marker import Monitor
-from sandbox_runner.engine.reporter import Reporter
+from sandbox_runner.backends.api import Stream
 from sandbox_runner.errors import UsageError
 from sandbox_runner.records.masking import Masker
+from sandbox_runner.steps.marker import Monitor
+from sandbox_runner.steps.reporter import Reporter
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event
+    from sandbox_runner.steps.streamjson import Event
 
 DEFAULT_MAX_LOG_BYTES = 100 * 2**20
 DEFAULT_MAX_RUN_LOG_BYTES = 2**30

@@ -1,6 +1,6 @@
 """How a step runs: `chain` runs steps in order with landing between them, `loop` runs one
 step's iterations (retries, rate limits, no-progress), `marker` and `streamjson` read the agent's
 output for the completion marker, `reporter` the protocol through which it tells the user
-(implemented by `ui`). Knows backends only through `backends.base`; imports `plan` and
+(implemented by `ui`). Knows backends only through `backends.api`; imports `plan` and
 `records`, never `ui`, Docker or git.
 """

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from sandbox_runner.backends.base import Stream
+from sandbox_runner.backends.api import Stream
 from sandbox_runner.plan.prompts import MARKER
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event, Result
+    from sandbox_runner.steps.streamjson import Event, Result
 
 _MARKER = MARKER.encode()
 # A line whose stripped text is the marker cannot be longer than this (marker + whitespace).
@@ -122,7 +122,7 @@ class StreamJsonMonitor:
     """Marker detection and progress events for Claude's `--output-format stream-json`."""
 
     def __init__(self) -> None:
-        from sandbox_runner.engine.streamjson import StreamJsonParser
+        from sandbox_runner.steps.streamjson import StreamJsonParser
 
         self._parser = StreamJsonParser()
         self._lines = LineBuffer()

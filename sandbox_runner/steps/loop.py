@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.base import ExecResult, ExecSpec, Execution, Sandbox
-from sandbox_runner.engine.endings import ENDS_A_STEP_WITHOUT_N, STOPS_THE_STEP, Seen, ending
-from sandbox_runner.engine.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
-from sandbox_runner.engine.marker import Monitor, PlainMonitor, StreamJsonMonitor
-from sandbox_runner.engine.reporter import Reporter
-from sandbox_runner.engine.tap import LogLimits, OutputTap
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
@@ -35,9 +30,14 @@ from sandbox_runner.records.store import (
     StepRecord,
     now,
 )
+from sandbox_runner.steps.endings import ENDS_A_STEP_WITHOUT_N, STOPS_THE_STEP, Seen, ending
+from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
+from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.tap import LogLimits, OutputTap
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Result
+    from sandbox_runner.steps.streamjson import Result
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
-from sandbox_runner.engine.guards import RunningCost
 from sandbox_runner.plan.prompts import MARKER
+from sandbox_runner.steps.guards import RunningCost
 
 SUMMARY_WIDTH = 100
 # What the CLI reports for a request the API refused as rate limited or overloaded.

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sandbox_runner.engine.marker import PlainMonitor, StreamJsonMonitor
 from sandbox_runner.records.masking import MASK, Masker, secrets_from_env
+from sandbox_runner.steps.marker import PlainMonitor, StreamJsonMonitor
 
 
 def feed_all(
@@ -111,7 +111,7 @@ def test_secrets_from_env_takes_credentials_and_named_vars_but_not_short_values(
 
 
 def test_a_line_longer_than_the_limit_is_dropped_not_kept() -> None:
-    from sandbox_runner.engine.marker import LineBuffer
+    from sandbox_runner.steps.marker import LineBuffer
 
     buffer = LineBuffer(limit=10)
     assert buffer.feed(b"short\n0123") == [b"short"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.engine.streamjson import (
+from sandbox_runner.steps.streamjson import (
     MARKER,
     AssistantText,
     Event,

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.base import ExecResult
-from sandbox_runner.engine.guards import Budget, Stop
+from sandbox_runner.backends.api import ExecResult
+from sandbox_runner.steps.guards import Budget, Stop
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Result
+    from sandbox_runner.steps.streamjson import Result
 
 STOPS_THE_STEP = frozenset({"auth_error", "api_unreachable", "budget"})
 """Iteration ends that another iteration cannot fix: the step stops at once."""

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from sandbox_runner.backends.base import Notices, Stream
+from sandbox_runner.backends.api import Notices, Stream
 
 if TYPE_CHECKING:
-    from sandbox_runner.engine.streamjson import Event
     from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.steps.streamjson import Event
 
 
 class Reporter(Notices, Protocol):
