@@ -14,6 +14,7 @@ import pytest
 from helpers import fks, git, init_repo
 
 from sandbox_runner import __version__
+from sandbox_runner import labels as fks_labels
 from sandbox_runner.backends.docker import derived, images, versions
 
 CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -71,7 +72,7 @@ def test_every_input_changes_the_hash(tmp_path: Path) -> None:
 
 
 def test_a_stale_derived_image_is_rebuilt_with_from() -> None:
-    labels = {"fks.version": "0.0.1", versions.LABEL_FROM: "gcc:13"}
+    labels = {"fks.version": "0.0.1", fks_labels.LABEL_FROM: "gcc:13"}
     client = SimpleNamespace(
         images=SimpleNamespace(get=lambda _name: SimpleNamespace(labels=labels))
     )
@@ -158,10 +159,10 @@ def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     client = images.docker_client()
     image = client.images.get(derived_image)
     assert derived_image.startswith("fks-agent:from-fks-test-toolchain-")
-    assert image.labels[versions.LABEL_FROM] == toolchain
-    assert image.labels[versions.LABEL_FROM_ID] == client.images.get(toolchain).id
-    assert image.labels[versions.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
-    assert image.labels[versions.LABEL_FKS_VERSION] == __version__
+    assert image.labels[fks_labels.LABEL_FROM] == toolchain
+    assert image.labels[fks_labels.LABEL_FROM_ID] == client.images.get(toolchain).id
+    assert image.labels[fks_labels.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
+    assert image.labels[fks_labels.LABEL_FKS_VERSION] == __version__
 
     started = time.monotonic()
     again = fks("image", "build", "--from", toolchain, *ca_args(), timeout=300)

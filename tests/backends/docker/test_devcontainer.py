@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import fks, git, init_repo, write_config
 
-from sandbox_runner.backends.docker import derived, devcontainer, images, versions
+from sandbox_runner import labels as fks_labels
+from sandbox_runner.backends.docker import derived, devcontainer, images
 from sandbox_runner.errors import ConfigError
 
 CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -142,10 +143,10 @@ def _remove_made_images(tag: str) -> None:
     """The finished image, the layered one under it and the devcontainer's own build."""
     client = images.docker_client()
     labels = client.images.get(tag).labels
-    layered = derived.derived_tag(labels[versions.LABEL_FROM], labels[versions.LABEL_INPUTS])
+    layered = derived.derived_tag(labels[fks_labels.LABEL_FROM], labels[fks_labels.LABEL_INPUTS])
     made = [tag, layered]
-    if labels[versions.LABEL_FROM].startswith("fks-devcontainer:"):
-        made.append(labels[versions.LABEL_FROM])
+    if labels[fks_labels.LABEL_FROM].startswith("fks-devcontainer:"):
+        made.append(labels[fks_labels.LABEL_FROM])
     subprocess.run(["docker", "rmi", "-f", *made], capture_output=True, check=False)
 
 

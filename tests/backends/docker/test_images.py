@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from sandbox_runner import __version__
+from sandbox_runner import labels as fks_labels
 from sandbox_runner.backends.docker import base_image, client, images, versions
 from sandbox_runner.errors import SandboxError
 
@@ -495,9 +496,9 @@ def test_image_is_slim_and_labelled(agent_image: str) -> None:
     """The native Claude Code binary only: no Node, npm, package manager or Perl, <= 350 MB."""
     image = images.docker_client().images.get(agent_image)
     assert image.attrs["Size"] <= 350 * 10**6, f"{image.attrs['Size'] / 1e6:.0f} MB"
-    assert image.labels[versions.LABEL_FKS_VERSION] == __version__
-    assert image.labels[versions.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
-    assert image.labels[versions.LABEL_CLAUDE_PINNED] == "true"
+    assert image.labels[fks_labels.LABEL_FKS_VERSION] == __version__
+    assert image.labels[fks_labels.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
+    assert image.labels[fks_labels.LABEL_CLAUDE_PINNED] == "true"
     absent = "node npm npx apt-get dpkg perl pip pip3"
     result = docker_run(agent_image, "sh", "-c", f"for t in {absent}; do command -v $t; done; true")
     assert result.stdout == "", f"present in the slim image: {result.stdout.split()}"
@@ -640,7 +641,7 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
     tag = f"fks-agent:rebuild-test-{uuid.uuid4().hex[:8]}"
     out = io.StringIO()
     started = time.monotonic()
-    claude = image.labels[versions.LABEL_CLAUDE_VERSION]
+    claude = image.labels[fks_labels.LABEL_CLAUDE_VERSION]
     try:
         images.build_context(
             client,
