@@ -24,6 +24,7 @@ PULL_TIMEOUT_S = 60
 
 
 def image_exists(client: docker.DockerClient, name: str) -> bool:
+    """Whether `client`'s engine has the image `name` (a tag or an id)."""
     import docker
 
     try:
