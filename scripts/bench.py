@@ -663,21 +663,24 @@ def bench_image(work: Path, repeat: int) -> list[str]:
     its own, removed afterwards; `repeat` does not apply."""
     import io
 
-    from sandbox_runner.backends.docker import images, versions
-    from sandbox_runner.backends.docker.base_image import DEFAULT_BASE_IMAGE, LOCAL_BASE_IMAGE
+    from sandbox_runner.docker_daemon import docker_client
+    from sandbox_runner.images import versions
+    from sandbox_runner.images.base_image import DEFAULT_BASE_IMAGE, LOCAL_BASE_IMAGE
+    from sandbox_runner.images.build import assemble_context, build_context
+    from sandbox_runner.images.lookup import image_exists
 
-    client = images.docker_client()
-    present = images.image_exists(client, DEFAULT_BASE_IMAGE)
+    client = docker_client()
+    present = image_exists(client, DEFAULT_BASE_IMAGE)
     base = DEFAULT_BASE_IMAGE if present else LOCAL_BASE_IMAGE
     certs = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
-    context = images.assemble_context(work / "image", ca_certs=certs)
+    context = assemble_context(work / "image", ca_certs=certs)
     tag = f"fks-agent:bench-{os.getpid()}"
     version = versions.CLAUDE_CODE_VERSION
     args = {"CLAUDE_CODE_VERSION": version, "NPM_REGISTRY": versions.npm_registry()}
 
     def build(cold: bool) -> None:
         out = io.StringIO()
-        images.build_context(
+        build_context(
             client, context, base_image=base, tag=tag, out=out, buildargs=args, no_cache=cold
         )
 

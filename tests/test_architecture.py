@@ -213,6 +213,7 @@ _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     ("plan",): ("steps", "backends", "git", "records"),
     ("git",): ("steps", "backends", "plan", "records"),
     ("records",): ("steps", "backends"),
+    ("images",): ("backends", "steps", "forge", "commands", "cli", "ui"),
 }
 _ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.records.layout"}
 

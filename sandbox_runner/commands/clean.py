@@ -118,9 +118,9 @@ def _clean_swarm(
 ) -> int:
     """Dead swarm runs: their services, then their volumes on every node (the work of a killed
     iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
-    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
     from sandbox_runner.backends.docker.service import remove_run_services
     from sandbox_runner.backends.docker.swarm import sweep_volumes
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
     from sandbox_runner.labels import LABEL_RUN
 
     dead = [
@@ -325,7 +325,7 @@ def _image_user(client: docker.DockerClient, image: str) -> str | None:
     """The user the step's containers ran as (a devcontainer's remoteUser), if its image says."""
     import docker as docker_module
 
-    from sandbox_runner.backends.docker.images import image_user
+    from sandbox_runner.images.lookup import image_user
 
     try:
         return image_user(client, image) if image else None

@@ -19,7 +19,9 @@ def build(
     from_image: str | None = None,
     devcontainer: Path | None = None,
 ) -> int:
-    from sandbox_runner.backends.docker import images, versions
+    from sandbox_runner.images import versions
+    from sandbox_runner.images.build import build_agent_image
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     if from_image is not None and base_image is not None:
         raise UsageError(
@@ -32,19 +34,19 @@ def build(
         raise UsageError("--devcontainer cannot be used with --from or --base-image")
     version = versions.resolve_claude_version(claude_version, ca_certs=ca_certs)
     if devcontainer is not None:
-        from sandbox_runner.backends.docker.devcontainer import build_devcontainer_image
+        from sandbox_runner.images.devcontainer import build_devcontainer_image
 
         build_devcontainer_image(devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag)
         return 0
     if from_image is not None:
-        from sandbox_runner.backends.docker.derived import build_derived_image
+        from sandbox_runner.images.derived import build_derived_image
 
         build_derived_image(from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
         return 0
-    images.build_agent_image(
+    build_agent_image(
         base_image=base_image,
         ca_certs=ca_certs,
-        tag=tag or images.DEFAULT_AGENT_IMAGE,
+        tag=tag or DEFAULT_AGENT_IMAGE,
         claude_version=version,
     )
     return 0
@@ -52,9 +54,10 @@ def build(
 
 def push(*, engine: str, images: Sequence[str]) -> int:
     """Make `images` (default: the agent's and the egress proxy's) present on `engine`."""
-    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
-    from sandbox_runner.backends.docker.push import push_images
+    from sandbox_runner.backends.docker.engines import engine_client
     from sandbox_runner.errors import UsageError
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
+    from sandbox_runner.images.push import push_images
     from sandbox_runner.plan.engine import EngineSpec
 
     try:
@@ -62,5 +65,5 @@ def push(*, engine: str, images: Sequence[str]) -> int:
     except ValueError as exc:
         raise UsageError(f"--engine: {exc}") from None
     wanted = list(dict.fromkeys(images)) or [DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE]
-    push_images(spec, wanted, out=sys.stdout)
+    push_images(spec, wanted, connect=engine_client, out=sys.stdout)
     return 0

@@ -202,14 +202,6 @@ def test_clean_removes_the_worktree_a_killed_local_run_left(repo: Path) -> None:
     assert git(repo, "branch", "--list", f"fks/forge/{task}")  # the branch stays
 
 
-def test_the_repositorys_schema_copy_is_current() -> None:
-    """Refresh with `fks schema > forge/chains.schema.json` after changing the config models."""
-    from sandbox_runner.plan.config import config_schema
-
-    copy = Path(__file__).parents[2] / "forge" / "chains.schema.json"
-    assert json.loads(copy.read_text()) == config_schema()
-
-
 # --- what agents wrote is shown, never obeyed ----------------------------------------------------
 
 HOSTILE = "\x1b]52;c;eA==\x07clip \x1b]0;title\x07\x1b[2Jname\u202egpj.sh"

@@ -1,5 +1,4 @@
-"""`fks init` as a user runs it: files written or kept, the config it writes works, and the
-repository's own ralph/, system-prompts/fk/ and forge/chains.json stay identical to the templates."""
+"""`fks init` as a user runs it: files written or kept, and the config it writes works."""
 
 from __future__ import annotations
 
@@ -199,15 +198,6 @@ def test_every_template_is_installed() -> None:
         p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*") if p.is_file()
     )
     assert on_disk == sorted(FILES)
-
-
-@pytest.mark.parametrize("rel", FILES)
-def test_repository_copy_matches_the_template(rel: str) -> None:
-    """The repo's own defaults are the templates, byte for byte: edit the template, then
-    refresh the copy with `rm <file> && fks init`."""
-    assert (REPO / rel).read_bytes() == (TEMPLATES / rel).read_bytes(), (
-        f"{rel} differs from sandbox_runner/templates/init/{rel}"
-    )
 
 
 @pytest.mark.parametrize("link", ["forge", "system-prompts", "forge/chains.schema.json"])

@@ -103,7 +103,7 @@ class SandboxBackend:
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
         resumes from the task's branch in a new run, so it has no use for it)."""
         from sandbox_runner.backends.docker.engines import supported_engine
-        from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+        from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
         self._engine = supported_engine(settings.engine)  # before anything is opened or started
         self._cwd = cwd
@@ -203,12 +203,9 @@ class SandboxBackend:
             check_engine,
             check_static,
         )
-        from sandbox_runner.backends.docker.client import docker_client, ping
-        from sandbox_runner.backends.docker.images import (
-            image_user,
-            require_image,
-            stale_image_warning,
-        )
+        from sandbox_runner.backends.docker.client import ping
+        from sandbox_runner.docker_daemon import docker_client
+        from sandbox_runner.images.lookup import image_user, require_image, stale_image_warning
 
         for step in steps:
             check_static(self.settings_for(step.agent), self._where(step.agent))
@@ -307,18 +304,19 @@ class SandboxBackend:
         (by id: `fks image push`); an image only the remote engine has is used as it is."""
         if self._engine is None or self._swarm:  # a swarm's nodes: see `fks image push`
             return
-        from sandbox_runner.backends.docker.client import docker_client
-        from sandbox_runner.backends.docker.push import TRANSFER_TIMEOUT_S, push_image
+        from sandbox_runner.docker_daemon import docker_client
+        from sandbox_runner.images.lookup import image_exists
+        from sandbox_runner.images.push import TRANSFER_TIMEOUT_S, push_image
 
         assert self._client is not None
         local = docker_client(timeout=TRANSFER_TIMEOUT_S)
-        if not _has_image(local, image):
+        if not image_exists(local, image):
             return
         push_image(local, self._client, image, engine=self._engine, out=sys.stderr, quiet=True)
 
     def _image(self, settings: SandboxSettings) -> str:
         """The image's name; `devcontainer` is the repository's, built on first use."""
-        from sandbox_runner.backends.docker.devcontainer import DEVCONTAINER, ensure_for_run
+        from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
 
         if settings.image != DEVCONTAINER:
             return settings.image or self._image_default
@@ -334,7 +332,7 @@ class SandboxBackend:
         assert self._client is not None
         wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
         if wanted & {ALLOWLIST, "none"}:
-            from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE, require_image
+            from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE, require_image
 
             self._present(DEFAULT_PROXY_IMAGE)
             require_image(self._client, DEFAULT_PROXY_IMAGE)
@@ -390,9 +388,9 @@ class SandboxBackend:
     def _leave_swarm(self, run_id: str) -> None:
         """The run's services, and its volumes on every node (a swarm keeps no workspace for
         --resume: a resumed step starts afresh from its branch, on any node)."""
-        from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
         from sandbox_runner.backends.docker.service import remove_run_services
         from sandbox_runner.backends.docker.swarm import sweep_volumes
+        from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
         assert self._client is not None
         remove_run_services(self._client, run_id)
@@ -849,7 +847,7 @@ def container_settings(
 ) -> ContainerSettings:
     """The hardened container of every sandbox iteration (and of `fks clean`'s exports); it
     runs as your uid:gid unless the image names its user (a devcontainer's remoteUser)."""
-    from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     settings = settings or SandboxSettings()
     return ContainerSettings(
@@ -871,16 +869,6 @@ def _config_files(agent: AgentCommand) -> list[Path]:
         return []
     root = agent.config_root or agent.cwd
     return [root / ref for ref in (cfg.mcp_config, cfg.settings) if ref]
-
-
-def _has_image(client: docker.DockerClient, name: str) -> bool:
-    import docker.errors
-
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
 
 
 def _safe_rev(repo: Repo, ref: str) -> str | None:

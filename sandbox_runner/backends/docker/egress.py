@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.client import with_retries
 from sandbox_runner.backends.docker.container import create_container
-from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
 from sandbox_runner.backends.docker.squid import (
     ACCESS_LOG,
     API_PORT,
@@ -35,6 +34,7 @@ from sandbox_runner.backends.docker.squid import (
     squid_config,
 )
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.signals import deferred_signals

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
+from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.plan.engine import EngineSpec
 

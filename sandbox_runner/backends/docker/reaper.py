@@ -66,7 +66,7 @@ def remove_volumes(client: docker.DockerClient, names: Sequence[str]) -> None:
 
 
 def main(names: Sequence[str]) -> int:
-    from sandbox_runner.backends.docker.client import docker_client
+    from sandbox_runner.docker_daemon import docker_client
     from sandbox_runner.errors import FksError
 
     try:

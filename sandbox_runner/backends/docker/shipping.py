@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.client import (
     ensure_volume,
-    one_line,
     remove_volume,
     with_retries,
 )
 from sandbox_runner.backends.docker.container import Mount, create_container
 from sandbox_runner.backends.docker.export import OBJECTS
+from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import run_git

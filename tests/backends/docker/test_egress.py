@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 import pytest
 
-from sandbox_runner.backends.docker import base_image, images
 from sandbox_runner.backends.docker.egress import (
     PLACEHOLDER,
     SETTLE_S,
@@ -31,7 +30,10 @@ from sandbox_runner.backends.docker.egress import (
     parse_denied,
 )
 from sandbox_runner.backends.docker.squid import API_PORT, FORWARD_PORT
+from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import FksError, SandboxError
+from sandbox_runner.images import base_image
+from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 
 REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
@@ -227,7 +229,7 @@ class Lab:
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[Lab]:
-    client = images.docker_client()
+    client = docker_client()
     for image in (images.DEFAULT_PROXY_IMAGE, images.DEFAULT_AGENT_IMAGE):
         try:
             images.require_image(client, image)

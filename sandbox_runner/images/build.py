@@ -1,14 +1,11 @@
-"""The images fks builds, the agent's (Dockerfile.agent) and the egress proxy's
-(Dockerfile.proxy): build contexts, base-image choice, the locally made Debian base for
-machines without a registry.
-
-"""
+"""Building the images fks makes from its own Dockerfiles, the agent's (`agent/Dockerfile`) and
+the egress proxy's (`proxy/Dockerfile`), and the build contexts `--from` reuses for the agent
+layer (`layer/Dockerfile`): contexts, the base they are built from, the build's output."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import re
 import shutil
 import sys
@@ -19,121 +16,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sandbox_runner import __version__
-from sandbox_runner.backends.docker.base_image import (
-    make_base_image,
-    resolve_base_image,
-)
-from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
-from sandbox_runner.backends.docker.versions import (
-    CLAUDE_CODE_VERSION,
-    image_labels,
-    npm_registry,
-    version_warning,
-)
+from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
-from sandbox_runner.labels import LABEL_FROM, LABEL_USER
+from sandbox_runner.images.base_image import make_base_image, resolve_base_image
+from sandbox_runner.images.lookup import (
+    DEFAULT_AGENT_IMAGE,
+    DEFAULT_PROXY_IMAGE,
+    image_exists,
+    pull_image,
+)
+from sandbox_runner.images.versions import CLAUDE_CODE_VERSION, image_labels, npm_registry
 from sandbox_runner.ui.ansi import strip_escapes
 
 if TYPE_CHECKING:
     import docker
 
-# FKS_AGENT_IMAGE names another default (CI jobs of several checkouts on one engine).
-DEFAULT_AGENT_IMAGE = os.environ.get("FKS_AGENT_IMAGE") or "fks-agent:latest"
-DEFAULT_PROXY_IMAGE = "fks-proxy:latest"
+# A Dockerfile's name in a build context; `Dockerfile.X` is the package's `images/X/Dockerfile`.
 DOCKERFILE_NAME = "Dockerfile.agent"
 PROXY_DOCKERFILE_NAME = "Dockerfile.proxy"
 
-PACKAGE_DIR = Path(__file__).resolve().parents[2]
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 BUILD_HELPER = Path(__file__).resolve().with_name("build_helper.py")  # runs in the build
 # Only the host drives Docker; inside the image fks runs forge-tasks (and `fks --version`).
 HOST_ONLY_PACKAGES = frozenset({"docker", "tenacity"})
 
-# A pull that gets no answer for this long is given up (the daemon fails at once when DNS
-# cannot resolve the registry; this bounds a hanging one).
-PULL_TIMEOUT_S = 60
 # One silent build step (npm fetching the ~200 MB CLI binary) may take this long.
 BUILD_READ_TIMEOUT_S = 1800
-
-
-def image_exists(client: docker.DockerClient, name: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(name)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
-
-
-def require_image(client: docker.DockerClient, name: str) -> None:
-    """SandboxError with the command that builds `name` when it is not present locally."""
-    if image_exists(client, name):
-        return
-    if name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE):
-        raise SandboxError(f"Image {name!r} not found; build it with {build_command(name)!r}")
-    raise SandboxError(
-        f"Image {name!r} not found{_close_local(client, name)}; check the name with "
-        f"'docker images', or build fks's agent image under it with {build_command(name)!r}"
-    )
-
-
-def _close_local(client: docker.DockerClient, name: str) -> str:
-    """` (did you mean 'x'?)` for a local image tag close to `name`."""
-    import difflib
-
-    try:
-        tags = [t for image in client.images.list() for t in image.tags]
-    except Exception:  # only a hint: an engine that cannot list gives none
-        return ""
-    close = difflib.get_close_matches(name, tags, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def build_command(name: str) -> str:
-    """The `fks image build` that makes the image `name`."""
-    built_by_default = name in (DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE)
-    return "fks image build" if built_by_default else f"fks image build --tag {name}"
-
-
-def image_user(client: docker.DockerClient, name: str) -> str | None:
-    """The user an image asks its containers to run as (label fks.user), if any."""
-    user = (client.images.get(name).labels or {}).get(LABEL_USER)
-    return user if isinstance(user, str) and user else None
-
-
-def stale_image_warning(client: docker.DockerClient, name: str) -> str | None:
-    """A line saying `name` holds another fks or Claude Code than expected (see versions)."""
-    labels = client.images.get(name).labels or {}
-    base = labels.get(LABEL_FROM)
-    rebuild = f"fks image build --from {base}" if base else build_command(name)
-    return version_warning(name, labels, rebuild=rebuild)
-
-
-def pull_image(client: docker.DockerClient, name: str) -> None:
-    """Pull `name`, bounded by PULL_TIMEOUT_S of silence; SandboxError with the reason on failure."""
-    import docker
-
-    repository, tag = split_tag(name)
-    saved_timeout = client.api.timeout  # docker-py's pull() takes no timeout of its own
-    client.api.timeout = PULL_TIMEOUT_S
-    try:
-        for event in client.api.pull(repository, tag=tag, stream=True, decode=True):
-            if "error" in event:
-                raise SandboxError(f"cannot pull {name}: {one_line(event['error'])}")
-    except docker.errors.APIError as exc:
-        detail = exc.explanation or str(exc)
-        raise SandboxError(f"cannot pull {name}: {one_line(detail)}") from None
-    except (docker.errors.DockerException, OSError) as exc:  # timeouts, dropped connections
-        raise SandboxError(f"cannot pull {name}: {one_line(root_cause(exc))}") from None
-    finally:
-        client.api.timeout = saved_timeout
-
-
-def split_tag(name: str) -> tuple[str, str]:
-    repository, sep, tag = name.rpartition(":")
-    if not sep or "/" in tag:  # no tag, or the colon belongs to a registry port
-        return name, "latest"
-    return repository, tag
 
 
 # --- Build context -------------------------------------------------------------------------
@@ -149,9 +57,7 @@ def assemble_context(
     """Write the agent's build context into `dest`: Dockerfile.agent (or `dockerfile`),
     build_helper.py, ca-certs/, fks/ (see the Dockerfile)."""
     _dockerfile_and_certs(dest, dockerfile, ca_certs=ca_certs, package_dir=package_dir)
-    shutil.copyfile(
-        package_dir / "backends" / "docker" / BUILD_HELPER.name, dest / BUILD_HELPER.name
-    )
+    shutil.copyfile(package_dir / "images" / BUILD_HELPER.name, dest / BUILD_HELPER.name)
     requirements, project = _project_files()
     source = dest / "fks"
     shutil.copytree(
@@ -172,11 +78,17 @@ def assemble_proxy_context(
     return dest
 
 
+def dockerfile_source(name: str, *, package_dir: Path = PACKAGE_DIR) -> Path:
+    """The package's file behind the context's Dockerfile `name` (`Dockerfile.agent` is
+    `images/agent/Dockerfile`)."""
+    return package_dir / "images" / name.removeprefix("Dockerfile.") / "Dockerfile"
+
+
 def _dockerfile_and_certs(
     dest: Path, name: str, *, ca_certs: Sequence[Path], package_dir: Path
 ) -> None:
     certs = [_checked_cert(path) for path in ca_certs]
-    dockerfile = package_dir / name
+    dockerfile = dockerfile_source(name, package_dir=package_dir)
     if not dockerfile.is_file():
         raise SandboxError(f"{dockerfile} is missing; reinstall fks (it ships the Dockerfile)")
     dest.mkdir(parents=True, exist_ok=True)
@@ -364,7 +276,7 @@ def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[s
         if "error" in event:
             if pending:
                 yield _plain(pending) if plain else pending
-            if said:  # a step that explains itself in one `fks: …` line (see Dockerfile.layer)
+            if said:  # a step that explains itself in one `fks: …` line (see layer/Dockerfile)
                 raise SandboxError(said)
             message = one_line(event["error"])
             raise SandboxError(

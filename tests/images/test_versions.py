@@ -13,10 +13,10 @@ import pytest
 from helpers import fks, git, init_repo
 
 from sandbox_runner import __version__
-from sandbox_runner.backends.docker import build_helper, images, versions
 from sandbox_runner.errors import SandboxError, UsageError
+from sandbox_runner.images import build_helper, lookup, versions
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 PINNED = versions.CLAUDE_CODE_VERSION
 
 
@@ -163,7 +163,7 @@ def test_dependency_names() -> None:
 def stale_image() -> Iterator[str]:
     """The agent image relabelled as if an older fks with another Claude Code had built it."""
     tag = f"fks-agent:stale-{uuid.uuid4().hex[:8]}"
-    dockerfile = f"FROM {images.DEFAULT_AGENT_IMAGE}\n"
+    dockerfile = f"FROM {lookup.DEFAULT_AGENT_IMAGE}\n"
     built = subprocess.run(
         [
             *("docker", "build", "-q", "-t", tag),

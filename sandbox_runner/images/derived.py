@@ -1,4 +1,4 @@
-"""`fks image build --from IMAGE`: the agent layer (Dockerfile.layer) on top of a user's image,
+"""`fks image build --from IMAGE`: the agent layer (layer/Dockerfile) on top of a user's image,
 tagged by a hash of everything that goes into it, so an unchanged build is a no-op."""
 
 from __future__ import annotations
@@ -11,16 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from sandbox_runner import __version__
-from sandbox_runner.backends.docker.client import docker_client
-from sandbox_runner.backends.docker.images import (
-    assemble_context,
-    build_context,
-    image_exists,
-    pull_image,
-    split_tag,
-)
-from sandbox_runner.backends.docker.versions import image_labels, npm_registry
+from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.images.build import assemble_context, build_context
+from sandbox_runner.images.lookup import image_exists, pull_image, split_tag
+from sandbox_runner.images.versions import image_labels, npm_registry
 from sandbox_runner.labels import LABEL_FROM, LABEL_FROM_ID, LABEL_INPUTS
 
 if TYPE_CHECKING:

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from sandbox_runner.backends.docker.client import docker_client, one_line, root_cause
-from sandbox_runner.backends.docker.engines import engine_client
-from sandbox_runner.backends.docker.images import require_image, split_tag
+from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.images.lookup import image_exists, require_image, split_tag
 from sandbox_runner.plan.engine import EngineSpec
 
 if TYPE_CHECKING:
@@ -23,7 +22,15 @@ CHUNK_BYTES = 1 << 20
 TRANSFER_TIMEOUT_S = 1800
 
 
-def push_images(engine: EngineSpec, images: Iterable[str], *, out: TextIO) -> None:
+class Connect(Protocol):
+    """Connects to the engine `spec` names (the Docker backend's `engine_client`)."""
+
+    def __call__(self, spec: EngineSpec, *, timeout: int) -> docker.DockerClient: ...
+
+
+def push_images(
+    engine: EngineSpec, images: Iterable[str], *, connect: Connect, out: TextIO
+) -> None:
     """Make every image in `images` present on `engine` (by id), saying what was done."""
     if engine.kind == "swarm":
         raise SandboxError(
@@ -37,7 +44,7 @@ def push_images(engine: EngineSpec, images: Iterable[str], *, out: TextIO) -> No
             print(f"{name} is on the local engine already; nothing to do", file=out, flush=True)
         return
     # The remote engine first: TLS variables meant for it are its problems, named as such.
-    target = engine_client(engine, timeout=TRANSFER_TIMEOUT_S)
+    target = connect(engine, timeout=TRANSFER_TIMEOUT_S)
     source = docker_client(timeout=TRANSFER_TIMEOUT_S)
     for name in wanted:
         require_image(source, name)
@@ -58,7 +65,7 @@ def push_image(
     `quiet`: say only what is sent (before a run)."""
     image_id: str = source.images.get(name).id
     short = image_id.removeprefix("sha256:")[:12]
-    if _has_image(target, image_id):
+    if image_exists(target, image_id):
         if _tag_id(target, name) == image_id:
             if not quiet:
                 print(
@@ -124,16 +131,6 @@ class _Counted:
         for chunk in self._chunks:
             self.sent += len(chunk)
             yield chunk
-
-
-def _has_image(client: docker.DockerClient, image_id: str) -> bool:
-    import docker
-
-    try:
-        client.images.get(image_id)
-    except docker.errors.ImageNotFound:
-        return False
-    return True
 
 
 def _tag_id(client: docker.DockerClient, name: str) -> str | None:

@@ -23,9 +23,6 @@ from sandbox_runner.labels import (
 CLAUDE_CODE_VERSION = "2.1.197"
 """The Claude Code release the test suite runs (scripts/test installs it on the host too)."""
 
-""""true" when the image holds the version its fks pinned, "false" for --claude-version."""
-"""`--from` images: the image the agent layer is on (and its id, and the inputs' hash)."""
-
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
 REGISTRY_TIMEOUT_S = 30

@@ -21,12 +21,13 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner import __version__
+from sandbox_runner import __version__, docker_daemon
 from sandbox_runner import labels as fks_labels
-from sandbox_runner.backends.docker import base_image, client, images, versions
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.images import base_image, build, lookup, versions
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
+IMAGES = REPO / "sandbox_runner" / "images"
 # Only the PEM shape is checked before a build, so a truncated body will do.
 PEM = """\
 -----BEGIN CERTIFICATE-----
@@ -57,17 +58,17 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
     certs.mkdir()
     (certs / "corp.pem").write_text(PEM)
     (tmp_path / "corp.crt").write_text(PEM)  # same stem: must not overwrite the first
-    ctx = images.assemble_context(
+    ctx = build.assemble_context(
         tmp_path / "ctx", ca_certs=[certs / "corp.pem", tmp_path / "corp.crt"]
     )
 
-    assert (ctx / "Dockerfile.agent").read_text() == (REPO / "Dockerfile.agent").read_text()
-    helper = REPO / "sandbox_runner" / "backends" / "docker" / "build_helper.py"
+    assert (ctx / "Dockerfile.agent").read_text() == (IMAGES / "agent/Dockerfile").read_text()
+    helper = IMAGES / "build_helper.py"
     assert (ctx / "build_helper.py").read_text() == helper.read_text()
     assert sorted(p.name for p in (ctx / "ca-certs").iterdir()) == ["corp-2.crt", "corp.crt"]
     source = ctx / "fks" / "sandbox_runner"
     assert (source / "cli.py").read_text() == (REPO / "sandbox_runner" / "cli.py").read_text()
-    assert (source / "Dockerfile.agent").is_file()
+    assert (source / "images" / "agent" / "Dockerfile").is_file()
     assert not list(source.rglob("__pycache__")) and not list(source.rglob("*.pyc"))
 
     project = tomllib.loads((ctx / "fks" / "pyproject.toml").read_text())
@@ -90,39 +91,40 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
 
 def test_proxy_context_holds_its_dockerfile_and_the_certs_only(tmp_path: Path) -> None:
     (tmp_path / "corp.pem").write_text(PEM)
-    ctx = images.assemble_proxy_context(tmp_path / "ctx", ca_certs=[tmp_path / "corp.pem"])
-    assert (ctx / "Dockerfile.proxy").read_text() == (REPO / "Dockerfile.proxy").read_text()
+    ctx = build.assemble_proxy_context(tmp_path / "ctx", ca_certs=[tmp_path / "corp.pem"])
+    assert (ctx / "Dockerfile.proxy").read_text() == (IMAGES / "proxy/Dockerfile").read_text()
     assert sorted(p.relative_to(ctx).as_posix() for p in ctx.rglob("*")) == [
         "Dockerfile.proxy",
         "ca-certs",
         "ca-certs/corp.crt",
     ]
     with pytest.raises(SandboxError, match=r"CA certificate .*nope.crt not found"):
-        images.assemble_proxy_context(tmp_path / "ctx2", ca_certs=[tmp_path / "nope.crt"])
+        build.assemble_proxy_context(tmp_path / "ctx2", ca_certs=[tmp_path / "nope.crt"])
 
 
 def test_context_from_an_installed_package_without_checkout(tmp_path: Path) -> None:
-    """A wheel install has the package directory only (the Dockerfile copied into it)."""
+    """A wheel install has the package directory only (the Dockerfile in it)."""
     installed = tmp_path / "site-packages" / "sandbox_runner"
-    shutil.copytree(images.PACKAGE_DIR, installed, symlinks=False)
-    ctx = images.assemble_context(tmp_path / "ctx", ca_certs=[], package_dir=installed)
-    assert (ctx / "Dockerfile.agent").read_text() == (REPO / "Dockerfile.agent").read_text()
+    shutil.copytree(build.PACKAGE_DIR, installed, symlinks=False)
+    ctx = build.assemble_context(tmp_path / "ctx", ca_certs=[], package_dir=installed)
+    assert (ctx / "Dockerfile.agent").read_text() == (IMAGES / "agent/Dockerfile").read_text()
     assert list((ctx / "ca-certs").iterdir()) == []
 
-    (installed / "Dockerfile.agent").unlink()
-    with pytest.raises(SandboxError, match=r"Dockerfile.agent is missing; reinstall fks"):
-        images.assemble_context(tmp_path / "ctx2", ca_certs=[], package_dir=installed)
+    (installed / "images" / "agent" / "Dockerfile").unlink()
+    with pytest.raises(SandboxError, match=r"agent/Dockerfile is missing; reinstall fks"):
+        build.assemble_context(tmp_path / "ctx2", ca_certs=[], package_dir=installed)
 
 
-@pytest.mark.parametrize("name", ["Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"])
+@pytest.mark.parametrize("name", ["agent", "proxy", "layer"])
 def test_dockerfile_is_package_data(name: str) -> None:
-    assert (REPO / "sandbox_runner" / name).resolve() == REPO / name
+    assert (IMAGES / name / "Dockerfile").is_file()
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert name in pyproject["tool"]["setuptools"]["package-data"]["sandbox_runner"]
+    data = pyproject["tool"]["setuptools"]["package-data"]["sandbox_runner"]
+    assert f"images/{name}/Dockerfile" in data
 
 
 def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
-    """setuptools follows the package's Dockerfile.agent symlink into the wheel."""
+    """setuptools puts the package's Dockerfiles into the wheel."""
     project = tmp_path / "project"
     shutil.copytree(
         REPO / "sandbox_runner",
@@ -130,13 +132,9 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
         symlinks=True,
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    for name in (
-        *("pyproject.toml", "Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"),
-        "README.md",
-    ):
+    for name in ("pyproject.toml", "README.md"):
         if (REPO / name).exists():
             shutil.copy(REPO / name, project / name)
-    assert (project / "sandbox_runner" / "Dockerfile.agent").is_symlink()
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), "."],
         capture_output=True,
@@ -148,13 +146,17 @@ def test_wheel_ships_the_dockerfile(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = tmp_path.glob("fks-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        for name in ("Dockerfile.agent", "Dockerfile.proxy", "Dockerfile.layer"):
-            assert zf.read(f"sandbox_runner/{name}").decode() == (REPO / name).read_text()
+        for name in ("agent", "proxy", "layer"):
+            dockerfile = f"images/{name}/Dockerfile"
+            assert (
+                zf.read(f"sandbox_runner/{dockerfile}").decode()
+                == (IMAGES.parent / dockerfile).read_text()
+            )
 
 
 def test_dockerfile_layers_and_defaults() -> None:
     """What the image promises, in the order that keeps rebuilds fast."""
-    text = (REPO / "Dockerfile.agent").read_text()
+    text = (IMAGES / "agent/Dockerfile").read_text()
     assert text.count("ARG BASE_IMAGE=debian:bookworm-slim") == 1
     assert "FROM ${BASE_IMAGE} AS system" in text
     order = [
@@ -183,7 +185,7 @@ def test_dockerfile_layers_and_defaults() -> None:
 
 
 def test_proxy_dockerfile_defaults() -> None:
-    text = (REPO / "Dockerfile.proxy").read_text()
+    text = (IMAGES / "proxy/Dockerfile").read_text()
     assert text.count("ARG BASE_IMAGE=debian:bookworm-slim") == 1
     assert "FROM ${BASE_IMAGE}" in text
     assert text.index("COPY ca-certs/") < text.index("update-ca-certificates")
@@ -233,7 +235,7 @@ def test_docker_not_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'docker.sock'}")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SandboxError, match=r"^Docker is not installed .*install it"):
-        images.docker_client()
+        docker_daemon.docker_client()
 
 
 def test_socket_permission_denied_names_the_docker_group() -> None:
@@ -243,7 +245,7 @@ def test_socket_permission_denied_names_the_docker_group() -> None:
         except PermissionError as inner:
             raise RuntimeError("Error while fetching server API version") from inner
     except RuntimeError as exc:
-        message = client._unreachable_daemon_message(exc)
+        message = docker_daemon._unreachable_daemon_message(exc)
     assert message.startswith("Permission denied on the Docker socket")
     assert "'docker' group" in message
 
@@ -260,31 +262,28 @@ def _client_without(*present: str) -> Any:
 
 
 def test_require_image_names_the_build_command() -> None:
-    default = images.DEFAULT_AGENT_IMAGE  # fks-agent:latest unless FKS_AGENT_IMAGE says
-    images.require_image(_client_without(default), default)
+    default = lookup.DEFAULT_AGENT_IMAGE  # fks-agent:latest unless FKS_AGENT_IMAGE says
+    lookup.require_image(_client_without(default), default)
     with pytest.raises(SandboxError) as caught:
-        images.require_image(_client_without(), default)
+        lookup.require_image(_client_without(), default)
     assert str(caught.value) == f"Image {default!r} not found; build it with 'fks image build'"
     with pytest.raises(SandboxError, match=r"'fks image build --tag my:tag'"):
-        images.require_image(_client_without(), "my:tag")
+        lookup.require_image(_client_without(), "my:tag")
     with pytest.raises(
         SandboxError, match=r"^Image 'fks-proxy:latest' not found; .*'fks image build'$"
     ):
-        images.require_image(_client_without(), "fks-proxy:latest")
+        lookup.require_image(_client_without(), "fks-proxy:latest")
 
 
 def test_make_base_module_usage() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "sandbox_runner.backends.docker.base_image", "bogus"],
+        [sys.executable, "-m", "sandbox_runner.images.base_image", "bogus"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert result.returncode == 2
-    assert (
-        "usage: python -m sandbox_runner.backends.docker.base_image make-base [--force]"
-        in result.stderr
-    )
+    assert "usage: python -m sandbox_runner.images.base_image make-base [--force]" in result.stderr
 
 
 def test_make_base_skips_an_existing_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -376,7 +375,7 @@ def test_unpullable_explicit_base_is_an_error_not_a_fallback() -> None:
     ],
 )
 def test_split_tag(name: str, expected: tuple[str, str]) -> None:
-    assert images.split_tag(name) == expected
+    assert lookup.split_tag(name) == expected
 
 
 # --- build output ----------------------------------------------------------------------------
@@ -392,9 +391,9 @@ def test_image_build_builds_the_proxy_then_the_agent_from_one_base(
         built.append((kwargs["tag"], kwargs["base_image"], files))
         return "sha256:" + kwargs["tag"]
 
-    monkeypatch.setattr(images, "docker_client", lambda: _client_without("fks-base:bookworm"))
-    monkeypatch.setattr(images, "build_context", build_context)
-    image_id = images.build_agent_image(
+    monkeypatch.setattr(build, "docker_client", lambda: _client_without("fks-base:bookworm"))
+    monkeypatch.setattr(build, "build_context", build_context)
+    image_id = build.build_agent_image(
         base_image="fks-base:bookworm", ca_certs=[], tag="my:tag", out=io.StringIO()
     )
     assert image_id == "sha256:my:tag"
@@ -411,7 +410,7 @@ def test_build_output_is_whole_plain_lines() -> None:
         {"status": "Downloading", "progress": "[==>  ]"},
         {"stream": "tail without newline"},
     ]
-    lines = list(images._build_lines(events, plain=True))
+    lines = list(build._build_lines(events, plain=True))
     assert lines == [
         "Step 1/2 : FROM x",
         " ---> abc",
@@ -429,7 +428,7 @@ def test_build_error_event_raises_one_line() -> None:
     ]
     seen: list[str] = []
     with pytest.raises(SandboxError) as caught:
-        seen.extend(images._build_lines(events, plain=True))
+        seen.extend(build._build_lines(events, plain=True))
     assert seen == ["Step 7/18 : RUN apt-get update"]
     assert "\n" not in str(caught.value)
     assert str(caught.value).startswith(
@@ -448,19 +447,19 @@ def test_a_step_that_explains_itself_gives_the_error_line() -> None:
         {"errorDetail": {"code": 3}, "error": "The command '/bin/sh -c set -eu; ...' returned 3"},
     ]
     with pytest.raises(SandboxError) as caught:
-        list(images._build_lines(events, plain=True))
+        list(build._build_lines(events, plain=True))
     assert str(caught.value) == "img:1 has no apt-get; --from needs a Debian or Ubuntu based image"
 
 
 # --- the built image (needs Docker and `fks image build` / scripts/build-images) -------------
 
-IMAGE = os.environ.get("FKS_TEST_IMAGE", images.DEFAULT_AGENT_IMAGE)
+IMAGE = os.environ.get("FKS_TEST_IMAGE", lookup.DEFAULT_AGENT_IMAGE)
 
 
 @pytest.fixture(scope="module")
 def agent_image() -> Iterator[str]:
     try:
-        images.require_image(images.docker_client(), IMAGE)
+        lookup.require_image(docker_daemon.docker_client(), IMAGE)
     except SandboxError as exc:
         pytest.fail(f"{exc} (scripts/build-images makes it)")
     yield IMAGE
@@ -494,7 +493,7 @@ def test_image_has_the_tools(agent_image: str) -> None:
 @pytest.mark.docker
 def test_image_is_slim_and_labelled(agent_image: str) -> None:
     """The native Claude Code binary only: no Node, npm, package manager or Perl, <= 350 MB."""
-    image = images.docker_client().images.get(agent_image)
+    image = docker_daemon.docker_client().images.get(agent_image)
     assert image.attrs["Size"] <= 350 * 10**6, f"{image.attrs['Size'] / 1e6:.0f} MB"
     assert image.labels[fks_labels.LABEL_FKS_VERSION] == __version__
     assert image.labels[fks_labels.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
@@ -506,12 +505,12 @@ def test_image_is_slim_and_labelled(agent_image: str) -> None:
 
 @pytest.mark.docker
 def test_proxy_image_has_squid_and_socat_and_runs_as_proxy(agent_image: str) -> None:
-    images.require_image(images.docker_client(), images.DEFAULT_PROXY_IMAGE)
+    lookup.require_image(docker_daemon.docker_client(), lookup.DEFAULT_PROXY_IMAGE)
     script = (
         "squid -v | head -1; squid -v | grep -o -- --with-openssl; command -v socat; id -un;"
         " stat -c %U /fks-proxy /var/log/squid"
     )
-    result = docker_run(images.DEFAULT_PROXY_IMAGE, "sh", "-c", script)
+    result = docker_run(lookup.DEFAULT_PROXY_IMAGE, "sh", "-c", script)
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
     assert out[0].startswith("Squid Cache: Version ")
@@ -617,7 +616,7 @@ def test_claude_commits_in_a_mounted_repo_as_the_host_uid(agent_image: str, tmp_
 @pytest.mark.docker
 def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path: Path) -> None:
     """Same base and certificates as the built image, edited fks source: apt/npm/pip cached."""
-    client = images.docker_client()
+    client = docker_daemon.docker_client()
     image = client.images.get(agent_image)
     base = image.labels["org.opencontainers.image.base.name"]
     certs_dir = tmp_path / "certs"
@@ -632,18 +631,18 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
     certs = sorted((certs_dir / "ca-certificates").glob("*.crt"))
 
     source = tmp_path / "sandbox_runner"
-    shutil.copytree(images.PACKAGE_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(build.PACKAGE_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
     marker = f"rebuild-test {uuid.uuid4()}"
     with (source / "errors.py").open("a") as f:
         f.write(f"# {marker}\n")
-    ctx = images.assemble_context(tmp_path / "ctx", ca_certs=certs, package_dir=source)
+    ctx = build.assemble_context(tmp_path / "ctx", ca_certs=certs, package_dir=source)
 
     tag = f"fks-agent:rebuild-test-{uuid.uuid4().hex[:8]}"
     out = io.StringIO()
     started = time.monotonic()
     claude = image.labels[fks_labels.LABEL_CLAUDE_VERSION]
     try:
-        images.build_context(
+        build.build_context(
             client,
             ctx,
             base_image=base,

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import fks, git, init_repo, write_config
 
+from sandbox_runner import docker_daemon
 from sandbox_runner import labels as fks_labels
-from sandbox_runner.backends.docker import derived, devcontainer, images
 from sandbox_runner.errors import ConfigError
+from sandbox_runner.images import derived, devcontainer, lookup
 
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
@@ -22,7 +23,7 @@ def ca_args() -> list[str]:
 
 
 def local_base() -> str:
-    labels = images.docker_client().images.get(images.DEFAULT_AGENT_IMAGE).labels
+    labels = docker_daemon.docker_client().images.get(lookup.DEFAULT_AGENT_IMAGE).labels
     return labels["org.opencontainers.image.base.name"]
 
 
@@ -141,7 +142,7 @@ def test_command_line_errors_are_one_line(tmp_path: Path) -> None:
 
 def _remove_made_images(tag: str) -> None:
     """The finished image, the layered one under it and the devcontainer's own build."""
-    client = images.docker_client()
+    client = docker_daemon.docker_client()
     labels = client.images.get(tag).labels
     layered = derived.derived_tag(labels[fks_labels.LABEL_FROM], labels[fks_labels.LABEL_INPUTS])
     made = [tag, layered]
@@ -218,6 +219,6 @@ def test_image_variant_runs_as_remote_user_with_container_env(tmp_path: Path) ->
     built, who = _run_and_read(repo)
     try:
         assert who == "nobody hi\n"
-        assert images.docker_client().images.get(built).labels["fks.user"] == "nobody"
+        assert docker_daemon.docker_client().images.get(built).labels["fks.user"] == "nobody"
     finally:
         _remove_made_images(built)

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 from helpers import fks, git, init_repo
 
-from sandbox_runner import __version__
+from sandbox_runner import __version__, docker_daemon
 from sandbox_runner import labels as fks_labels
-from sandbox_runner.backends.docker import derived, images, versions
+from sandbox_runner.images import build, derived, lookup, versions
 
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
@@ -43,7 +43,7 @@ def remove_images(*tags: str) -> None:
 
 def local_base() -> str:
     """The Debian base the agent image was built from (the locally made one without a registry)."""
-    labels = images.docker_client().images.get(images.DEFAULT_AGENT_IMAGE).labels
+    labels = docker_daemon.docker_client().images.get(lookup.DEFAULT_AGENT_IMAGE).labels
     return labels["org.opencontainers.image.base.name"]
 
 
@@ -59,7 +59,7 @@ def test_the_tag_names_the_base_and_the_inputs() -> None:
 
 
 def test_every_input_changes_the_hash(tmp_path: Path) -> None:
-    context = images.assemble_context(
+    context = build.assemble_context(
         tmp_path / "ctx", ca_certs=[], dockerfile=derived.LAYER_DOCKERFILE_NAME
     )
     assert (context / "Dockerfile.layer").is_file()
@@ -76,7 +76,7 @@ def test_a_stale_derived_image_is_rebuilt_with_from() -> None:
     client = SimpleNamespace(
         images=SimpleNamespace(get=lambda _name: SimpleNamespace(labels=labels))
     )
-    warning = images.stale_image_warning(client, "fks-agent:from-gcc-13-0123456789ab")
+    warning = lookup.stale_image_warning(client, "fks-agent:from-gcc-13-0123456789ab")
     assert warning == (
         f"image fks-agent:from-gcc-13-0123456789ab holds fks 0.0.1 (this is {__version__}) and "
         f"Claude Code of unknown version (expected {versions.CLAUDE_CODE_VERSION}); "
@@ -156,7 +156,7 @@ def derived_image(toolchain: str) -> Iterator[str]:
 def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     toolchain: str, derived_image: str
 ) -> None:
-    client = images.docker_client()
+    client = docker_daemon.docker_client()
     image = client.images.get(derived_image)
     assert derived_image.startswith("fks-agent:from-fks-test-toolchain-")
     assert image.labels[fks_labels.LABEL_FROM] == toolchain
