@@ -8,8 +8,9 @@ from typing import Any
 
 import docker
 import pytest
-from engines import TwoNodeSwarm
-from helpers import fks
+
+from sandbox_runner.testing.engines import TwoNodeSwarm
+from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

@@ -10,7 +10,8 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from helpers import fks
+
+from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

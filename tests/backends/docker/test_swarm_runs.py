@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import SecondEngine, StartedContainers, TwoNodeSwarm
-from fakeapi import FakeAnthropic, Request
-from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import API_KEY, run_fks
+
+from sandbox_runner.testing.engines import SecondEngine, StartedContainers, TwoNodeSwarm
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import fks, git, init_repo
 
 from sandbox_runner import __version__
 from sandbox_runner.backends.docker import build_helper, images, versions
 from sandbox_runner.errors import SandboxError, UsageError
+from sandbox_runner.testing.helpers import fks, git, init_repo
 
 REPO = Path(__file__).resolve().parents[3]
 PINNED = versions.CLAUDE_CODE_VERSION

@@ -2,7 +2,7 @@
 
 Standard library only, so it runs anywhere: as a pytest fixture (`with FakeAnthropic(script) as
 fake:` then `fake.url`) or as a process for containers and manual runs:
-`python tests/fakeapi.py --host 0.0.0.0 --port 8765 --script script.json [--log requests.jsonl]`.
+`python -m sandbox_runner.testing.fakeapi --host 0.0.0.0 --port 8765 --script script.json [--log requests.jsonl]`.
 
 Script format (JSON, or the same shapes as Python values):
 
