@@ -46,188 +46,48 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-EXHAUSTED_TEXT = "fake API: script exhausted"
-SIDE_TEXT = "fake API side answer"
-# In the claude CLI's main-agent system prompt (2.1.x), not in its side prompts.
-MAIN_PROMPT_MARK = "You are an interactive agent"
-DEFAULT_USAGE = {"input_tokens": 120, "output_tokens": 30}
+from sandbox_runner.testing.answers import (
+    DEFAULT_USAGE,
+    ERRORS,
+    classify,
+    content_blocks,
+    error_body,
+    error_status,
+    message_body,
+    normalize,
+    side_answer,
+    sse,
+    stream_events,
+)
+from sandbox_runner.testing.conversations import (
+    EXHAUSTED_TEXT,
+    SIDE_TEXT,
+    Conversation,
+    Matcher,
+    Request,
+    Turn,
+    is_side_request,
+    load_script,
+)
+
+__all__ = [
+    "EXHAUSTED_TEXT",
+    "SIDE_TEXT",
+    "Conversation",
+    "FakeAnthropic",
+    "Request",
+    "is_side_request",
+    "isolated_environ",
+    "load_script",
+    "main",
+]
+
 SECRET_HEADERS = {"x-api-key", "authorization"}
-
-_ERRORS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-_ERROR_ALIASES = {"rate_limit": 429, "overloaded": 529, "api_error": 500}
-
-Turn = Any  # list of blocks | dict | Callable[[Request], Turn]
-Matcher = str | Callable[["Request"], bool] | None
-
-
-@dataclass
-class Request:
-    """One HTTP request the fake received, with what it answered."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    kind: str = "main"  # main | side | count_tokens | probe | unknown
-    conversation: int | None = None
-    turn: int | None = None
-    answer: str = ""
-    time: float = field(default_factory=time.time)
-    api_key: str | None = field(default=None, repr=False)
-    """The x-api-key the request carried (kept out of every dump: it is a secret)."""
-
-    @property
-    def session_id(self) -> str | None:
-        for key, value in self.headers.items():
-            if key.lower() == "x-claude-code-session-id":
-                return value
-        meta = self.body.get("metadata") if isinstance(self.body, dict) else None
-        user_id = meta.get("user_id") if isinstance(meta, dict) else None
-        if isinstance(user_id, str) and user_id.startswith("{"):
-            try:
-                session = json.loads(user_id).get("session_id")
-            except (ValueError, AttributeError):
-                return None
-            return session if isinstance(session, str) else None
-        return None
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        msgs = self.body.get("messages") if isinstance(self.body, dict) else None
-        return [m for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
-
-    @property
-    def system_text(self) -> str:
-        """The system prompt: the `system` field plus any `role: system` messages."""
-        parts = [_text_of(self.body.get("system"))] if isinstance(self.body, dict) else []
-        parts += [_text_of(m.get("content")) for m in self.messages if m.get("role") == "system"]
-        return "\n".join(p for p in parts if p)
-
-    def user_texts(self) -> list[str]:
-        """Text of each user message (tool results excluded), in order."""
-        return [_text_of(m.get("content")) for m in self.messages if m.get("role") == "user"]
-
-    @property
-    def first_user_text(self) -> str:
-        texts = self.user_texts()
-        return texts[0] if texts else ""
-
-    @property
-    def prompt(self) -> str:
-        """The user's prompt: the first user message without the CLI's <system-reminder> parts."""
-        for message in self.messages:
-            if message.get("role") != "user":
-                continue
-            content = message.get("content")
-            blocks = content if isinstance(content, list) else [content]
-            texts = (_text_of([block]) for block in blocks)
-            return "\n".join(t for t in texts if t and not t.startswith("<system-reminder>"))
-        return ""
-
-    @property
-    def assistant_turns(self) -> int:
-        return sum(1 for m in self.messages if m.get("role") == "assistant")
-
-    @property
-    def tool_results(self) -> list[dict[str, Any]]:
-        """Every tool_result block: {"tool_use_id", "content" (text), "is_error"}."""
-        found = []
-        for message in self.messages:
-            content = message.get("content")
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    found.append(
-                        {
-                            "tool_use_id": block.get("tool_use_id"),
-                            "content": _text_of(block.get("content")),
-                            "is_error": bool(block.get("is_error")),
-                        }
-                    )
-        return found
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "time": self.time,
-            "method": self.method,
-            "path": self.path,
-            "kind": self.kind,
-            "conversation": self.conversation,
-            "turn": self.turn,
-            "answer": self.answer,
-            "headers": self.headers,
-            "body": self.body,
-        }
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        return "\n".join(parts)
-    return ""
-
-
-@dataclass
-class Conversation:
-    """The scripted assistant turns of one claude invocation."""
-
-    turns: list[Turn]
-    match: Matcher = None
-    name: str | None = None
-    position: int = 0  # next turn to answer
-    repeats: int = 0  # answers already given by the current (error) turn
-    started: bool = False
-
-    def matches(self, request: Request) -> bool:
-        if self.match is None:
-            return True
-        if callable(self.match):
-            return bool(self.match(request))
-        return self.match in request.system_text or self.match in request.first_user_text
-
-
-def load_script(script: Any) -> list[Conversation]:
-    """Turn a script (path, JSON text, dict or list) into conversations."""
-    if isinstance(script, Path):
-        script = json.loads(script.read_text())
-    elif isinstance(script, str):
-        script = json.loads(script)
-    if isinstance(script, Mapping):
-        script = script.get("conversations", [])
-    conversations = []
-    for item in script or []:
-        if isinstance(item, Conversation):
-            conversations.append(item)
-        elif isinstance(item, Mapping):
-            conversations.append(
-                Conversation(
-                    turns=list(item["turns"]), match=item.get("match"), name=item.get("name")
-                )
-            )
-        else:
-            conversations.append(Conversation(turns=list(item)))
-    return conversations
 
 
 def isolated_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -238,18 +98,6 @@ def isolated_environ(extra: Mapping[str, str] | None = None) -> dict[str, str]:
         if not key.startswith(("ANTHROPIC_", "CLAUDE_", "CLAUDECODE"))
     }
     return {**kept, **(extra or {})}
-
-
-def is_side_request(request: Request) -> bool:
-    """A /v1/messages request that is not the agent's conversation (a title or summary prompt).
-
-    The CLI's main requests carry tools; with `--tools ""` they carry none but still have the
-    main agent's system prompt. In print mode 2.1.197 sends no side requests; interactive mode
-    sends a session-title request (no tools, thinking disabled, a JSON schema output format).
-    """
-    if isinstance(request.body, dict) and request.body.get("tools"):
-        return False
-    return MAIN_PROMPT_MARK not in request.system_text
 
 
 class FakeAnthropic:
@@ -276,7 +124,9 @@ class FakeAnthropic:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._log = log_path.open("a") if log_path else None
-        self._server = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._server = ThreadingHTTPServer(
+            (host, port), type("Handler", (_Handler,), {"fake": self})
+        )
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -409,327 +259,157 @@ class FakeAnthropic:
         return f"{prefix}_fake{next(self._ids):04d}"
 
 
-def side_answer(body: Any) -> str:
-    """Text for a side request; JSON that fits when it asks for a JSON schema (session titles)."""
-    config = body.get("output_config") if isinstance(body, dict) else None
-    output_format = config.get("format") if isinstance(config, dict) else None
-    if isinstance(output_format, dict) and isinstance(output_format.get("schema"), dict):
-        return json.dumps(_example(output_format["schema"]))
-    return SIDE_TEXT
+class _Handler(BaseHTTPRequestHandler):
+    """Answers one connection's requests for `fake` (set on a subclass per server)."""
 
+    protocol_version = "HTTP/1.1"
+    fake: ClassVar[FakeAnthropic]
 
-def _example(schema: Mapping[str, Any]) -> Any:
-    if schema.get("enum"):
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if kind == "object":
-        properties = schema.get("properties") or {}
-        return {name: _example(sub) for name, sub in properties.items()}
-    if kind == "array":
-        return []
-    if kind in ("integer", "number"):
-        return 0
-    if kind == "boolean":
-        return False
-    return SIDE_TEXT
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
+    # -- plumbing -----------------------------------------------------------------------------
+    def _read(self) -> tuple[Request, Any]:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in SECRET_HEADERS}
+        request = Request(self.command, self.path, headers, body)
+        request.api_key = self.headers.get("x-api-key")
+        return request, body
 
-def _classify(request: Request, is_side: Callable[[Request], bool]) -> str:
-    route = request.path.split("?", 1)[0].rstrip("/")
-    if route.endswith("/count_tokens"):
-        return "count_tokens"
-    if not route.endswith("/v1/messages"):
-        return "unknown"
-    return "side" if is_side(request) else "main"
+    def _send(
+        self,
+        status: int,
+        payload: bytes,
+        content_type: str,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("request-id", self.fake._new_id("req"))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
 
+    def _send_json(self, status: int, obj: Any, extra: Mapping[str, str] | None = None) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json", extra)
 
-def _normalize(turn: Turn) -> dict[str, Any]:
-    if isinstance(turn, Mapping):
-        return dict(turn)
-    if isinstance(turn, str):
-        return {"blocks": [{"text": turn}]}
-    return {"blocks": list(turn)}
+    # -- verbs --------------------------------------------------------------------------------
+    def do_HEAD(self) -> None:
+        request, _ = self._read()
+        request.kind, request.answer = "probe", "200"
+        self.fake._record(request)
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+        self.fake._log_answered(request)
 
+    def do_GET(self) -> None:
+        request, _ = self._read()
+        request.kind, request.answer = "probe", "200 {}"
+        self.fake._record(request)
+        self._send_json(200, {})
+        self.fake._log_answered(request)
 
-def _content_blocks(
-    fake: FakeAnthropic, blocks: Sequence[str | Mapping[str, Any]]
-) -> list[dict[str, Any]]:
-    content: list[dict[str, Any]] = []
-    for block in blocks:
-        if isinstance(block, str):
-            content.append({"type": "text", "text": block})
-        elif "tool" in block:
-            content.append(
-                {
-                    "type": "tool_use",
-                    "id": block.get("id") or fake._new_id("toolu"),
-                    "name": block["tool"],
-                    "input": dict(block.get("input") or {}),
-                }
-            )
-        elif "text" in block:
-            content.append({"type": "text", "text": str(block["text"])})
+    def do_POST(self) -> None:
+        request, body = self._read()
+        request.kind = classify(request, self.fake.is_side)
+        self.fake._record(request)
+        try:
+            self._post(request, body)
+        finally:
+            self.fake._log_answered(request)
+
+    def _post(self, request: Request, body: Any) -> None:
+        if request.kind == "unknown":
+            request.answer = "404"
+            self._send_error(404, "fake API: unknown path " + self.path)
+        elif request.kind == "count_tokens":
+            tokens = max(1, len(json.dumps(body)) // 4)
+            request.answer = f"count_tokens {tokens}"
+            self._send_json(200, {"input_tokens": tokens})
+        elif request.kind == "side":
+            text = side_answer(body)
+            request.answer = "side: " + text
+            self._answer(body, {"blocks": [{"text": text}]})
         else:
-            raise ValueError(f"fake API: block needs 'text' or 'tool': {block!r}")
-    return content
+            self._post_main(request, body)
 
+    def _post_main(self, request: Request, body: Any) -> None:
+        fake = self.fake
+        turn = fake._next_turn(request)
+        if turn is None:
+            with fake._lock:
+                fake.exhausted.append(request)
+            request.answer = "exhausted"
+            turn = {"blocks": [{"text": EXHAUSTED_TEXT}]}
+        try:
+            self._answer(body, normalize(turn), request)
+        except (KeyError, TypeError, ValueError) as error:
+            # A broken script: say so in a way the CLI does not retry (400).
+            request.answer = f"bad script: {error!r}"
+            with fake._lock:
+                fake.script_errors.append(request.answer)
+            self._send_error(400, f"fake API: bad script: {error!r}")
 
-def _chunks(text: str, size: int = 40) -> Iterator[str]:
-    for start in range(0, len(text), size):
-        yield text[start : start + size]
-    if not text:
-        yield ""
+    # -- answers ------------------------------------------------------------------------------
+    def _send_error(
+        self, status: int, message: str, extra: Mapping[str, str] | None = None
+    ) -> None:
+        self._send_json(status, error_body(status, message), extra)
 
-
-def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        # -- plumbing -------------------------------------------------------------------------
-        def _read(self) -> tuple[Request, Any]:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in SECRET_HEADERS}
-            request = Request(self.command, self.path, headers, body)
-            request.api_key = self.headers.get("x-api-key")
-            return request, body
-
-        def _send(
-            self,
-            status: int,
-            payload: bytes,
-            content_type: str,
-            extra: Mapping[str, str] | None = None,
-        ) -> None:
-            self.send_response(status)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(payload)))
-            self.send_header("request-id", fake._new_id("req"))
-            for key, value in (extra or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(payload)
-            self.wfile.flush()
-
-        def _send_json(self, status: int, obj: Any, extra: Mapping[str, str] | None = None) -> None:
-            self._send(status, json.dumps(obj).encode(), "application/json", extra)
-
-        # -- verbs ------------------------------------------------------------------------------
-        def do_HEAD(self) -> None:
-            request, _ = self._read()
-            request.kind, request.answer = "probe", "200"
-            fake._record(request)
+    def _answer(self, body: Any, turn: dict[str, Any], request: Request | None = None) -> None:
+        if turn.get("delay"):
+            time.sleep(float(turn["delay"]))
+        stream = isinstance(body, dict) and bool(body.get("stream"))
+        if "error" in turn:
+            self._answer_error(turn, stream, request)
+            return
+        content = content_blocks(self.fake._new_id, turn.get("blocks") or [])
+        has_tool = any(b["type"] == "tool_use" for b in content)
+        stop_reason = turn.get("stop_reason") or ("tool_use" if has_tool else "end_turn")
+        usage = {**DEFAULT_USAGE, **(turn.get("usage") or {})}
+        model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
+        message_id = self.fake._new_id("msg")
+        if request is not None and not request.answer:
+            request.answer = stop_reason + ": " + json.dumps(content)[:200]
+        if not stream:
+            self._send_json(200, message_body(message_id, model, content, stop_reason, usage))
+            return
+        events = list(stream_events(message_id, model, content, stop_reason, usage))
+        if turn.get("drop"):
+            # A connection that dies mid-answer: headers and the first events, then EOF.
+            self.close_connection = True
             self.send_response(200)
-            self.send_header("content-length", "0")
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
             self.end_headers()
-            fake._log_answered(request)
+            self.wfile.write(sse(events[:2]))
+            self.wfile.flush()
+            return
+        self._send(200, sse(events), "text/event-stream", {"cache-control": "no-cache"})
 
-        def do_GET(self) -> None:
-            request, _ = self._read()
-            request.kind, request.answer = "probe", "200 {}"
-            fake._record(request)
-            self._send_json(200, {})
-            fake._log_answered(request)
-
-        def do_POST(self) -> None:
-            request, body = self._read()
-            request.kind = _classify(request, fake.is_side)
-            fake._record(request)
-            try:
-                self._post(request, body)
-            finally:
-                fake._log_answered(request)
-
-        def _post(self, request: Request, body: Any) -> None:
-            if request.kind == "unknown":
-                request.answer = "404"
-                self._send_error(404, "fake API: unknown path " + self.path)
-            elif request.kind == "count_tokens":
-                tokens = max(1, len(json.dumps(body)) // 4)
-                request.answer = f"count_tokens {tokens}"
-                self._send_json(200, {"input_tokens": tokens})
-            elif request.kind == "side":
-                text = side_answer(body)
-                request.answer = "side: " + text
-                self._answer(body, {"blocks": [{"text": text}]})
-            else:
-                turn = fake._next_turn(request)
-                if turn is None:
-                    with fake._lock:
-                        fake.exhausted.append(request)
-                    request.answer = "exhausted"
-                    turn = {"blocks": [{"text": EXHAUSTED_TEXT}]}
-                try:
-                    self._answer(body, _normalize(turn), request)
-                except (KeyError, TypeError, ValueError) as error:
-                    # A broken script: say so in a way the CLI does not retry (400).
-                    request.answer = f"bad script: {error!r}"
-                    with fake._lock:
-                        fake.script_errors.append(request.answer)
-                    self._send_error(400, f"fake API: bad script: {error!r}")
-
-        # -- answers ----------------------------------------------------------------------------
-        def _send_error(
-            self, status: int, message: str, extra: Mapping[str, str] | None = None
-        ) -> None:
-            kind = _ERRORS.get(status, "api_error")
-            self._send_json(
-                status, {"type": "error", "error": {"type": kind, "message": message}}, extra
-            )
-
-        def _answer(self, body: Any, turn: dict[str, Any], request: Request | None = None) -> None:
-            if turn.get("delay"):
-                time.sleep(float(turn["delay"]))
-            stream = isinstance(body, dict) and bool(body.get("stream"))
-            if "error" in turn:
-                status = turn["error"]
-                status = (
-                    _ERROR_ALIASES.get(status, status) if isinstance(status, str) else int(status)
-                )
-                message = (
-                    turn.get("message") or f"fake API: scripted {_ERRORS.get(status, 'error')}"
-                )
-                if request is not None and request.answer != "exhausted":
-                    request.answer = f"error {status}"
-                if turn.get("in_stream") and stream:
-                    error = {
-                        "type": "error",
-                        "error": {"type": _ERRORS.get(status, "api_error"), "message": message},
-                    }
-                    self._send(200, _sse([("error", error)]), "text/event-stream")
-                    return
-                extra = {str(k): str(v) for k, v in (turn.get("headers") or {}).items()}
-                if "retry_after" in turn:
-                    extra["retry-after"] = str(turn["retry_after"])
-                self._send_error(status, message, extra)
-                return
-            content = _content_blocks(fake, turn.get("blocks") or [])
-            has_tool = any(b["type"] == "tool_use" for b in content)
-            stop_reason = turn.get("stop_reason") or ("tool_use" if has_tool else "end_turn")
-            usage = {**DEFAULT_USAGE, **(turn.get("usage") or {})}
-            model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
-            message_id = fake._new_id("msg")
-            if request is not None and not request.answer:
-                request.answer = stop_reason + ": " + json.dumps(content)[:200]
-            if not stream:
-                self._send_json(
-                    200,
-                    {
-                        "id": message_id,
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": content,
-                        "stop_reason": stop_reason,
-                        "stop_sequence": None,
-                        "usage": {
-                            "input_tokens": usage["input_tokens"],
-                            "output_tokens": usage["output_tokens"],
-                            "cache_creation_input_tokens": 0,
-                            "cache_read_input_tokens": 0,
-                        },
-                    },
-                )
-                return
-            events = list(_stream_events(message_id, model, content, stop_reason, usage))
-            if turn.get("drop"):
-                # A connection that dies mid-answer: headers and the first events, then EOF.
-                self.close_connection = True
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                self.wfile.write(_sse(events[:2]))
-                self.wfile.flush()
-                return
-            self._send(200, _sse(events), "text/event-stream", {"cache-control": "no-cache"})
-
-    return Handler
-
-
-def _stream_events(
-    message_id: str,
-    model: str,
-    content: list[dict[str, Any]],
-    stop_reason: str,
-    usage: Mapping[str, int],
-) -> Iterator[tuple[str, dict[str, Any]]]:
-    yield (
-        "message_start",
-        {
-            "type": "message_start",
-            "message": {
-                "id": message_id,
-                "type": "message",
-                "role": "assistant",
-                "model": model,
-                "content": [],
-                "stop_reason": None,
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": usage["input_tokens"],
-                    "cache_creation_input_tokens": 0,
-                    "cache_read_input_tokens": 0,
-                    "output_tokens": 1,
-                },
-            },
-        },
-    )
-    for index, block in enumerate(content):
-        if block["type"] == "text":
-            yield (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            )
-            for piece in _chunks(block["text"]):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "text_delta", "text": piece},
-                    },
-                )
-        else:
-            start = {**block, "input": {}}
-            yield (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": start},
-            )
-            for piece in _chunks(json.dumps(block["input"])):
-                yield (
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": {"type": "input_json_delta", "partial_json": piece},
-                    },
-                )
-        yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    yield (
-        "message_delta",
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
-        },
-    )
-    yield "message_stop", {"type": "message_stop"}
-
-
-def _sse(events: Iterator[tuple[str, dict[str, Any]]] | list[tuple[str, dict[str, Any]]]) -> bytes:
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+    def _answer_error(
+        self, turn: dict[str, Any], stream: bool, request: Request | None = None
+    ) -> None:
+        status = error_status(turn)
+        message = turn.get("message") or f"fake API: scripted {ERRORS.get(status, 'error')}"
+        if request is not None and request.answer != "exhausted":
+            request.answer = f"error {status}"
+        if turn.get("in_stream") and stream:
+            self._send(200, sse([("error", error_body(status, message))]), "text/event-stream")
+            return
+        extra = {str(k): str(v) for k, v in (turn.get("headers") or {}).items()}
+        if "retry_after" in turn:
+            extra["retry-after"] = str(turn["retry_after"])
+        self._send_error(status, message, extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
