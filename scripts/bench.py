@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """fks benchmarks, each measured side by side with its baseline in one run, reported as ratios.
 
-    python scripts/bench.py                 # everything (needs Docker and the fks-agent image)
-    python scripts/bench.py --only startup local
-    python scripts/bench.py --only sandbox workspace import output --repeat 3
+    .venv/bin/python scripts/bench.py       # everything (needs Docker and the fks-agent image)
+    .venv/bin/python scripts/bench.py --only startup local
+    .venv/bin/python scripts/bench.py --only sandbox workspace import output --repeat 3
+
+Run it with the Python that has fks installed (the test setup's .venv): it imports the package
+and its `sandbox_runner.testing` helpers.
 
 Benchmarks:
   startup    `fks --help` and `fks run --dry-run` against `python -c pass`       (target: +200 ms at most)
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import re
@@ -53,10 +57,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the package from this checkout
+from sandbox_runner.testing.conversations import Request, Turn
+
+if TYPE_CHECKING:
+    from sandbox_runner.backends.docker.workspace import VolumeWorkspace, WorkspaceSandbox
+
 IMAGE = os.environ.get("FKS_AGENT_IMAGE") or "fks-agent:latest"
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 GIT_ENV = {
@@ -145,7 +152,7 @@ def bench_startup(work: Path, repeat: int) -> list[str]:
         ("fks --help", ["--help"]),
         ('fks run --dry-run "noop:3 -> noop"', ["run", "--dry-run", "noop:3 -> noop"]),
     ):
-        t_fks, t_py = median_pair(lambda a=argv: fks(*a, cwd=project), py, repeat)
+        t_fks, t_py = median_pair(functools.partial(fks, *argv, cwd=project), py, repeat)
         extra = (t_fks - t_py) * 1000
         rows.append(
             f"| startup: `{label}` | {t_fks * 1000:.0f} ms | `python -c pass` {t_py * 1000:.0f} ms | +{extra:.0f} ms ({t_fks / t_py:.1f}x) | +200 ms | {'ok' if extra <= 200 else 'MISSED'} |"
@@ -320,7 +327,7 @@ class Iterations:
     """Runs iterations the way `fks run --sandbox` does (`WorkspaceSandbox` on a volume, the
     hardened container of `container_settings`), with the timed script inside."""
 
-    def __init__(self, repo_path: Path, client: object = None) -> None:
+    def __init__(self, repo_path: Path, client: Any = None) -> None:
         """`client`: another engine's (the base is then sent to it, as for a remote run)."""
         import docker
 
@@ -336,7 +343,7 @@ class Iterations:
         self._script = export.script
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
-    def workspace(self, name: str):  # type: ignore[no-untyped-def]
+    def workspace(self, name: str) -> VolumeWorkspace:
         from sandbox_runner.backends.docker.shipping import ShippedObjects
         from sandbox_runner.backends.docker.workspace import VolumeWorkspace
 
@@ -352,7 +359,7 @@ class Iterations:
         self.volumes.append(ws.name)
         return ws
 
-    def sandbox(self, ws, branch: str, scratch: Path):  # type: ignore[no-untyped-def]
+    def sandbox(self, ws: VolumeWorkspace, branch: str, scratch: Path) -> WorkspaceSandbox:
         from sandbox_runner.backends.docker.backend import container_settings
         from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
 
@@ -369,7 +376,7 @@ class Iterations:
 
     def run(
         self,
-        sandbox,  # type: ignore[no-untyped-def]
+        sandbox: WorkspaceSandbox,
         argv: tuple[str, ...],
         stopped: Callable[[str], object] | None = None,
     ) -> tuple[float, dict[str, float]]:
@@ -399,7 +406,7 @@ class Iterations:
         from sandbox_runner.backends.docker import export
         from sandbox_runner.backends.docker.client import remove_volume
 
-        export.script = self._script  # type: ignore[method-assign]
+        export.script = self._script
 
         for name in self.volumes:
             remove_volume(self.client, name)
@@ -420,7 +427,7 @@ def bench_workspace(work: Path, repeat: int) -> list[str]:
             # a checkout's writeback would otherwise land on whatever runs next.
             os.sync()
             with tempfile.TemporaryDirectory() as scratch:
-                _, first = its.run(its.sandbox(ws, b1, Path(scratch)), ("true",))
+                _, step1 = its.run(its.sandbox(ws, b1, Path(scratch)), ("true",))
             # The base moves by 10 changed files (a landed step, or the user's commits): step 2
             # starts there, on the recycled volume, which still holds step 1's tree.
             for f in range(10):
@@ -429,18 +436,18 @@ def bench_workspace(work: Path, repeat: int) -> list[str]:
             create_branch(its.repo, b2, rev(its.repo, "main"))
             os.sync()
             with tempfile.TemporaryDirectory() as scratch:
-                wall, later = its.run(its.sandbox(ws, b2, Path(scratch)), ("true",))
+                wall, step2 = its.run(its.sandbox(ws, b2, Path(scratch)), ("true",))
             t_bare = timed(lambda: sh("docker", "run", "--rm", IMAGE, "true"))
-            if "settle" in later or "settle" not in first:
+            if "settle" in step2 or "settle" not in step1:
                 raise SystemExit("bench: step 2 did a full checkout, or step 1 did not")
             if attempt:
-                firsts.append(first["prepare"] - first["settle"])
-                laters.append(later["prepare"])
-                settles.append(first["settle"])
+                firsts.append(step1["prepare"] - step1["settle"])
+                laters.append(step2["prepare"])
+                settles.append(step1["settle"])
                 step2_wall.append(wall)
                 bare.append(t_bare)
-                snapshots.append(later["snapshot"])
-                first_snaps.append(first["snapshot"])
+                snapshots.append(step2["snapshot"])
+                first_snaps.append(step1["snapshot"])
     finally:
         its.close()
     first, later = statistics.median(firsts), statistics.median(laters)
@@ -592,8 +599,9 @@ def bench_output(work: Path, repeat: int) -> list[str]:
         try:
             t_logs_all.append(
                 timed(
-                    lambda n=name: subprocess.run(
-                        ["docker", "logs", n],
+                    functools.partial(
+                        subprocess.run,
+                        ["docker", "logs", name],
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                         check=True,
@@ -614,13 +622,12 @@ def bench_output(work: Path, repeat: int) -> list[str]:
 _REFUSE = """
 import sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
 from sandbox_runner.git.bundles import import_bundle
 from sandbox_runner.git.repo import open_repo
 from sandbox_runner.git.runner import GitError
-if len(sys.argv) > 3:
+if len(sys.argv) > 2:
     try:
-        import_bundle(open_repo(Path(sys.argv[2])), Path(sys.argv[3]), "fks/r/1-a", "refs/fks/r/1")
+        import_bundle(open_repo(Path(sys.argv[1])), Path(sys.argv[2]), "fks/r/1-a", "refs/fks/r/1")
         sys.exit("the hostile bundle was taken")
     except GitError:
         pass
@@ -645,7 +652,7 @@ def bench_hostile(work: Path, repeat: int) -> list[str]:
     size = bundle.stat().st_size / 1024**2
 
     def peak(*argv: str) -> float:
-        proc = subprocess.Popen([sys.executable, "-c", _REFUSE, str(ROOT), *argv], cwd=work)
+        proc = subprocess.Popen([sys.executable, "-c", _REFUSE, *argv], cwd=work)
         _, status, usage = os.wait4(proc.pid, 0)
         if status != 0:
             raise SystemExit(f"bench hostile: the refusing process failed (status {status})")
@@ -665,8 +672,9 @@ def bench_image(work: Path, repeat: int) -> list[str]:
 
     from sandbox_runner.backends.docker import images, versions
     from sandbox_runner.backends.docker.base_image import DEFAULT_BASE_IMAGE, LOCAL_BASE_IMAGE
+    from sandbox_runner.backends.docker.client import docker_client
 
-    client = images.docker_client()
+    client = docker_client()
     present = images.image_exists(client, DEFAULT_BASE_IMAGE)
     base = DEFAULT_BASE_IMAGE if present else LOCAL_BASE_IMAGE
     certs = sorted(Path("/usr/local/share/ca-certificates").glob("*.crt"))
@@ -698,7 +706,7 @@ def bench_image(work: Path, repeat: int) -> list[str]:
 STAGE_SECONDS = 5.0
 
 
-def _forge_team(request: object) -> object:
+def _forge_team(request: Request) -> Turn:
     """Every forge agent, answering its first request after STAGE_SECONDS."""
     if request.tool_results:
         return [{"text": "Done."}]
@@ -708,7 +716,9 @@ def _forge_team(request: object) -> object:
         command = (
             f"echo done > {name.group(1) if name else 'x'}.txt && git add -A && git commit -qm work"
         )
-        blocks: object = [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+        blocks: list[dict[str, Any]] = [
+            {"tool": "Bash", "input": {"command": command, "description": "work"}}
+        ]
     elif "You review the implementation" in system:
         blocks = [{"tool": "StructuredOutput", "input": {"approved": True}}]
     else:
@@ -744,8 +754,7 @@ def _cpu_of(pids: dict[int, float]) -> None:
 
 
 def bench_forge(work: Path, repeat: int) -> list[str]:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fakeapi import FakeAnthropic, isolated_environ
+    from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 
     walls: dict[int, list[float]] = {1: [], 4: []}
     cpu: list[float] = []
@@ -782,11 +791,10 @@ def bench_forge(work: Path, repeat: int) -> list[str]:
 def bench_swarm(work: Path, repeat: int) -> list[str]:
     """`fks forge run --sandbox --parallel 4` of four tasks whose agents spend STAGE_SECONDS
     per stage, on a two-node swarm (this machine's engine and a second one in its own network
-    namespace: tests/engines.py) against the same on this machine's engine alone, alternating.
+    namespace: sandbox_runner/testing/engines.py) against the same on this machine's engine alone, alternating.
     Network `open` for both (the egress proxy does not run on a swarm yet)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from engines import SecondEngine, TwoNodeSwarm
-    from fakeapi import FakeAnthropic, isolated_environ
+    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+    from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 
     config: dict[str, object] = {"sandbox": {"network": "open", "memory": "512m"}}
     walls: dict[str, list[float]] = {"swarm": [], "local": []}
@@ -819,10 +827,9 @@ def bench_swarm(work: Path, repeat: int) -> list[str]:
 
 
 def bench_remote(work: Path, repeat: int) -> list[str]:
-    """On a second engine that cannot see this machine's disk (tests/engines.py: a dockerd in
+    """On a second engine that cannot see this machine's disk (sandbox_runner/testing/engines.py: a dockerd in
     a network namespace of its own, reached over TCP), its images sent first."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from engines import SecondEngine
+    from sandbox_runner.testing.engines import SecondEngine
 
     with SecondEngine() as engine:
         sh(FKS, "image", "push", "--engine", engine.url)
@@ -837,9 +844,13 @@ def _remote_iterations(work: Path, repeat: int, url: str) -> list[str]:
     project = make_repo(work / "remote", {**NOOP_CONFIG, "sandbox": {"network": "open"}})
 
     def run(n: int, bare: bool) -> Callable[[], None]:
+        def bare_runs() -> None:
+            for _ in range(n):
+                sh("docker", "-H", url, "run", "--rm", IMAGE, "true")
+
         if bare:
-            return lambda: [sh("docker", "-H", url, "run", "--rm", IMAGE, "true") for _ in range(n)]
-        return lambda: fks("run", f"noop:{n}", "--sandbox", "--engine", url, cwd=project)
+            return bare_runs
+        return functools.partial(fks, "run", f"noop:{n}", "--sandbox", "--engine", url, cwd=project)
 
     short_f, short_d, long_f, long_d = median_many(
         [run(n, bare) for n in (2, 12) for bare in (False, True)], repeat
@@ -852,7 +863,7 @@ def _remote_iterations(work: Path, repeat: int, url: str) -> list[str]:
     ]
 
 
-def _remote_shipping(work: Path, repeat: int, client: object) -> list[str]:
+def _remote_shipping(work: Path, repeat: int, client: Any) -> list[str]:
     """The base of a 20,000-file repository into a fresh remote workspace: the pack sent and
     indexed there, then the step's full checkout (timed inside its container), against
     `git clone --no-local` of the same repository in a container there into a fresh volume
@@ -900,7 +911,7 @@ def _remote_shipping(work: Path, repeat: int, client: object) -> list[str]:
         its.close()
         for volume in clone_volumes:
             with contextlib.suppress(Exception):
-                its.client.volumes.get(volume).remove(force=True)  # type: ignore[attr-defined]
+                its.client.volumes.get(volume).remove(force=True)
     ship, checkout, clone = (statistics.median(x) for x in (ships, checkouts, clones))
     ratio = (ship + checkout) / clone
     return [
@@ -908,7 +919,7 @@ def _remote_shipping(work: Path, repeat: int, client: object) -> list[str]:
     ]
 
 
-def _ship_and_checkout(its: Iterations, ws: Any, branch: str) -> tuple[float, float]:
+def _ship_and_checkout(its: Iterations, ws: VolumeWorkspace, branch: str) -> tuple[float, float]:
     """Seconds to send and index the base, and the step's first checkout (inside)."""
     from sandbox_runner.git.repo import rev
 
