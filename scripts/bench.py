@@ -59,7 +59,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.testing.conversations import Request, Turn
+try:
+    from sandbox_runner.testing.conversations import Request, Turn
+except ModuleNotFoundError:
+    sys.exit(
+        "bench: fks is not installed for this Python; run .venv/bin/python scripts/bench.py"
+        " (scripts/test makes .venv)"
+    )
 
 if TYPE_CHECKING:
     from sandbox_runner.backends.docker.workspace import VolumeWorkspace, WorkspaceSandbox

@@ -1,4 +1,4 @@
-"""`backends/docker/engines.py` against a real second engine (tests/engines.py): a URL, a
+"""`backends/docker/engines.py` against a real second engine (sandbox_runner/testing/engines.py): a URL, a
 Docker CLI context, TLS variables, and one line when the engine cannot be reached."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`fks run --sandbox --engine tcp://…` against a real second engine (tests/engines.py), which
+"""`fks run --sandbox --engine tcp://…` against a real second engine (sandbox_runner/testing/engines.py), which
 cannot see this machine's disk: the base goes in as packs through the Docker API, commits come
 out as bundles, the images are sent before the first iteration, and `fks clean` after a kill -9
 leaves nothing on that engine. The same commits land as with a local run."""

@@ -1,4 +1,4 @@
-"""`--engine swarm` on a real two-node swarm (tests/engines.py: the main engine as manager and
+"""`--engine swarm` on a real two-node swarm (sandbox_runner/testing/engines.py: the main engine as manager and
 a second engine in its own network namespace as worker): every iteration a service, placed by
 Swarm and then pinned to its workspace's node, the base fetched from this machine, commits
 out through the log stream; nothing left on either node afterwards."""

@@ -28,7 +28,7 @@ from sandbox_runner.testing.fakeapi import (
     isolated_environ,
 )
 
-FIXTURES = Path(__file__).parent / "data" / "streamjson"
+FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 
 needs_claude = pytest.mark.skipif(shutil.which("claude") is None, reason="claude CLI not on PATH")

@@ -1,4 +1,4 @@
-"""The second-engine fixture (tests/engines.py) leaves nothing behind: its dockerd stopped by
+"""The second-engine fixture (sandbox_runner/testing/engines.py) leaves nothing behind: its dockerd stopped by
 pid, its namespace, veth and directory gone, whether the tests pass, fail or are interrupted."""
 
 from __future__ import annotations
