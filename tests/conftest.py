@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
-from helpers import FAKE_AGENT, Result
+
+from sandbox_runner.testing.engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
+from sandbox_runner.testing.helpers import Result
+
+FAKE_AGENT = Path(__file__).parent / "agents" / "fake_agent.py"
 
 
 @pytest.fixture(autouse=True)

@@ -240,3 +240,16 @@ def test_imports_point_down_the_layers() -> None:
 @pytest.mark.parametrize("module", sorted(_ALLOWED))
 def test_modules_shared_downwards_import_nothing_from_the_package(module: str) -> None:
     assert _imports(module, MODULES[module]) == set()
+
+
+def test_nothing_in_the_package_imports_its_testing_helpers() -> None:
+    """`sandbox_runner.testing` serves the tests and the benchmarks; fks itself never loads it."""
+    testing = "sandbox_runner.testing"
+    wrong = [
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        if name != testing and not name.startswith(testing + ".")
+        for target in sorted(_imports(name, path))
+        if target == testing or target.startswith(testing + ".")
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fks, write_config
+
+from sandbox_runner.testing.helpers import fks, write_config
 
 LONG = "a" * 5000
 

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakeapi import FakeAnthropic
-from helpers import eventually_none, git, init_repo, write_config
 from test_claude_e2e import (
     assert_claude_stats,
     assert_no_secret,
@@ -24,6 +22,8 @@ from test_claude_e2e import (
 )
 
 from sandbox_runner.plan.prompts import MARKER
+from sandbox_runner.testing.fakeapi import FakeAnthropic
+from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import eventually_none, fks, git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import eventually_none, fks, git, init_repo, write_config
 
 
 def records(project: Path) -> list[dict]:

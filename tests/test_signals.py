@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FKS
+
+from sandbox_runner.testing.helpers import FKS
 
 
 def alive(pid: int) -> bool:

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 

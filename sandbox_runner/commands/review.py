@@ -55,6 +55,22 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
         return
     repo = Path(step.repo or record.cwd)
     base = step.base_branch or record.base_branch
+    _step_header(step, repo, base)
+    if not repo.is_dir():
+        _say(f"  the repository {repo} no longer exists")
+        return
+    tip = _tip(repo, step)
+    if tip is None:
+        return
+    since = _start(repo, step, base)
+    if since is None:
+        _say("  (cannot tell where the step started: its start commit and base are gone)")
+        return
+    _step_changes(repo, step, base, since, tip, diff=diff)
+
+
+def _step_header(step: StepRecord, repo: Path, base: str | None) -> None:
+    """The step's branch, repository and base, and whether it merged."""
     _say(f"  branch:    {step.branch}")
     _say(f"  repo:      {repo}")
     _say(f"  base:      {base or '?'}")
@@ -67,16 +83,12 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
         _say(
             f"  conflicts: {', '.join(step.conflicts)} (with {base or 'the base'} when fks tried to merge)"
         )
-    if not repo.is_dir():
-        _say(f"  the repository {repo} no longer exists")
-        return
-    tip = _tip(repo, step)
-    if tip is None:
-        return
-    since = _start(repo, step, base)
-    if since is None:
-        _say("  (cannot tell where the step started: its start commit and base are gone)")
-        return
+
+
+def _step_changes(
+    repo: Path, step: StepRecord, base: str | None, since: str, tip: str, *, diff: bool
+) -> None:
+    """The step's commits and diffstat since `since`, how to land them, and the patch."""
     _commits(repo, since, tip)
     changed = not git_ok(repo, "diff", "--quiet", since, tip)
     if changed:

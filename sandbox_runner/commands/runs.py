@@ -10,6 +10,7 @@ from pathlib import Path
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 from sandbox_runner.records.results import usd_limit
 from sandbox_runner.records.store import (
+    ClaudeStats,
     IterationRecord,
     RunRecord,
     RunStore,
@@ -180,6 +181,23 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     yield f"Run {record.id}"
     kind = "forge" if record.options.forge_task else "chain" if record.options.chain else "dsl"
     yield _field(kind, record.label)
+    yield _field("status", _run_status_line(record, state))
+    yield _field("ran", f"{_run_place(record)} in {record.cwd}")
+    if record.base_branch or record.base_commit:
+        commit = f" at {record.base_commit[:12]}" if record.base_commit else ""
+        yield _field("base", f"{record.base_branch or '?'}{commit}")
+    yield from _run_times(record, state)
+    cost = format_cost(record)
+    if record.options.max_cost is not None:
+        cost += f" (limit {usd_limit(record.options.max_cost)})"
+    yield _field("cost", cost)
+    yield _field("record", shown_path(run_dir / "run.json"))
+    for step in record.steps:
+        yield ""
+        yield from describe_step(step, state, run_dir)
+
+
+def _run_status_line(record: RunRecord, state: str) -> str:
     status = state
     if record.reason and record.reason != state:
         status += f" ({record.reason})"
@@ -191,7 +209,10 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
         )
     elif state == "running":
         status += f" (pid {record.pid})"
-    yield _field("status", status)
+    return status
+
+
+def _run_place(record: RunRecord) -> str:
     where = (
         "sandbox (Docker, one branch per step)"
         if record.options.sandbox
@@ -201,24 +222,16 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     )
     if record.options.sandbox and record.options.image:
         where += f", image {record.options.image}"
-    yield _field("ran", f"{where} in {record.cwd}")
-    if record.base_branch or record.base_commit:
-        commit = f" at {record.base_commit[:12]}" if record.base_commit else ""
-        yield _field("base", f"{record.base_branch or '?'}{commit}")
+    return where
+
+
+def _run_times(record: RunRecord, state: str) -> Iterator[str]:
     yield _field("started", local_time(record.started))
     if record.ended is not None:
         yield _field("ended", local_time(record.ended))
         yield _field("duration", span(record.started, record.ended))
     elif state == "running":
         yield _field("duration", f"{span(record.started, now())} so far")
-    cost = format_cost(record)
-    if record.options.max_cost is not None:
-        cost += f" (limit {usd_limit(record.options.max_cost)})"
-    yield _field("cost", cost)
-    yield _field("record", shown_path(run_dir / "run.json"))
-    for step in record.steps:
-        yield ""
-        yield from describe_step(step, state, run_dir)
 
 
 def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[str]:
@@ -227,23 +240,9 @@ def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[s
         status += f" ({step.reason})"
     yield f"Step {step.index}: {step.agent}  {status}"
     limit = f"{step.iterations_used}/{step.iterations_max}" + ("" if step.loop else " (runs once)")
-    timing = ""
-    if step.started is not None:
-        timing = f", started {local_time(step.started, '%H:%M:%S')}"
-        if step.ended is not None:
-            timing += f", took {span(step.started, step.ended)}"
-    yield _field("iterations", f"{limit}{timing}")
+    yield _field("iterations", f"{limit}{_step_timing(step)}")
     if step.branch:
-        if step.merged:
-            landed = f"merged into {step.base_branch or '?'}"
-            if step.merge_commit:
-                landed += f" at {step.merge_commit[:12]}"
-        else:
-            landed = "not merged"
-        yield _field("branch", f"{step.branch} ({landed})")
-        if step.start_commit:
-            head = f" -> {step.head_commit[:12]}" if step.head_commit else ""
-            yield _field("commits", f"{step.start_commit[:12]}{head}")
+        yield from _step_branch(step, step.branch)
     if step.conflicts:
         yield _field("conflicts", ", ".join(step.conflicts))
     if step.worktree:
@@ -254,7 +253,46 @@ def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[s
         yield from describe_iteration(it, run_state, run_dir)
 
 
+def _step_timing(step: StepRecord) -> str:
+    if step.started is None:
+        return ""
+    timing = f", started {local_time(step.started, '%H:%M:%S')}"
+    if step.ended is not None:
+        timing += f", took {span(step.started, step.ended)}"
+    return timing
+
+
+def _step_branch(step: StepRecord, branch: str) -> Iterator[str]:
+    if step.merged:
+        landed = f"merged into {step.base_branch or '?'}"
+        if step.merge_commit:
+            landed += f" at {step.merge_commit[:12]}"
+    else:
+        landed = "not merged"
+    yield _field("branch", f"{branch} ({landed})")
+    if step.start_commit:
+        head = f" -> {step.head_commit[:12]}" if step.head_commit else ""
+        yield _field("commits", f"{step.start_commit[:12]}{head}")
+
+
 def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> Iterator[str]:
+    yield _iteration_line(it, run_state)
+    if it.claude is not None and (stats := _claude_stats(it.claude)):
+        yield f"      claude: {', '.join(stats)}"
+    if it.note:
+        yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
+    yield from _iteration_denied(it)
+    if it.error_tail and it.reason != "marker":
+        tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
+        for line in tail:
+            yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
+    if it.log:
+        yield f"      log: {shown_path(run_dir / it.log)}"
+    if it.log_dropped:
+        yield f"      log cut: {it.log_dropped} bytes of output past the log limit were not kept"
+
+
+def _iteration_line(it: IterationRecord, run_state: str) -> str:
     if it.ended is not None:
         took = span(it.started, it.ended)
     elif it.reason is None:
@@ -276,34 +314,27 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
         parts.append(f"container {it.container_id[:12]}")
     if not it.counted and it.ended is not None:
         parts.append("(not counted)")
-    yield "  ".join(parts)
-    if it.claude is not None:
-        c = it.claude
-        stats: list[str] = []
-        if c.cost_usd is not None:
-            stats.append(f"${c.cost_usd:.4f}")
-        if c.input_tokens is not None or c.output_tokens is not None:
-            stats.append(f"{c.input_tokens or 0} in / {c.output_tokens or 0} out tokens")
-        if c.turns is not None:
-            stats.append(f"{c.turns} turns")
-        if c.subtype:
-            stats.append(c.subtype)
-        if c.session_id:
-            stats.append(f"session {c.session_id}")
-        if stats:
-            yield f"      claude: {', '.join(stats)}"
-    if it.note:
-        yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
+    return "  ".join(parts)
+
+
+def _claude_stats(c: ClaudeStats) -> list[str]:
+    stats: list[str] = []
+    if c.cost_usd is not None:
+        stats.append(f"${c.cost_usd:.4f}")
+    if c.input_tokens is not None or c.output_tokens is not None:
+        stats.append(f"{c.input_tokens or 0} in / {c.output_tokens or 0} out tokens")
+    if c.turns is not None:
+        stats.append(f"{c.turns} turns")
+    if c.subtype:
+        stats.append(c.subtype)
+    if c.session_id:
+        stats.append(f"session {c.session_id}")
+    return stats
+
+
+def _iteration_denied(it: IterationRecord) -> Iterator[str]:
     for denied in it.denied:
         yield f"      denied: {denied.describe()} (not on the sandbox's allow-list)"
     if it.denied_more:
         many = "s" if it.denied_more != 1 else ""
         yield f"      denied: {it.denied_more} more request{many} to other destinations"
-    if it.error_tail and it.reason != "marker":
-        tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
-        for line in tail:
-            yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
-    if it.log:
-        yield f"      log: {shown_path(run_dir / it.log)}"
-    if it.log_dropped:
-        yield f"      log cut: {it.log_dropped} bytes of output past the log limit were not kept"

@@ -159,7 +159,21 @@ def edit(*, root: Path | None, task_ref: str, changes: Changes) -> int:
 
 
 def _apply(task: model.Task, changes: Changes, board: Board) -> model.Task:
-    meta = task.meta
+    fields = _front_matter_changes(task.meta, changes, board)
+    body: dict[str, object] = {
+        "acceptance_criteria": _criteria(task, changes),
+        "notes": _notes(task, changes),
+    }
+    if changes.description is not None:
+        body["description"] = changes.description.strip()
+    # Re-validate the front matter so edits obey the same rules as the file format.
+    new_meta = model.FrontMatter.model_validate({**task.meta.model_dump(), **fields})
+    return task.model_copy(update={"meta": new_meta, **body})
+
+
+def _front_matter_changes(
+    meta: model.FrontMatter, changes: Changes, board: Board
+) -> dict[str, object]:
     fields: dict[str, object] = {}
     if changes.title is not None:
         fields["title"] = model.clean_line(changes.title, "the title")
@@ -180,7 +194,10 @@ def _apply(task: model.Task, changes: Changes, board: Board) -> model.Task:
         ]
         _refuse_cycle(board, meta.id, added)
         fields["dependencies"] = dependencies
+    return fields
 
+
+def _criteria(task: model.Task, changes: Changes) -> list[model.Criterion]:
     criteria = [*task.acceptance_criteria]
     criteria += [
         model.Criterion(text=model.clean_line(text, "--ac text")) for text in changes.add_criteria
@@ -192,23 +209,20 @@ def _apply(task: model.Task, changes: Changes, board: Board) -> model.Task:
         if not 1 <= number <= len(criteria):
             has = f"it has {len(criteria)}" if criteria else "it has none; add one with --ac TEXT"
             raise TaskError(
-                f"{meta.id} has no acceptance criterion #{number} ({has}; `forge-tasks view {meta.id}` lists them)"
+                f"{task.meta.id} has no acceptance criterion #{number} ({has}; `forge-tasks view {task.meta.id}` lists them)"
             )
         criteria[number - 1] = criteria[number - 1].model_copy(update={"checked": checked})
+    return criteria
 
+
+def _notes(task: model.Task, changes: Changes) -> str:
     notes = task.notes
     if changes.append_notes is not None:
         addition = changes.append_notes.strip()
         if not addition:
             raise TaskError("--append-notes text must not be empty")
         notes = f"{notes}\n\n{addition}" if notes else addition
-
-    body: dict[str, object] = {"acceptance_criteria": criteria, "notes": notes}
-    if changes.description is not None:
-        body["description"] = changes.description.strip()
-    # Re-validate the front matter so edits obey the same rules as the file format.
-    new_meta = model.FrontMatter.model_validate({**meta.model_dump(), **fields})
-    return task.model_copy(update={"meta": new_meta, **body})
+    return notes
 
 
 def _read(store: TaskStore) -> Board:

@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from fakeapi import FakeAnthropic, isolated_environ
-from helpers import commit_scripts, fks, git, init_repo
 from test_runs_list import _team
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
+from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
 
 DONE_AGENT = """#!/bin/sh
 echo "done work" > done.txt

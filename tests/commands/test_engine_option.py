@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import fks, git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 SWARM = "the local Docker engine is not a swarm manager"
 NO_PROXY = (

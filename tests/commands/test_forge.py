@@ -8,8 +8,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import fks, git, init_repo, write_config
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 CONFIG_TEMPLATE = Path(__file__).parents[2] / "sandbox_runner/templates/init/forge/chains.json"
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FKS, Result, fks, git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import FKS, Result, fks, git, init_repo, write_config
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "agents" / "fake_claude.py"
 

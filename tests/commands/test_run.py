@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import calls, fks, write_config
+
+from sandbox_runner.testing.helpers import calls, fks, write_config
 
 
 def run(cli: object, *args: str) -> object:

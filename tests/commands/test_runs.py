@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FKS, Result, commit_scripts, fks, init_repo
+
+from sandbox_runner.testing.helpers import FKS, Result, commit_scripts, fks, init_repo
 
 OK_AGENT = """#!/bin/sh
 # Commits one file, prints the marker.

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import fks, git, init_repo
 from test_runs import complete_run, incomplete_run, project  # noqa: F401  (fixture)
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import fks, git, init_repo
 
 
 def _ids(stdout: str) -> list[str]:

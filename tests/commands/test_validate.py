@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import calls, fks, init_repo, write_config
+from sandbox_runner.testing.helpers import calls, fks, init_repo, write_config
 
 TYPOS = {
     "agents": {

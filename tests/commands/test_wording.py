@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import FKS, fks, git, init_repo
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
 
 COMMANDS = [
     ["run"], ["chains"], ["validate"], ["init"], ["runs"], ["show"], ["logs"], ["review"],

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 import yaml
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import Result, fks, git, init_repo, write_config
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import Result, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.claude
 

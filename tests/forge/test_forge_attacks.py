@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git
 from test_pipeline import ANALYSIS, APPROVED, REJECTED, answer, commit, context, new_task, repo
 
 from sandbox_runner.backends.api import ExecSpec
@@ -15,6 +14,7 @@ from sandbox_runner.backends.fake import FakeRun
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import process_task
+from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
-from fakeapi import FakeAnthropic, Request
-from helpers import eventually_none, git, init_repo, write_config
 from test_claude_e2e import assert_no_secret, claude_env, containers, run_fks
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
+from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 
@@ -268,8 +269,9 @@ def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
     import signal
     import time
 
-    from fakeapi import isolated_environ
     from test_claude_e2e import FKS
+
+    from sandbox_runner.testing.fakeapi import isolated_environ
 
     ids = create_tasks(repo, ["slow"])
     team = SlowImplementer()

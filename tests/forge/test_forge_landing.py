@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import git
 from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
 
 from sandbox_runner.forge.worker import process_task
+from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import FKS, git, init_repo, write_config
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import FKS, git, init_repo, write_config
 
 needs_claude = pytest.mark.skipif(shutil.which("claude") is None, reason="needs the claude CLI")
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import git, init_repo
 
 from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
@@ -24,6 +23,7 @@ from sandbox_runner.git.repo import open_repo
 from sandbox_runner.plan.config import ForgeSettings
 from sandbox_runner.records.store import RunStore
 from sandbox_runner.tasks.commands import create
+from sandbox_runner.testing.helpers import git, init_repo
 from sandbox_runner.ui.output import PlainReporter
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import git, init_repo
+
+from sandbox_runner.testing.helpers import git, init_repo
 
 BRANCH = "fks/r1/1-agent"
 MAX_RSS_MB = 150

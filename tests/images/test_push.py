@@ -1,4 +1,4 @@
-"""`fks image push --engine URL` against a real second engine (tests/engines.py): the image
+"""`fks image push --engine URL` against a real second engine (sandbox_runner/testing/engines.py): the image
 arrives with the same id through the API (no registry), streamed, and runs there; a second push
 sends nothing; a copy under another tag is only tagged."""
 
@@ -10,7 +10,8 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from helpers import fks
+
+from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

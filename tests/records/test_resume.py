@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from helpers import FKS, fks
+from sandbox_runner.testing.helpers import FKS, fks
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:

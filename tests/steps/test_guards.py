@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeAnthropic, isolated_environ
-from helpers import fks, git, init_repo, write_config
+
+from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
+from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 
 def bash(command: str) -> dict[str, Any]:

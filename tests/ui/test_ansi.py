@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import fks
 
+from sandbox_runner.testing.helpers import fks
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.ui.live import clean_line
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import FakeAnthropic, Request, isolated_environ
-from helpers import FKS, fks, git, init_repo
 from rich.console import Console
 
 from sandbox_runner.forge.scheduler import Worker
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.forge_view import LiveForgeView
 

@@ -17,12 +17,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from helpers import FKS, fks
 from rich.console import Console
 
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
+from sandbox_runner.testing.helpers import FKS, fks
 from sandbox_runner.ui.live import LiveReporter
 from sandbox_runner.ui.output import PlainReporter
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from helpers import fks
-
 from sandbox_runner.steps.streamjson import AssistantText
+from sandbox_runner.testing.helpers import fks
 from sandbox_runner.ui.output import PlainReporter
 
 IMPOSTOR = r"""#!/bin/sh

@@ -15,9 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import Result, agent_lines, git
 from test_backend import add_script, configure, of_repo, record, sandbox
 from test_backend import repo as repo  # the fixture, shared
+
+from sandbox_runner.testing.helpers import Result, agent_lines, git
 
 pytestmark = pytest.mark.docker
 
@@ -804,7 +805,7 @@ def test_prompt_file_replaced_by_symlink_is_not_followed(repo: Path, host: Host)
 
 
 def fks_run(dsl: str, *args: str) -> Result:
-    from helpers import fks
+    from sandbox_runner.testing.helpers import fks
 
     return fks("run", dsl, *args, "--sandbox", timeout=180)
 

@@ -14,7 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import FKS, Result, eventually_none, fks, git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import (
+    FKS,
+    Result,
+    eventually_none,
+    fks,
+    git,
+    init_repo,
+    write_config,
+)
 
 pytestmark = pytest.mark.docker
 

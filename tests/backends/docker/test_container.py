@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import eventually_none, fks, git
 from test_backend import (
     add_script,
     branches,
@@ -19,6 +18,8 @@ from test_backend import (
     repo,
     sandbox,
 )
+
+from sandbox_runner.testing.helpers import eventually_none, fks, git
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

@@ -503,8 +503,8 @@ def test_real_claude_in_a_network_none_container_talks_to_the_api_through_the_pr
     """The claude CLI honours ANTHROPIC_BASE_URL past the proxy variables (NO_PROXY), sends
     the placeholder, and the API (the fake) gets the real key; its tool call reaches an
     allowed host through the forward proxy."""
-    import fakeapi
-    from fakeapi import FakeAnthropic
+    from sandbox_runner.testing import fakeapi
+    from sandbox_runner.testing.fakeapi import FakeAnthropic
 
     monkeypatch.setattr(fakeapi, "SECRET_HEADERS", frozenset())  # here the key is the point
     command = f"curl -s -o /dev/null -w 'code=%{{http_code}}' http://{lab.gateway}:{lab.allowed.port}/from-claude"

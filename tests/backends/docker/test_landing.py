@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import fks, git
 from test_backend import (
     add_script,
     configure,
@@ -17,6 +16,8 @@ from test_backend import (
     sandbox,
     waiting_agent,
 )
+
+from sandbox_runner.testing.helpers import fks, git
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import agent_lines, fks
 from test_backend import add_script, configure, record, repo, sandbox
+
+from sandbox_runner.testing.helpers import agent_lines, fks
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FKS, fks, git
 from test_backend import add_script, record, repo, sandbox
+
+from sandbox_runner.testing.helpers import FKS, fks, git
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

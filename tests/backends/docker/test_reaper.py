@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import FKS, eventually_none, fks
 from test_backend import add_script, configure, record, repo, volumes, waiting_agent
+
+from sandbox_runner.testing.helpers import FKS, eventually_none, fks
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

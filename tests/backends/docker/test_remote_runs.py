@@ -1,4 +1,4 @@
-"""`fks run --sandbox --engine tcp://…` against a real second engine (tests/engines.py), which
+"""`fks run --sandbox --engine tcp://…` against a real second engine (sandbox_runner/testing/engines.py), which
 cannot see this machine's disk: the base goes in as packs through the Docker API, commits come
 out as bundles, the images are sent before the first iteration, and `fks clean` after a kill -9
 leaves nothing on that engine. The same commits land as with a local run."""
@@ -15,9 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import StartedContainers
-from fakeapi import FakeAnthropic
-from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import (
     API_KEY,
     PLAN_MD,
@@ -27,6 +24,10 @@ from test_claude_e2e import (
     run_record,
     subjects,
 )
+
+from sandbox_runner.testing.engines import StartedContainers
+from sandbox_runner.testing.fakeapi import FakeAnthropic
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")

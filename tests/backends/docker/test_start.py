@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import git
 from test_backend import add_script, repo, sandbox
 from test_container import nothing_started
+
+from sandbox_runner.testing.helpers import git
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

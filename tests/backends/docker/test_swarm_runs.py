@@ -1,4 +1,4 @@
-"""`--engine swarm` on a real two-node swarm (tests/engines.py: the main engine as manager and
+"""`--engine swarm` on a real two-node swarm (sandbox_runner/testing/engines.py: the main engine as manager and
 a second engine in its own network namespace as worker): every iteration a service, placed by
 Swarm and then pinned to its workspace's node, the base fetched from this machine, commits
 out through the log stream; nothing left on either node afterwards."""
@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines import SecondEngine, StartedContainers, TwoNodeSwarm
-from fakeapi import FakeAnthropic, Request
-from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import API_KEY, run_fks
+
+from sandbox_runner.testing.engines import SecondEngine, StartedContainers, TwoNodeSwarm
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 

@@ -19,8 +19,6 @@ from typing import Any
 
 import docker
 import pytest
-from engines import SecondEngine, TwoNodeSwarm
-from helpers import fks
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec
 from sandbox_runner.backends.docker.container import ContainerSettings, Mount
@@ -32,6 +30,8 @@ from sandbox_runner.backends.docker.service import (
     remove_run_services,
 )
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
+from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

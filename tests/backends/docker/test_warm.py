@@ -15,7 +15,6 @@ from typing import Any
 
 import docker
 import pytest
-from helpers import FKS, agent_lines, fks
 from test_backend import (
     add_script,
     configure,
@@ -27,6 +26,7 @@ from test_backend import (
 )
 
 from sandbox_runner.backends.docker.warm import DEPTH, ROLE_NETNS
+from sandbox_runner.testing.helpers import FKS, agent_lines, fks
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

@@ -1,4 +1,4 @@
-"""The two-node swarm helper (tests/engines.py): both engines are Ready nodes, a one-shot job
+"""The two-node swarm helper (sandbox_runner/testing/engines.py): both engines are Ready nodes, a one-shot job
 constrained to the second node runs there, and both nodes have left it afterwards."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 
 import docker
 import pytest
-from engines import TwoNodeSwarm
-from helpers import fks
+
+from sandbox_runner.testing.engines import TwoNodeSwarm
+from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

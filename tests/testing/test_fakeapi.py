@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeapi import EXHAUSTED_TEXT, SIDE_TEXT, FakeAnthropic, Request, isolated_environ
 
 from sandbox_runner.steps.streamjson import MARKER, Result, StreamJsonParser
+from sandbox_runner.testing.fakeapi import (
+    EXHAUSTED_TEXT,
+    SIDE_TEXT,
+    FakeAnthropic,
+    Request,
+    isolated_environ,
+)
 
-FIXTURES = Path(__file__).parent / "data" / "streamjson"
+FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 
 needs_claude = pytest.mark.skipif(shutil.which("claude") is None, reason="claude CLI not on PATH")
@@ -203,9 +209,9 @@ def test_records_requests_without_secrets(tmp_path: Path) -> None:
 def test_runs_as_a_standalone_process(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"conversations": [[["from file"]]]}))
-    fakeapi = str(Path(__file__).parent / "fakeapi.py")
+    fakeapi = ["-m", "sandbox_runner.testing.fakeapi"]
     process = subprocess.Popen(
-        [sys.executable, fakeapi, "--host", "0.0.0.0", "--port", "0", "--script", str(script)],
+        [sys.executable, *fakeapi, "--host", "0.0.0.0", "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: fake agents, configs, git repos, running the CLI."""
+"""Helpers shared by the tests: configs, git repositories, running the `fks` console script."""
 
 from __future__ import annotations
 
@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-TESTS = Path(__file__).parent
 # The installed console script, as a user runs it.
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
-FAKE_AGENT = TESTS / "agents" / "fake_agent.py"
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test User",
     "GIT_AUTHOR_EMAIL": "test@example.com",

@@ -1,4 +1,4 @@
-"""The second-engine fixture (tests/engines.py) leaves nothing behind: its dockerd stopped by
+"""The second-engine fixture (sandbox_runner/testing/engines.py) leaves nothing behind: its dockerd stopped by
 pid, its namespace, veth and directory gone, whether the tests pass, fail or are interrupted."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 
 pytestmark = pytest.mark.docker
 
-TESTS = Path(__file__).parent
 
 INNER = """
 import json, os, time
@@ -46,13 +45,15 @@ def test_interrupted(second_engine):
 
 
 def inner_pytest(tmp_path: Path, test: str) -> tuple[subprocess.Popen[str], Path]:
-    (tmp_path / "conftest.py").write_text("from engines import second_engine  # noqa: F401\n")
+    (tmp_path / "conftest.py").write_text(
+        "from sandbox_runner.testing.engines import second_engine  # noqa: F401\n"
+    )
     (tmp_path / "test_inner.py").write_text(INNER)
     info = tmp_path / "engine.json"
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_inner.py::{test}"],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(TESTS), "ENGINE_INFO": str(info)},
+        env={**os.environ, "ENGINE_INFO": str(info)},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
