@@ -13,15 +13,12 @@ import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec
+from typing import Annotated, ParamSpec
 
 import typer
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import EXIT_INTERRUPTED, FksError, Interrupted, UsageError
-
-if TYPE_CHECKING:
-    from sandbox_runner.commands.forge import ForgeOptions as ForgeOptionsT
 
 P = ParamSpec("P")
 
@@ -292,8 +289,8 @@ def run_cmd(
             raise UsageError(
                 f"no such option: {target}{_close_option(ctx, target)} (see 'fks run --help')"
             )
-    return run_command.run(
-        targets=list(targets or []),
+    request = run_command.RunRequest(
+        targets=tuple(targets or ()),
         chain=chain,
         cwd=cwd,
         config=config,
@@ -306,14 +303,15 @@ def run_cmd(
         base=base,
         image=image,
         engine=engine,
-        allow=list(allow or []),
+        allow=tuple(allow or ()),
         max_cost=max_cost,
         junit=junit,
         resume=resume,
         more=more,
         no_progress_limit=no_progress_limit,
-        global_args=list(_global_agent_args),
+        global_args=tuple(_global_agent_args),
     )
+    return run_command.run(request)
 
 
 def _close_option(ctx: typer.Context, given: str) -> str:
@@ -437,9 +435,10 @@ def logs_cmd(
 ) -> int:
     from sandbox_runner.commands import logs
 
-    return logs.logs(
+    options = logs.LogsOptions(
         run_ref=run_id, step=step, iteration=iteration, follow=follow, raw=raw, cwd=cwd
     )
+    return logs.logs(options)
 
 
 @app.command("review", help="Show each step's branch of a run: commits, diffstat, merged or not.")
@@ -484,7 +483,8 @@ def clean_cmd(
 ) -> int:
     from sandbox_runner.commands import clean
 
-    return clean.run(older_than=older_than, branches=branches, cwd=cwd, every=every)
+    options = clean.CleanOptions(older_than=older_than, branches=branches, every=every, cwd=cwd)
+    return clean.run(options)
 
 
 ImageBaseOption = Annotated[
@@ -555,14 +555,15 @@ def image_build_cmd(
 
     if path is not None and not devcontainer:
         raise UsageError(f"unexpected argument {str(path)!r}; did you mean --devcontainer PATH?")
-    return image.build(
+    options = image.BuildOptions(
         base_image=base_image,
-        ca_certs=list(ca_cert or []),
+        ca_certs=tuple(ca_cert or ()),
         tag=tag,
         claude_version=claude_version,
         from_image=from_image,
         devcontainer=(path or Path.cwd()) if devcontainer else None,
     )
+    return image.build(options)
 
 
 @image_app.command(
@@ -648,12 +649,6 @@ ForgeJunitOption = Annotated[
 ]
 
 
-def _forge_options(**values: object) -> "ForgeOptionsT":
-    from sandbox_runner.commands.forge import ForgeOptions
-
-    return ForgeOptions(**values)  # type: ignore[arg-type]
-
-
 @forge_app.command(
     "run",
     help=(
@@ -685,14 +680,14 @@ def forge_run_cmd(
     from sandbox_runner.commands import forge
 
     return forge.run(
-        _forge_options(
-            tasks=list(tasks or []),
+        forge.ForgeOptions(
+            tasks=tuple(tasks or ()),
             parallel=parallel,
             sandbox=sandbox,
             base=base,
             image=image,
             engine=engine,
-            allow=list(allow or []),
+            allow=tuple(allow or ()),
             max_cost=max_cost,
             max_task_cost=max_task_cost,
             resume=resume,
@@ -724,12 +719,12 @@ def forge_worker_cmd(
 ) -> int:
     from sandbox_runner.commands import forge
 
-    options = _forge_options(
+    options = forge.ForgeOptions(
         sandbox=sandbox,
         base=base,
         image=image,
         engine=engine,
-        allow=list(allow or []),
+        allow=tuple(allow or ()),
         max_cost=max_cost,
         max_task_cost=max_task_cost,
         resume=resume,
@@ -759,8 +754,9 @@ def forge_land_cmd(
     config: ConfigOption = None,
 ) -> int:
     from sandbox_runner.commands import forge_task
+    from sandbox_runner.commands.forge import ForgeOptions
 
-    return forge_task.land(_forge_options(base=base, cwd=cwd, config=config), task)
+    return forge_task.land(ForgeOptions(base=base, cwd=cwd, config=config), task)
 
 
 @forge_app.command(
@@ -784,13 +780,14 @@ def forge_retry_cmd(
     config: ConfigOption = None,
 ) -> int:
     from sandbox_runner.commands import forge_task
+    from sandbox_runner.commands.forge import ForgeOptions
 
-    options = _forge_options(
+    options = ForgeOptions(
         sandbox=sandbox,
         base=base,
         image=image,
         engine=engine,
-        allow=list(allow or []),
+        allow=tuple(allow or ()),
         max_cost=max_cost,
         json_output=json_output,
         cwd=cwd,
@@ -896,16 +893,17 @@ def forge_create_cmd(
 ) -> int:
     from sandbox_runner.commands import forge
 
-    return forge.create(
-        cwd=cwd,
+    options = forge.CreateOptions(
         title=title,
+        cwd=cwd,
         description=description,
-        criteria=ac or [],
-        labels=label or [],
+        criteria=tuple(ac or ()),
+        labels=tuple(label or ()),
         priority=priority,
-        depends_on=depends_on or [],
+        depends_on=tuple(depends_on or ()),
         status=status,
     )
+    return forge.create(options)
 
 
 @forge_app.command(
