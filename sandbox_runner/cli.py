@@ -924,9 +924,9 @@ def forge_parent_cmd(ctx: typer.Context, cwd: CwdOption = None) -> int:
 @app.command("schema", help="Print the JSON Schema of forge/chains.json (for editors).")
 @_handled
 def schema_cmd() -> int:
-    from sandbox_runner.commands import forge
+    from sandbox_runner.commands import schema
 
-    return forge.schema()
+    return schema.run()
 
 
 def _split_global_args(argv: list[str]) -> list[str]:

@@ -534,11 +534,3 @@ def _project(cwd: Path | None) -> Path:
     from sandbox_runner.records.store import project_root
 
     return project_root(project_dir(cwd))
-
-
-def schema() -> int:
-    """The JSON Schema of forge/chains.json."""
-    from sandbox_runner.plan.config import config_schema
-
-    print(json.dumps(config_schema(), indent=2))
-    return EXIT_COMPLETE
