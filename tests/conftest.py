@@ -46,7 +46,7 @@ def cli() -> Iterator[Any]:
     """Run the CLI in-process (typer's CliRunner); returns Result."""
     from typer.testing import CliRunner
 
-    from sandbox_runner import cli as cli_module
+    from sandbox_runner.cli import app as cli_module
 
     runner = CliRunner()
 
