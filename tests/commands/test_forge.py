@@ -24,6 +24,20 @@ def create(repo: Path, title: str) -> str:
     return done.stdout.split()[-1]
 
 
+def test_forge_create_runs_from_one_options_object(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from sandbox_runner.commands.forge import CreateOptions, create
+
+    options = CreateOptions(title="Add X", cwd=repo, criteria=("it works",), labels=("a", "b"))
+    assert create(options) == 0
+    task = capfd.readouterr().out.split()[-1]
+    shown = fks("tasks", "view", task, cwd=repo)
+    assert shown.code == 0, shown.output
+    assert f"{task} - Add X" in shown.stdout
+    assert "Labels: a, b" in shown.stdout and "- [ ] #1 it works" in shown.stdout
+
+
 def test_init_writes_the_forge_prompts_and_the_schema(repo: Path) -> None:
     done = fks("init", "--cwd", str(repo))
     assert done.code == 0, done.output
