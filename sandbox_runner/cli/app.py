@@ -69,7 +69,7 @@ def _tasks_cmd(ctx: typer.Context) -> None:
     tasks_app(args=list(ctx.args), prog_name="fks tasks")
 
 
-# In the order `fks --help` lists them (groups after commands).
+# `fks --help` lists the commands in the order they are added, then the groups (image, forge).
 image.register(app)
 run.register(app)
 chains.register(app)
