@@ -49,16 +49,17 @@ def cli() -> Iterator[Any]:
     """Run the CLI in-process (typer's CliRunner); returns Result."""
     from typer.testing import CliRunner
 
-    from sandbox_runner import cli as cli_module
+    from sandbox_runner.cli import run as run_module
+    from sandbox_runner.cli.app import app
 
     runner = CliRunner()
 
     def invoke(*args: str) -> Result:
-        argv = cli_module._split_global_args(list(args))
-        done = runner.invoke(cli_module.app, argv, catch_exceptions=False)
+        argv = run_module.split_agent_args(list(args))
+        done = runner.invoke(app, argv, catch_exceptions=False)
         return Result(
             done.exit_code, done.stdout, done.stderr if done.stderr_bytes is not None else ""
         )
 
     yield invoke
-    cli_module._global_agent_args.clear()
+    run_module.global_agent_args.clear()

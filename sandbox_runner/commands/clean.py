@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,20 +47,33 @@ def _dead(labels: dict[str, str]) -> bool:
     return pid.isdigit() and not pid_alive(int(pid))
 
 
-def run(*, older_than: float | None, branches: bool, cwd: Path | None, every: bool = False) -> int:
-    if older_than is not None and older_than < 0:
+@dataclass(frozen=True)
+class CleanOptions:
+    """`fks clean`'s: what to remove besides what dead runs left running."""
+
+    older_than: float | None = None
+    """Also delete run records older than this many days."""
+    branches: bool = False
+    """Also delete branches whose work landed or that hold no commit of their own."""
+    every: bool = False
+    """After dead runs of every repository, not only this one."""
+    cwd: Path | None = None
+
+
+def run(options: CleanOptions) -> int:
+    if options.older_than is not None and options.older_than < 0:
         raise UsageError("--older-than must be a number of days (0 or more)")
-    project = project_root((cwd or Path.cwd()).resolve())
+    project = project_root((options.cwd or Path.cwd()).resolve())
     store = RunStore(project)
     records = {r.id: r for r in store.records()}
     repos = _repos_of(project, records)
-    removed = _clean_docker(repos, records, every)
+    removed = _clean_docker(repos, records, options.every)
     removed += _clean_legacy_dirs(repos, records)
     removed += _clean_task_worktrees(project)
-    if branches:
+    if options.branches:
         removed += _clean_branches(records, project)
-    if older_than is not None:
-        removed += _clean_records(store, records, older_than)
+    if options.older_than is not None:
+        removed += _clean_records(store, records, options.older_than)
     print(
         f"fks clean: removed {plural(removed, 'item')}"
         if removed

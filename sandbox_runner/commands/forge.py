@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
@@ -44,9 +44,10 @@ EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ForgeOptions:
-    """`fks forge run`'s options (also what each worker process is started with)."""
+    """`fks forge run`'s options (also what each worker process is started with, and what
+    `fks forge land|retry` take)."""
 
     tasks: Sequence[str] = ()
     cwd: Path | None = None
@@ -67,7 +68,6 @@ class ForgeOptions:
     json_output: bool = False
     junit: Path | None = None
     session: str | None = None
-    worker_args: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -461,31 +461,35 @@ def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) 
     return EXIT_COMPLETE
 
 
-def create(
-    *,
-    cwd: Path | None,
-    title: str,
-    description: str = "",
-    criteria: Sequence[str] = (),
-    labels: Sequence[str] = (),
-    priority: str = "medium",
-    depends_on: Sequence[str] = (),
-    status: str = "To Do",
-) -> int:
+@dataclass(frozen=True)
+class CreateOptions:
+    """`fks forge create`'s: the task to add."""
+
+    title: str
+    cwd: Path | None = None
+    description: str = ""
+    criteria: Sequence[str] = ()
+    labels: Sequence[str] = ()
+    priority: str = "medium"
+    depends_on: Sequence[str] = ()
+    status: str = "To Do"
+
+
+def create(options: CreateOptions) -> int:
     """`forge-tasks create` in the project's task database."""
     from sandbox_runner.tasks.commands import create as create_task
     from sandbox_runner.tasks.errors import TaskError
 
     try:
         return create_task(
-            root=_project(cwd),
-            title=title,
-            description=description,
-            criteria=criteria,
-            labels=labels,
-            priority=priority,
-            depends_on=depends_on,
-            status=status,
+            root=_project(options.cwd),
+            title=options.title,
+            description=options.description,
+            criteria=options.criteria,
+            labels=options.labels,
+            priority=options.priority,
+            depends_on=options.depends_on,
+            status=options.status,
         )
     except TaskError as exc:
         raise FksError(str(exc)) from None
@@ -530,11 +534,3 @@ def _project(cwd: Path | None) -> Path:
     from sandbox_runner.records.store import project_root
 
     return project_root(project_dir(cwd))
-
-
-def schema() -> int:
-    """The JSON Schema of forge/chains.json."""
-    from sandbox_runner.plan.config import config_schema
-
-    print(json.dumps(config_schema(), indent=2))
-    return EXIT_COMPLETE

@@ -5,24 +5,58 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.errors import UsageError
 
 
-def build(
-    *,
-    base_image: str | None,
-    ca_certs: list[Path],
-    tag: str | None,
-    claude_version: str | None = None,
-    from_image: str | None = None,
-    devcontainer: Path | None = None,
-) -> int:
+@dataclass(frozen=True)
+class BuildOptions:
+    """`fks image build`'s: which image to build, from what."""
+
+    base_image: str | None = None
+    ca_certs: Sequence[Path] = ()
+    tag: str | None = None
+    claude_version: str | None = None
+    from_image: str | None = None
+    """Put the agent layer on this image instead."""
+    devcontainer: Path | None = None
+    """Build from this devcontainer.json (or the folder holding it) instead."""
+
+
+def build(options: BuildOptions) -> int:
     from sandbox_runner.images import versions
     from sandbox_runner.images.build import build_agent_image
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
+    _check(options)
+    ca_certs, tag = list(options.ca_certs), options.tag
+    version = versions.resolve_claude_version(options.claude_version, ca_certs=ca_certs)
+    if options.devcontainer is not None:
+        from sandbox_runner.images.devcontainer import build_devcontainer_image
+
+        build_devcontainer_image(
+            options.devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag
+        )
+        return 0
+    if options.from_image is not None:
+        from sandbox_runner.images.derived import build_derived_image
+
+        build_derived_image(options.from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
+        return 0
+    build_agent_image(
+        base_image=options.base_image,
+        ca_certs=ca_certs,
+        tag=tag or DEFAULT_AGENT_IMAGE,
+        claude_version=version,
+    )
+    return 0
+
+
+def _check(options: BuildOptions) -> None:
+    """--from, --base-image and --devcontainer each choose the image's base: one of them."""
+    base_image, from_image = options.base_image, options.from_image
     if from_image is not None and base_image is not None:
         raise UsageError(
             "--from and --base-image cannot be used together: --from puts the agent layer on "
@@ -30,26 +64,8 @@ def build(
         )
     if from_image is not None and not from_image.strip():
         raise UsageError("--from needs an image name (e.g. --from my-toolchain:latest)")
-    if devcontainer is not None and (from_image is not None or base_image is not None):
+    if options.devcontainer is not None and (from_image is not None or base_image is not None):
         raise UsageError("--devcontainer cannot be used with --from or --base-image")
-    version = versions.resolve_claude_version(claude_version, ca_certs=ca_certs)
-    if devcontainer is not None:
-        from sandbox_runner.images.devcontainer import build_devcontainer_image
-
-        build_devcontainer_image(devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag)
-        return 0
-    if from_image is not None:
-        from sandbox_runner.images.derived import build_derived_image
-
-        build_derived_image(from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
-        return 0
-    build_agent_image(
-        base_image=base_image,
-        ca_certs=ca_certs,
-        tag=tag or DEFAULT_AGENT_IMAGE,
-        claude_version=version,
-    )
-    return 0
 
 
 def push(*, engine: str, images: Sequence[str]) -> int:

@@ -40,25 +40,31 @@ class _Selection:
         return picked
 
 
-def logs(
-    *,
-    run_ref: str,
-    step: int | None,
-    iteration: int | None,
-    follow: bool,
-    raw: bool = False,
-    cwd: Path | None,
-) -> int:
-    """Print iteration logs (readable, or `raw`); with `follow`, keep printing until the run stops."""
-    store = open_store(cwd)
-    record = load_run(store, run_ref)
-    following = follow and run_alive(record)
-    selection = _select(record, step, iteration, following=following)
+@dataclass(frozen=True)
+class LogsOptions:
+    """`fks logs`'s: which run's logs, which of them, and how."""
+
+    run_ref: str = "last"
+    step: int | None = None
+    iteration: int | None = None
+    follow: bool = False
+    """Keep printing until the run stops."""
+    raw: bool = False
+    """The bytes as written, not made readable."""
+    cwd: Path | None = None
+
+
+def logs(options: LogsOptions) -> int:
+    """Print iteration logs (readable, or raw); when following, keep printing until the run stops."""
+    store = open_store(options.cwd)
+    record = load_run(store, options.run_ref)
+    following = options.follow and run_alive(record)
+    selection = _select(record, options.step, options.iteration, following=following)
     sys.stdout.flush()
     printer = _LogPrinter(
         sys.stdout.buffer,
-        headers=iteration is None and (following or len(selection.pick(record)) > 1),
-        raw=raw,
+        headers=options.iteration is None and (following or len(selection.pick(record)) > 1),
+        raw=options.raw,
     )
     run_dir = store.run_dir(record.id)
     while True:

@@ -9,6 +9,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,64 +66,84 @@ _FIXED_ON_RESUME = (
 )
 
 
-def run(
-    *,
-    targets: Sequence[str] = (),
-    chain: str | None = None,
-    cwd: Path | None = None,
-    config: Path | None = None,
-    prompt: str | None = None,
-    prompt_file: Path | None = None,
-    verbose: bool = False,
-    dry_run: bool = False,
-    json_output: bool = False,
-    sandbox: bool = False,
-    base: str | None = None,
-    image: str | None = None,
-    engine: str | None = None,
-    allow: Sequence[str] = (),
-    max_cost: float | None = None,
-    junit: Path | None = None,
-    resume: str | None = None,
-    more: int = 0,
-    no_progress_limit: int | None = None,
-    global_args: Sequence[str] = (),
-) -> int:
+@dataclass(frozen=True)
+class RunRequest:
+    """What `fks run` was asked to do (the part a run record keeps is `RunOptions`)."""
+
+    targets: Sequence[str] = ()
+    """The DSL (unless `chain`), then VAR=VALUE pairs."""
+    chain: str | None = None
+    cwd: Path | None = None
+    config: Path | None = None
+    prompt: str | None = None
+    prompt_file: Path | None = None
+    verbose: bool = False
+    dry_run: bool = False
+    json_output: bool = False
+    sandbox: bool = False
+    base: str | None = None
+    image: str | None = None
+    engine: str | None = None
+    allow: Sequence[str] = ()
+    max_cost: float | None = None
+    junit: Path | None = None
+    resume: str | None = None
+    more: int = 0
+    no_progress_limit: int | None = None
+    global_args: Sequence[str] = ()
+    """Arguments after `--`, passed to every agent."""
+
+
+def run(request: RunRequest) -> int:
     """Run a DSL or named chain; returns the exit code (0 complete, 1 incomplete, 130 interrupted)."""
-    if max_cost is not None and not (math.isfinite(max_cost) and max_cost > 0):
-        raise UsageError(f"--max-cost must be a positive amount of USD, got {max_cost:g}")
-    workdir = project_dir(cwd, config=config)
-    if more and resume is None:
+    if request.max_cost is not None and not (
+        math.isfinite(request.max_cost) and request.max_cost > 0
+    ):
+        raise UsageError(f"--max-cost must be a positive amount of USD, got {request.max_cost:g}")
+    workdir = project_dir(request.cwd, config=request.config)
+    if request.more and request.resume is None:
         raise UsageError("--more only makes sense with --resume RUN")
-    # Already typed by the CLI: model_construct skips building a validator (start-up time).
-    options = RunOptions.model_construct(
-        chain=chain,
-        dsl=None,
-        variables=parse_vars(targets if chain else targets[1:]) if resume is None else {},
-        prompt=prompt,
-        prompt_file=str(prompt_file) if prompt_file else None,
-        config=str(config) if config else None,
-        sandbox=sandbox,
-        base=base,
-        image=image,
-        engine=engine,
-        allow=list(allow),
-        max_cost=max_cost,
-        global_args=list(global_args),
-    )
-    if resume is not None:
-        planned, record = _plan_resumed(resume, workdir, options, targets=targets, more=more)
+    targets = list(request.targets)
+    options = _recorded_options(request)
+    if request.resume is not None:
+        planned, record = _plan_resumed(
+            request.resume, workdir, options, targets=targets, more=request.more
+        )
     else:
         planned, record = _plan_new(options, workdir, targets=targets), None
-    planned.no_progress_limit = no_progress_limit
+    planned.no_progress_limit = request.no_progress_limit
     return _run_planned(
         planned,
         record,
-        dry_run=dry_run,
-        verbose=verbose,
-        json_output=json_output,
-        junit=junit,
-        more=more,
+        dry_run=request.dry_run,
+        verbose=request.verbose,
+        json_output=request.json_output,
+        junit=request.junit,
+        more=request.more,
+    )
+
+
+def _recorded_options(request: RunRequest) -> RunOptions:
+    """The options a new run records (a resumed run takes its recorded ones)."""
+    targets = list(request.targets)
+    variables: dict[str, str] = {}
+    if request.resume is None:
+        variables = parse_vars(targets if request.chain else targets[1:])
+    # Already typed by the CLI: model_construct skips building a validator (start-up time).
+    return RunOptions.model_construct(
+        chain=request.chain,
+        dsl=None,
+        variables=variables,
+        prompt=request.prompt,
+        prompt_file=str(request.prompt_file) if request.prompt_file else None,
+        config=str(request.config) if request.config else None,
+        sandbox=request.sandbox,
+        base=request.base,
+        image=request.image,
+        engine=request.engine,
+        allow=list(request.allow),
+        max_cost=request.max_cost,
+        global_args=list(request.global_args),
     )
 
 

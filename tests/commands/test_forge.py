@@ -1,4 +1,4 @@
-"""`fks forge …` and `fks schema` as a user runs them (the console script, exit codes, files)."""
+"""`fks forge …` as a user runs them (the console script, exit codes, files)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
 from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
-
-CONFIG_TEMPLATE = Path(__file__).parents[2] / "sandbox_runner/templates/init/forge/chains.json"
 
 
 @pytest.fixture
@@ -28,17 +25,18 @@ def create(repo: Path, title: str) -> str:
     return done.stdout.split()[-1]
 
 
-def test_schema_is_a_json_schema_the_init_config_satisfies() -> None:
-    done = fks("schema")
-    assert done.code == 0, done.output
-    schema = json.loads(done.stdout)
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    config = json.loads(CONFIG_TEMPLATE.read_text())
-    assert config["$schema"] == "./chains.schema.json"
-    assert list(validator.iter_errors(config)) == []
-    bad = {**config, "forge": {"parallel": "2", "maxReviewRetries": -1}}
-    assert {e.message for e in validator.iter_errors(bad)} >= {"'2' is not of type 'integer'"}
+def test_forge_create_runs_from_one_options_object(
+    repo: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from sandbox_runner.commands.forge import CreateOptions, create
+
+    options = CreateOptions(title="Add X", cwd=repo, criteria=("it works",), labels=("a", "b"))
+    assert create(options) == 0
+    task = capfd.readouterr().out.split()[-1]
+    shown = fks("tasks", "view", task, cwd=repo)
+    assert shown.code == 0, shown.output
+    assert f"{task} - Add X" in shown.stdout
+    assert "Labels: a, b" in shown.stdout and "- [ ] #1 it works" in shown.stdout
 
 
 def test_init_writes_the_forge_prompts_and_the_schema(repo: Path) -> None:

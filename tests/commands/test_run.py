@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -143,6 +144,24 @@ def test_config_chain_prompts_args_vars_and_global_args(
         ["--global", "g", "Build the auth feature"],
         ["--global", "g", "Step prompt"],
     ]
+
+
+def test_the_command_runs_from_one_frozen_options_object(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`fks run` in-process: the typer function only builds a RunRequest and passes it on."""
+    from sandbox_runner.commands.run import RunRequest
+    from sandbox_runner.commands.run import run as run_chain
+
+    monkeypatch.setenv("FAKE_MARKER_AT", "2")
+    request = RunRequest(
+        targets=("fake:3",), cwd=project, prompt="go", global_args=("--global", "g")
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.max_cost = 1.0  # type: ignore[misc]
+    assert run_chain(request) == 0
+    assert [c["args"] for c in calls(project.parent)] == [["--global", "g", "go"]] * 2
+    assert "[fks] Complete after 2 iterations" in capfd.readouterr().out
 
 
 def test_cli_prompt_overrides_everything_and_agent_default_is_fallback(project: Path, cli) -> None:

@@ -67,7 +67,8 @@ def test_context_holds_dockerfile_source_and_certs(tmp_path: Path) -> None:
     assert (ctx / "build_helper.py").read_text() == helper.read_text()
     assert sorted(p.name for p in (ctx / "ca-certs").iterdir()) == ["corp-2.crt", "corp.crt"]
     source = ctx / "fks" / "sandbox_runner"
-    assert (source / "cli.py").read_text() == (REPO / "sandbox_runner" / "cli.py").read_text()
+    app_module = Path("cli", "app.py")
+    assert (source / app_module).read_text() == (REPO / "sandbox_runner" / app_module).read_text()
     assert (source / "images" / "agent" / "Dockerfile").is_file()
     assert not list(source.rglob("__pycache__")) and not list(source.rglob("*.pyc"))
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from sandbox_runner.cli import app as fks_app
+from sandbox_runner.cli.app import app as fks_app
 from sandbox_runner.tasks.cli import app
 
 ID = re.compile(r"TASK-[0-9a-z]{6}")
