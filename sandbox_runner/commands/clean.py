@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+    from sandbox_runner.backends.docker.workspace.sandbox import VolumeWorkspace
     from sandbox_runner.git.repo import Repo
 
 
@@ -119,8 +119,8 @@ def _clean_swarm(
     """Dead swarm runs: their services, then their volumes on every node (the work of a killed
     iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
     from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
-    from sandbox_runner.backends.docker.service import remove_run_services
-    from sandbox_runner.backends.docker.swarm import sweep_volumes
+    from sandbox_runner.backends.docker.runners.service import remove_run_services
+    from sandbox_runner.backends.docker.workspace.swarm import sweep_volumes
     from sandbox_runner.labels import LABEL_RUN
 
     dead = [
@@ -159,7 +159,7 @@ def _clean_engine(
     every: bool,
 ) -> int:
     from sandbox_runner.backends.docker.client import remove_volume
-    from sandbox_runner.backends.docker.shipping import OBJECTS_ROLE
+    from sandbox_runner.backends.docker.workspace.shipping import OBJECTS_ROLE
     from sandbox_runner.labels import LABEL_REPO, LABEL_ROLE, LABEL_RUN
 
     where = f" on {engine}" if engine else ""
@@ -255,7 +255,7 @@ def _salvage_step(
     index: int,
 ) -> None:
     from sandbox_runner.backends.docker.backend import container_settings
-    from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
+    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
     from sandbox_runner.git.bundles import apply_leftover
     from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
     from sandbox_runner.labels import LABEL_IMAGE, LABEL_REPO, LABEL_RUN
@@ -307,8 +307,11 @@ def _workspace(
 ) -> VolumeWorkspace:
     """A dead run's workspace volume; on a remote engine with its object store beside it (what
     fks sent it before is sent again if need be)."""
-    from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+    from sandbox_runner.backends.docker.workspace.sandbox import VolumeWorkspace
+    from sandbox_runner.backends.docker.workspace.shipping import (
+        ShippedObjects,
+        objects_volume_name,
+    )
     from sandbox_runner.labels import LABEL_IMAGE
 
     shipped = None

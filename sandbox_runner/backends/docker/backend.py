@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.api import Notices, PreparedStep
 from sandbox_runner.backends.docker.checks import is_loopback
-from sandbox_runner.backends.docker.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.egress import (
+from sandbox_runner.backends.docker.egress.proxy import (
     SETTLE_S,
     SOCKET_DIR,
     ApiUpstream,
@@ -25,10 +24,9 @@ from sandbox_runner.backends.docker.egress import (
     EgressProxy,
     Refusals,
 )
-from sandbox_runner.backends.docker.export import WORKSPACE
-from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects, objects_volume_name
-from sandbox_runner.backends.docker.swarm import PackServer, SwarmObjects, SwarmWorkspace
-from sandbox_runner.backends.docker.workspace import (
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.workspace.export import WORKSPACE
+from sandbox_runner.backends.docker.workspace.sandbox import (
     Synced,
     VolumeWorkspace,
     WorkspaceSandbox,
@@ -36,6 +34,12 @@ from sandbox_runner.backends.docker.workspace import (
     remove_run_proxy_volumes,
     volume_name,
 )
+from sandbox_runner.backends.docker.workspace.shipping import (
+    Placement,
+    ShippedObjects,
+    objects_volume_name,
+)
+from sandbox_runner.backends.docker.workspace.swarm import PackServer, SwarmObjects, SwarmWorkspace
 from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover, drop_run_refs
 from sandbox_runner.git.landing import Landing, merge_back
@@ -222,7 +226,7 @@ class SandboxBackend:
             self._client = docker_client()
             ping(self._client)
             if self._swarm:
-                from sandbox_runner.backends.docker.swarm import manager_address
+                from sandbox_runner.backends.docker.workspace.swarm import manager_address
 
                 self._manager = manager_address(self._client)
         else:
@@ -379,7 +383,7 @@ class SandboxBackend:
     def _remove_workspaces(self, done: list[VolumeWorkspace]) -> None:
         """The run's finished workspaces: on the local engine removed in the background (Docker
         takes seconds to delete a large checkout); elsewhere, with what was shipped there, now."""
-        from sandbox_runner.backends.docker.reaper import remove_in_background
+        from sandbox_runner.backends.docker.workspace.reaper import remove_in_background
 
         local = self._engine is None and all(w.shipped is None for w in done)
         if local and remove_in_background([w.name for w in done]):
@@ -391,8 +395,8 @@ class SandboxBackend:
         """The run's services, and its volumes on every node (a swarm keeps no workspace for
         --resume: a resumed step starts afresh from its branch, on any node)."""
         from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
-        from sandbox_runner.backends.docker.service import remove_run_services
-        from sandbox_runner.backends.docker.swarm import sweep_volumes
+        from sandbox_runner.backends.docker.runners.service import remove_run_services
+        from sandbox_runner.backends.docker.workspace.swarm import sweep_volumes
 
         assert self._client is not None
         remove_run_services(self._client, run_id)

@@ -27,8 +27,8 @@ from sandbox_runner.backends.docker.client import (
     remove_volume,
     with_retries,
 )
-from sandbox_runner.backends.docker.container import Mount, create_container
-from sandbox_runner.backends.docker.export import OBJECTS
+from sandbox_runner.backends.docker.runners.container import Mount, create_container
+from sandbox_runner.backends.docker.workspace.export import OBJECTS
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import run_git

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
 from sandbox_runner.backends.docker.client import one_line, with_retries
-from sandbox_runner.backends.docker.container import ContainerSettings, running
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, running
 from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError
 from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
 from sandbox_runner.signals import deferred_signals

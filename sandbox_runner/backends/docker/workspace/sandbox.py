@@ -25,13 +25,14 @@ from sandbox_runner.backends.docker.client import (
     remove_volume,
     volume_exists,
 )
-from sandbox_runner.backends.docker.container import (
+from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
     Mount,
 )
-from sandbox_runner.backends.docker.export import (
+from sandbox_runner.backends.docker.runners.warm import WarmDockerSandbox
+from sandbox_runner.backends.docker.workspace.export import (
     OBJECTS,
     WORKSPACE,
     Export,
@@ -43,8 +44,7 @@ from sandbox_runner.backends.docker.export import (
     read_export,
     wrapped,
 )
-from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects
-from sandbox_runner.backends.docker.warm import WarmDockerSandbox
+from sandbox_runner.backends.docker.workspace.shipping import Placement, ShippedObjects
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
 from sandbox_runner.git.repo import Repo
@@ -53,7 +53,7 @@ from sandbox_runner.git.runner import GitError, git
 if TYPE_CHECKING:
     import docker
 
-    from sandbox_runner.backends.docker.service import ServiceSandbox
+    from sandbox_runner.backends.docker.runners.service import ServiceSandbox
 
 
 def volume_name(run_id: str, repo_top: Path) -> str:
@@ -247,7 +247,7 @@ class WorkspaceSandbox:
         node."""
         if self.workspace.placement is None:
             return self._docker
-        from sandbox_runner.backends.docker.service import ServiceSandbox
+        from sandbox_runner.backends.docker.runners.service import ServiceSandbox
 
         return ServiceSandbox(self._client, self._settings, node=self.workspace.placement.node)
 
@@ -319,7 +319,7 @@ class WorkspaceSandbox:
     def _export_on_swarm(self, settings: ContainerSettings, spec: ExecSpec) -> None:
         """The same as a service pinned to the workspace's node, its report and bundle read
         from its log stream."""
-        from sandbox_runner.backends.docker.service import NodeLostError, ServiceSandbox
+        from sandbox_runner.backends.docker.runners.service import NodeLostError, ServiceSandbox
 
         assert self.workspace.placement is not None
         nonce = secrets.token_hex(8)
@@ -403,7 +403,7 @@ class _Exporting:
         self._execution.kill()
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        from sandbox_runner.backends.docker.service import NodeLostError
+        from sandbox_runner.backends.docker.runners.service import NodeLostError
 
         try:
             for stream, data in self._execution.chunks():
@@ -431,7 +431,7 @@ class _Exporting:
         return self._report.feed(data)
 
     def wait(self) -> ExecResult:
-        from sandbox_runner.backends.docker.service import NodeLostError
+        from sandbox_runner.backends.docker.runners.service import NodeLostError
 
         try:
             result = self._succeeded() or (self._execution.wait() if self.lost is None else None)

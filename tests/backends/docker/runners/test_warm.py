@@ -26,7 +26,7 @@ from test_backend import (
     sandbox,
 )
 
-from sandbox_runner.backends.docker.warm import DEPTH, ROLE_NETNS
+from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
 
 pytestmark = pytest.mark.docker
 __all__ = ["repo"]  # the fixture, shared with test_backend

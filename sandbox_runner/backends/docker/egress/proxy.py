@@ -24,9 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.client import with_retries
-from sandbox_runner.backends.docker.container import create_container
-from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
-from sandbox_runner.backends.docker.squid import (
+from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
     API_PORT,
     CACHE_LOG,
@@ -34,6 +32,8 @@ from sandbox_runner.backends.docker.squid import (
     FORWARD_PORT,
     squid_config,
 )
+from sandbox_runner.backends.docker.images import DEFAULT_PROXY_IMAGE
+from sandbox_runner.backends.docker.runners.container import create_container
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.plan.allow import AllowEntry, parse_host

@@ -20,16 +20,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from sandbox_runner.backends.docker.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.export import OBJECTS
-from sandbox_runner.backends.docker.service import ServiceSandbox
-from sandbox_runner.backends.docker.shipping import (
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.runners.service import ServiceSandbox
+from sandbox_runner.backends.docker.workspace.export import OBJECTS
+from sandbox_runner.backends.docker.workspace.sandbox import VolumeWorkspace
+from sandbox_runner.backends.docker.workspace.shipping import (
     _INDEX,
     LOADER_TIMEOUT_S,
     Placement,
     ShippedObjects,
 )
-from sandbox_runner.backends.docker.workspace import VolumeWorkspace
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_ROLE, LABEL_SOCKET

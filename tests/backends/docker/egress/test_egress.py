@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pytest
 
 from sandbox_runner.backends.docker import base_image, images
-from sandbox_runner.backends.docker.egress import (
+from sandbox_runner.backends.docker.egress.proxy import (
     PLACEHOLDER,
     SETTLE_S,
     ApiUpstream,
@@ -30,7 +30,7 @@ from sandbox_runner.backends.docker.egress import (
     Refusals,
     parse_denied,
 )
-from sandbox_runner.backends.docker.squid import API_PORT, FORWARD_PORT
+from sandbox_runner.backends.docker.egress.squid import API_PORT, FORWARD_PORT
 from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.plan.allow import AllowEntry
 
