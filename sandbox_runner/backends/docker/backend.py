@@ -20,10 +20,9 @@ from sandbox_runner.backends.docker.egress.proxy import (
     SETTLE_S,
     SOCKET_DIR,
     ApiUpstream,
-    Denied,
     EgressProxy,
-    Refusals,
 )
+from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
 from sandbox_runner.backends.docker.workspace.export import WORKSPACE
 from sandbox_runner.backends.docker.workspace.sandbox import (

@@ -25,11 +25,9 @@ from sandbox_runner.backends.docker.egress.proxy import (
     PLACEHOLDER,
     SETTLE_S,
     ApiUpstream,
-    Denied,
     EgressProxy,
-    Refusals,
-    parse_denied,
 )
+from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals, parse_denied
 from sandbox_runner.backends.docker.egress.squid import API_PORT, FORWARD_PORT
 from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.plan.allow import AllowEntry
