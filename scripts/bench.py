@@ -337,7 +337,7 @@ class Iterations:
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
     def workspace(self, name: str):  # type: ignore[no-untyped-def]
-        from sandbox_runner.backends.docker.workspace.sandbox import VolumeWorkspace
+        from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
         from sandbox_runner.backends.docker.workspace.shipping import ShippedObjects
 
         volume = f"fks-bench-{os.getpid()}-{name}"
@@ -353,7 +353,7 @@ class Iterations:
         return ws
 
     def sandbox(self, ws, branch: str, scratch: Path):  # type: ignore[no-untyped-def]
-        from sandbox_runner.backends.docker.backend import container_settings
+        from sandbox_runner.backends.docker.settings import container_settings
         from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 
         settings = container_settings(IMAGE, ws.mounts(), {"fks.bench": str(os.getpid())})
