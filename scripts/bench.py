@@ -337,8 +337,8 @@ class Iterations:
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
     def workspace(self, name: str):  # type: ignore[no-untyped-def]
-        from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
         from sandbox_runner.backends.docker.workspace.shipping import ShippedObjects
+        from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
         volume = f"fks-bench-{os.getpid()}-{name}"
         shipped = None
