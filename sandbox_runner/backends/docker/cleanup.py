@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.docker.client import remove_volume
+from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
 from sandbox_runner.errors import FksError
 from sandbox_runner.labels import LABEL_IMAGE, LABEL_PID, LABEL_REPO, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.records.store import RunRecord, RunStore, pid_alive, project_root, run_alive
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
     from sandbox_runner.backends.docker.targets import Target
     from sandbox_runner.backends.docker.workspace.sandbox import Synced
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
-
-EGRESS_ROLE = "egress-proxy"
 
 
 def connected(
@@ -77,7 +76,7 @@ def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
 
 def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
     """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
-    wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={EGRESS_ROLE}"]
+    wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={PROXY_ROLE}"]
     for volume in client.volumes.list(filters={"label": wanted}):
         remove_volume(client, volume.name)
 
@@ -98,10 +97,15 @@ def remove_container(container: object) -> bool:
 
 
 def clean_swarm(
-    client: docker.DockerClient, repos: set[str], records: dict[str, RunRecord], every: bool
+    client: docker.DockerClient,
+    engine: str,
+    repos: set[str],
+    records: dict[str, RunRecord],
+    every: bool,
 ) -> int:
-    """Dead swarm runs: their services, then their volumes on every node (the work of a killed
-    iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
+    """Dead runs on swarm `engine` (as their records name it): their services, then their
+    volumes on every node (the work of a killed iteration on a swarm is not saved: its
+    workspace is out of this machine's reach)."""
     from sandbox_runner.backends.docker.images import DEFAULT_AGENT_IMAGE
     from sandbox_runner.backends.docker.runners.service import remove_run_services
     from sandbox_runner.backends.docker.workspace.swarm import sweep_volumes
@@ -109,7 +113,7 @@ def clean_swarm(
     dead = [
         record
         for record in records.values()
-        if record.engine == "swarm"
+        if record.engine == engine
         and not _running(record)
         and (every or {s.repo for s in record.steps if s.repo} & repos)
     ]
@@ -171,9 +175,9 @@ def clean_engine(
         if not ours(labels):
             continue
         role = labels.get(LABEL_ROLE)
-        if role in (EGRESS_ROLE, OBJECTS_ROLE):
+        if role in (PROXY_ROLE, OBJECTS_ROLE):
             remove_volume(client, volume.name)
-            what = "egress proxy" if role == EGRESS_ROLE else "object store"
+            what = "egress proxy" if role == PROXY_ROLE else "object store"
             print(f"removed {what} volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
         elif _salvage_and_remove(client, target, volume, labels, records):

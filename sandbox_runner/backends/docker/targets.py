@@ -376,7 +376,7 @@ class SwarmTarget(RemoteTarget):
         from sandbox_runner.backends.docker.client import docker_client
 
         client = connected(lambda: docker_client(timeout=30), None)
-        return 0 if client is None else clean_swarm(client, repos, records, every)
+        return 0 if client is None else clean_swarm(client, str(self.spec), repos, records, every)
 
 
 def _has_image(client: docker.DockerClient, name: str) -> bool:

@@ -49,6 +49,7 @@ API_SOCKET = f"{SOCKET_DIR}/api.sock"
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 READY_LINE = "fks-proxy ready"
+PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 _LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
 _DENIED_COUNTED = 1000  # distinct destinations counted between takes; beyond them, summed up
@@ -221,7 +222,7 @@ class EgressProxy:
             **(labels or {}),
             LABEL_RUN: run_id,
             LABEL_PID: str(os.getpid()),
-            LABEL_ROLE: "egress-proxy",
+            LABEL_ROLE: PROXY_ROLE,
         }
         safe_run = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:40]
         self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
