@@ -75,7 +75,7 @@ class WorkspaceSandbox:
         warm: int = 0,
     ) -> None:
         """`warm`: the step's iterations left, if the next ones' containers are to wait,
-        started, while one runs (`warm.py`)."""
+        started, while one runs (`runners/warm.py`)."""
         self._client = client
         self._settings = settings
         self._docker = (

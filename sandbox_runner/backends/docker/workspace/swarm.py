@@ -5,7 +5,7 @@ mounts them (the loader of the step's base) is placed by Swarm, and every later 
 workspace is pinned to that node (`Placement`). A task on another node cannot be handed a file
 through the API, so the loader fetches its pack over HTTP from this machine (`PackServer`:
 one random path per pack, on the address the swarm knows the manager by, for as long as the
-load takes). Commits come back through the service's log stream (see `service.py`).
+load takes). Commits come back through the service's log stream (see `runners/service.py`).
 """
 
 from __future__ import annotations
