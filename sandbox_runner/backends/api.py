@@ -59,7 +59,7 @@ class Execution(Protocol):
 
     @property
     def id(self) -> str:
-        """Process id or container id."""
+        """Process id, container id, or a swarm service's id."""
         ...
 
     @property
@@ -109,7 +109,8 @@ class PreparedStep:
 
 
 class Backend(Protocol):
-    """Gives each step a place to run: in place on the host, or sandboxed on a worktree."""
+    """Gives each step a place to run: in place on the host (`local.py`), or in containers
+    on a workspace of its own and a branch of its repository (`docker/`)."""
 
     @property
     def base_branch(self) -> str | None:

@@ -10,41 +10,23 @@ hold no commit, and old records.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.store import (
     RunRecord,
     RunStore,
-    pid_alive,
     project_root,
     run_alive,
 )
 from sandbox_runner.ui.output import plural
 
-if TYPE_CHECKING:
-    import docker
-    from docker.models.volumes import Volume
-
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
-    from sandbox_runner.git.repo import Repo
-
 
 def _running(record: RunRecord | None) -> bool:
     return record is not None and run_alive(record)
-
-
-def _dead(labels: dict[str, str]) -> bool:
-    """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
-    from sandbox_runner.labels import LABEL_PID
-
-    pid = labels.get(LABEL_PID, "")
-    return pid.isdigit() and not pid_alive(int(pid))
 
 
 @dataclass(frozen=True)
@@ -82,269 +64,18 @@ def run(options: CleanOptions) -> int:
     return EXIT_COMPLETE
 
 
+def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
+    """What dead runs left in Docker, on every engine they used (the backend's clean-up)."""
+    from sandbox_runner.backends.docker.targets import clean_dead_runs
+
+    return clean_dead_runs(repos, records, every)
+
+
 def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
     repos = {str(project)}
     for record in records.values():
         repos.update(s.repo for s in record.steps if s.repo)
     return repos
-
-
-def _client(engine: str | None) -> docker.DockerClient | None:
-    try:
-        import docker
-
-        if engine is None:
-            client = docker.from_env(timeout=30)
-            client.ping()
-        else:
-            from sandbox_runner.backends.docker.engines import engine_client
-            from sandbox_runner.plan.engine import EngineSpec
-
-            client = engine_client(EngineSpec.parse(engine), timeout=60)
-    except Exception as exc:
-        if engine is not None:
-            print(f"warning: skipped engine {engine} of earlier runs: {exc}")
-        return None  # no Docker there: nothing of ours can be running in it
-    return client
-
-
-def _engines(records: dict[str, RunRecord]) -> list[str | None]:
-    """The local engine, and every other one a run that is not running used."""
-    others = {r.engine for r in records.values() if r.engine and not _running(r)}
-    return [None, *sorted(e for e in others if e is not None)]
-
-
-def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-    count = 0
-    for engine in _engines(records):
-        client = _client(None if engine == "swarm" else engine)
-        if client is None:
-            continue
-        if engine == "swarm":
-            count += _clean_swarm(client, repos, records, every)
-        else:
-            count += _clean_engine(client, engine, repos, records, every)
-    return count
-
-
-def _clean_swarm(
-    client: docker.DockerClient, repos: set[str], records: dict[str, RunRecord], every: bool
-) -> int:
-    """Dead swarm runs: their services, then their volumes on every node (the work of a killed
-    iteration on a swarm is not saved: its workspace is out of this machine's reach)."""
-    from sandbox_runner.backends.docker.service import remove_run_services
-    from sandbox_runner.backends.docker.swarm import sweep_volumes
-    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-    from sandbox_runner.labels import LABEL_RUN
-
-    dead = [
-        record
-        for record in records.values()
-        if record.engine == "swarm"
-        and not _running(record)
-        and (every or {s.repo for s in record.steps if s.repo} & repos)
-    ]
-    if not dead:
-        return 0
-    count = 0
-    try:
-        for record in dead:
-            if removed := remove_run_services(client, record.id):
-                print(f"removed {plural(removed, 'service')} of run {record.id} on the swarm")
-                count += removed
-        labels = [f"{LABEL_RUN}={record.id}" for record in dead]
-        swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
-    except FksError as exc:
-        print(f"warning: could not clean the swarm: {exc}")
-        return count
-    for line in swept:
-        status, _, name = line.partition(" ")
-        if status == "204":
-            print(f"removed volume {name} on the swarm")
-            count += 1
-    return count
-
-
-def _clean_engine(
-    client: docker.DockerClient,
-    engine: str | None,
-    repos: set[str],
-    records: dict[str, RunRecord],
-    every: bool,
-) -> int:
-    from sandbox_runner.backends.docker.client import remove_volume
-    from sandbox_runner.backends.docker.shipping import OBJECTS_ROLE
-    from sandbox_runner.labels import LABEL_REPO, LABEL_ROLE, LABEL_RUN
-
-    where = f" on {engine}" if engine else ""
-
-    def ours(labels: dict[str, str]) -> bool:
-        run_id = labels.get(LABEL_RUN, "")
-        if _running(records.get(run_id)) or not _dead(labels):
-            return False
-        return every or labels.get(LABEL_REPO) in repos
-
-    count = 0
-    # ignore_removed: a container that goes away while listed (another run ending) is skipped.
-    listed = client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True)
-    for container in listed:
-        if ours(container.labels) and _remove_container(container):
-            run_id = container.labels.get(LABEL_RUN)
-            print(f"removed container {container.short_id}{where} (run {run_id})")
-            count += 1
-    volumes = client.volumes.list(filters={"label": LABEL_RUN})
-    # Workspaces first: saving their work may need their object store (on a remote engine).
-    volumes.sort(key=lambda v: (v.attrs.get("Labels") or {}).get(LABEL_ROLE) == OBJECTS_ROLE)
-    for volume in volumes:
-        labels = volume.attrs.get("Labels") or {}
-        if not ours(labels):
-            continue
-        role = labels.get(LABEL_ROLE)
-        if role in ("egress-proxy", OBJECTS_ROLE):
-            remove_volume(client, volume.name)
-            what = "egress proxy" if role == "egress-proxy" else "object store"
-            print(f"removed {what} volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
-            count += 1
-        elif _salvage_and_remove(client, engine, volume, labels, records):
-            print(f"removed workspace volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
-            count += 1
-    return count
-
-
-def _remove_container(container: object) -> bool:
-    import docker.errors
-
-    try:
-        container.remove(force=True)  # type: ignore[attr-defined]
-    except docker.errors.NotFound:
-        return False
-    except docker.errors.APIError as exc:
-        if exc.status_code != 409:  # 409: its removal is already in progress
-            raise
-        return False
-    return True
-
-
-def _record_for(run_id: str, repo: Path, records: dict[str, RunRecord]) -> RunRecord | None:
-    if run_id in records:
-        return records[run_id]
-    try:
-        return RunStore(project_root(repo)).load(run_id)
-    except (FksError, OSError):
-        return None
-
-
-def _salvage_and_remove(
-    client: docker.DockerClient,
-    engine: str | None,
-    volume: Volume,
-    labels: dict[str, str],
-    records: dict[str, RunRecord],
-) -> bool:
-    """Export a dead run's workspace onto its step branch, then remove the volume."""
-    from sandbox_runner.backends.docker.client import remove_volume
-    from sandbox_runner.labels import LABEL_REPO, LABEL_RUN
-
-    run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
-    record = _record_for(run_id, repo, records)
-    if record is None or not repo.is_dir():
-        print(
-            f"kept workspace volume {volume.name}: no record of run {run_id} to save its work to; "
-            f"remove it with 'docker volume rm {volume.name}'"
-        )
-        return False
-    for step in record.steps:
-        if step.workspace == volume.name and step.branch and step.status != "complete":
-            _salvage_step(client, engine, volume.name, labels, record, step.index)
-    remove_volume(client, volume.name)
-    return True
-
-
-def _salvage_step(
-    client: docker.DockerClient,
-    engine: str | None,
-    name: str,
-    labels: dict[str, str],
-    record: RunRecord,
-    index: int,
-) -> None:
-    from sandbox_runner.backends.docker.backend import container_settings
-    from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
-    from sandbox_runner.git.bundles import apply_leftover
-    from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
-    from sandbox_runner.labels import LABEL_IMAGE, LABEL_REPO, LABEL_RUN
-
-    step = record.steps[index - 1]
-    assert step.branch is not None
-    try:
-        repo = open_repo(Path(labels[LABEL_REPO]), what="fks clean")
-        if not branch_exists(repo.top, step.branch):
-            return
-        before = rev(repo, step.branch)
-        image = labels.get(LABEL_IMAGE, "")
-        workspace = _workspace(client, engine, repo, name, labels)
-        settings = container_settings(
-            image,
-            workspace.mounts(),
-            {LABEL_RUN: labels[LABEL_RUN]},
-            user=_image_user(client, image),
-        )
-        env = identity_env(repo)
-        leftover = leftover_ref(record.id, index)
-        with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
-            sandbox = WorkspaceSandbox(
-                client,
-                settings,
-                workspace,
-                branch=step.branch,
-                leftover=leftover,
-                scratch=Path(scratch),
-            )
-            sandbox.export_now(env)
-            synced = sandbox.sync(env)
-        imported = rev(repo, step.branch) != before
-        message = f"fks: what {step.agent} left uncommitted when run {record.id} stopped"
-        committed = apply_leftover(repo, step.branch, leftover, message, env)
-    except FksError as exc:
-        print(f"warning: could not save the work in {name} to {step.branch}: {exc}")
-        return
-    if synced.error:
-        print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
-    if imported:
-        print(f"saved to {step.branch} the commits run {record.id} had not saved")
-    if committed:
-        print(f"committed what {step.agent} left uncommitted to {step.branch} ({committed[:12]})")
-
-
-def _workspace(
-    client: docker.DockerClient, engine: str | None, repo: Repo, name: str, labels: dict[str, str]
-) -> VolumeWorkspace:
-    """A dead run's workspace volume; on a remote engine with its object store beside it (what
-    fks sent it before is sent again if need be)."""
-    from sandbox_runner.backends.docker.shipping import ShippedObjects, objects_volume_name
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
-    from sandbox_runner.labels import LABEL_IMAGE
-
-    shipped = None
-    if engine is not None:
-        image = labels.get(LABEL_IMAGE, "")
-        run_labels = {k: v for k, v in labels.items() if k != LABEL_IMAGE}
-        shipped = ShippedObjects(
-            client, repo, objects_volume_name(name), image=image, labels=run_labels
-        )
-    return VolumeWorkspace(client, repo, name, labels, shipped=shipped)
-
-
-def _image_user(client: docker.DockerClient, image: str) -> str | None:
-    """The user the step's containers ran as (a devcontainer's remoteUser), if its image says."""
-    import docker as docker_module
-
-    from sandbox_runner.images.lookup import image_user
-
-    try:
-        return image_user(client, image) if image else None
-    except docker_module.errors.DockerException:
-        return None
 
 
 def _clean_task_worktrees(project: Path) -> int:

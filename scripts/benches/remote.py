@@ -26,7 +26,7 @@ from benches.common import (
 from benches.workspace import Iterations
 
 if TYPE_CHECKING:
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+    from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
 
 def bench_remote(work: Path, repeat: int) -> list[str]:

@@ -21,7 +21,8 @@ from benches.common import (
 )
 
 if TYPE_CHECKING:
-    from sandbox_runner.backends.docker.workspace import VolumeWorkspace, WorkspaceSandbox
+    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
+    from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
 
 # What the instrumented iteration script writes to stderr: `fks-bench <part>_ns=<nanoseconds>`.
@@ -55,7 +56,7 @@ def instrumented_script() -> str:
     bundle create` alone.
     Stops if the script changed and a timer no longer fits.
     """
-    from sandbox_runner.backends.docker import export
+    from sandbox_runner.backends.docker.workspace import export
 
     text = export.script()
     for old, new in (
@@ -90,7 +91,7 @@ class Iterations:
         """`client`: another engine's (the base is then sent to it, as for a remote run)."""
         import docker
 
-        from sandbox_runner.backends.docker import export
+        from sandbox_runner.backends.docker.workspace import export
         from sandbox_runner.git.repo import identity_env, open_repo
 
         self.remote = client is not None
@@ -103,8 +104,8 @@ class Iterations:
         export.script = lambda: timed_script  # type: ignore[assignment]  # what wrapped() runs
 
     def workspace(self, name: str) -> VolumeWorkspace:
-        from sandbox_runner.backends.docker.shipping import ShippedObjects
-        from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+        from sandbox_runner.backends.docker.workspace.shipping import ShippedObjects
+        from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
         volume = f"fks-bench-{os.getpid()}-{name}"
         shipped = None
@@ -119,8 +120,8 @@ class Iterations:
         return ws
 
     def sandbox(self, ws: VolumeWorkspace, branch: str, scratch: Path) -> WorkspaceSandbox:
-        from sandbox_runner.backends.docker.backend import container_settings
-        from sandbox_runner.backends.docker.workspace import WorkspaceSandbox
+        from sandbox_runner.backends.docker.settings import container_settings
+        from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 
         settings = container_settings(IMAGE, ws.mounts(), {"fks.bench": str(os.getpid())})
         return WorkspaceSandbox(
@@ -142,7 +143,7 @@ class Iterations:
         """One iteration, up to the read of its export (not imported): wall seconds and the
         parts timed inside, in seconds. `stopped(container_id)` runs before its removal."""
         from sandbox_runner.backends.api import ExecSpec
-        from sandbox_runner.backends.docker.export import WORKSPACE
+        from sandbox_runner.backends.docker.workspace.export import WORKSPACE
 
         spec = ExecSpec(argv=argv, cwd=Path(WORKSPACE), env=self.identity, timeout=600)
         start = time.perf_counter()
@@ -162,8 +163,8 @@ class Iterations:
         return wall, {m[0].decode(): int(m[1]) / 1e9 for m in _MARK.findall(err)}
 
     def close(self) -> None:
-        from sandbox_runner.backends.docker import export
         from sandbox_runner.backends.docker.client import remove_volume
+        from sandbox_runner.backends.docker.workspace import export
 
         export.script = self._script
 
@@ -228,7 +229,7 @@ def bench_import(work: Path, repeat: int) -> list[str]:
     """Host side of bringing one iteration's commits home: `read_export` (get_archive) +
     `import_bundle` (index-pack --strict, checks, update-ref), for an agent that committed 10
     changed files, against one that did nothing (no bundle: only the read)."""
-    from sandbox_runner.backends.docker.export import read_export
+    from sandbox_runner.backends.docker.workspace.export import read_export
     from sandbox_runner.git.bundles import import_bundle
     from sandbox_runner.git.repo import create_branch, rev
 

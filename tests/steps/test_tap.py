@@ -1,6 +1,6 @@
 """An agent printing without end cannot fill the disk: iteration logs are bounded per iteration
 and per run, and the run record says what was cut (local runs; see
-tests/backends/docker/test_output_bounds.py for the sandbox)."""
+tests/backends/docker/runners/test_output_bounds.py for the sandbox)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,22 @@
-"""The Docker backend: `client` (connecting, daemon diagnosis, retries), `container` (settings and
-one container's execution), `service` (an iteration as a swarm service: output from its log
-stream, its end from its task, a lost node noticed), `warm` (the next iterations' containers
-started while one runs), `workspace`/`export`/`iteration.sh` (the step's volume and the bundle
-that leaves it, through the API or the log stream), `egress` (the allowlist proxy) and `squid` (its configuration), `checks` (settings checked before a run),
-`images` and `base_image` (building the images), `engines` (a `sandbox.engine` value turned into
-a client of that engine), `push` (images sent to another engine through the API), `backend` (the `Backend` that ties them
-together and lands each step through `sandbox_runner.git`). The `docker` package is imported
-lazily, inside functions, so `fks --help` never loads it.
+"""The Docker backend: every step in hardened containers on a workspace of its own (a Docker
+volume) and a branch of its repository, its commits brought home as a size-bounded bundle.
+
+`backend` is the `Backend` (`SandboxBackend`) that ties the rest together; `targets` is where a
+run's steps run, chosen once per run: the local engine, a remote engine or a swarm, each with
+its own connection, refusals, workspaces and clean-up; `settings` a step's container as values
+(network mode, limits, credentials, labels); `agent_view` the agent as its container sees it;
+`preflight` (with `checks`, settings checked before a run) what is checked once the engine
+answers; `landing` what becomes of a step's work (synced after each iteration, salvaged when
+stopped, merged into its base through `sandbox_runner.git`); `cleanup` what dead runs left,
+found and removed for `fks clean`; `client` (connecting, daemon diagnosis, retries, volumes)
+and `engines` (a `sandbox.engine` value turned into a client of that engine) are shared by all.
+
+Sub-packages: `runners/` what runs one iteration (a container, warm containers, a swarm service
+and its log stream); `workspace/` the step's volume and how its work crosses to the host (the
+export and `iteration.sh`, objects shipped to a remote engine, a swarm's workspace, the
+background reaper); `egress/` what an agent may reach (the egress proxy, its Squid
+configuration, its refusals, the run's pool of proxies). The image modules (`images`,
+`base_image`, `build_helper`, `derived`, `devcontainer`, `push`, `versions`) build and send the
+images. The `docker` package is imported lazily, inside functions, so `fks --help` never loads
+it.
 """

@@ -167,7 +167,7 @@ def test_clean_takes_a_removal_already_in_progress_in_stride() -> None:
     import docker.errors
     from requests import Response
 
-    from sandbox_runner.commands.clean import _remove_container
+    from sandbox_runner.backends.docker.cleanup import remove_container
 
     class Busy:
         def remove(self, force: bool) -> None:
@@ -175,7 +175,7 @@ def test_clean_takes_a_removal_already_in_progress_in_stride() -> None:
             response.status_code = 409
             raise docker.errors.APIError("removal of container is already in progress", response)
 
-    assert _remove_container(Busy()) is False
+    assert remove_container(Busy()) is False
 
 
 def test_dry_run_json_names_the_workspace(repo: Path) -> None:

@@ -94,6 +94,6 @@ def _removers(volume: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"sandbox_runner.backends.docker.reaper" in argv and volume.encode() in argv:
+        if b"sandbox_runner.backends.docker.workspace.reaper" in argv and volume.encode() in argv:
             found.append(int(entry.name))
     return found

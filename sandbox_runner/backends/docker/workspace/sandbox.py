@@ -1,17 +1,10 @@
-"""A step's workspace: a Docker volume holding a git repository, and the `Sandbox` that runs
-iterations in it and brings their commits home as data.
-
-The volume is mounted at /workspace; its repository borrows the user's objects (mounted
-read-only at /fks/objects) as an alternate, so preparing it costs only the files a step
-checks out, and a run's later steps recycle it (a checkout rewrites only the files that
-differ). The user's `.git` itself is never mounted. After each iteration the host reads the
-container's export (see `export.py`) and takes its bundle, every object fsck'ed, into the step
-branch and nothing else.
+"""The `Sandbox` that runs a step's iterations on its workspace (`volume.py`) and brings
+their commits home as data: after each iteration the host reads the container's export (see
+`export.py`) and takes its bundle, every object fsck'ed, into the step branch and nothing else.
 """
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,31 +13,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Stream
-from sandbox_runner.backends.docker.client import (
-    ensure_volume,
-    remove_volume,
-    volume_exists,
-)
-from sandbox_runner.backends.docker.container import (
+from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
-    Mount,
 )
-from sandbox_runner.backends.docker.export import (
-    OBJECTS,
+from sandbox_runner.backends.docker.runners.warm import WarmDockerSandbox
+from sandbox_runner.backends.docker.workspace.export import (
     WORKSPACE,
     Export,
     ExportError,
     LoggedBundle,
     PreparedLine,
     ReportFilter,
-    max_bundle_bytes,
-    read_export,
     wrapped,
 )
-from sandbox_runner.backends.docker.shipping import Placement, ShippedObjects
-from sandbox_runner.backends.docker.warm import WarmDockerSandbox
+from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
 from sandbox_runner.git.repo import Repo
@@ -52,101 +36,6 @@ from sandbox_runner.git.runner import GitError, git
 
 if TYPE_CHECKING:
     import docker
-
-    from sandbox_runner.backends.docker.service import ServiceSandbox
-
-
-def volume_name(run_id: str, repo_top: Path) -> str:
-    digest = hashlib.sha256(str(repo_top).encode()).hexdigest()[:10]
-    return f"fks-ws-{run_id}-{digest}"
-
-
-class VolumeWorkspace:
-    """The Docker volume a run's steps in one repository work in."""
-
-    def __init__(
-        self,
-        client: docker.DockerClient,
-        repo: Repo,
-        name: str,
-        labels: Mapping[str, str],
-        *,
-        shipped: ShippedObjects | None = None,
-    ) -> None:
-        """`shipped`: on an engine that cannot see this machine's disk, the volume that holds
-        the objects fks sent it, in place of the user's (see `shipping.py`)."""
-        self._client = client
-        self.repo = repo
-        self.name = name
-        self._labels = dict(labels)
-        self.shipped = shipped
-        self.placement: Placement | None = None
-        """On a swarm: the node its volumes are on (services are pinned there)."""
-        self.base_index: str | None = None
-        """What the last checkout in the volume reported of its base index (`<inode>:<ctime>:<size>`,
-        see `iteration.sh`), taken from a container before its agent started; None: unknown
-        (a new volume, or one this process did not check out), so a new step checks out in full."""
-
-    def exists(self) -> bool:
-        return volume_exists(self._client, self.name)
-
-    def ensure(self) -> None:
-        ensure_volume(self._client, self.name, self._labels)
-        if self.shipped is not None:
-            self.shipped.ensure()
-
-    def provide(self, commit: str) -> None:
-        """Make `commit` readable at /fks/objects (the user's objects locally: always)."""
-        if self.shipped is not None:
-            self.shipped.provide(commit)
-
-    def mounts(self) -> list[Mount]:
-        objects = (
-            self.shipped.mount()
-            if self.shipped is not None
-            else Mount(source=str(self.repo.objects), target=OBJECTS, read_only=True)
-        )
-        return [Mount(source=self.name, target=WORKSPACE, volume=True), objects]
-
-    def remove(self) -> None:
-        remove_volume(self._client, self.name)
-        if self.shipped is not None:
-            self.shipped.remove()
-
-    def relocate(self) -> None:
-        """Its node went down (a swarm's workspaces only)."""
-        raise NotImplementedError
-
-
-def remove_run_containers(client: docker.DockerClient, run_id: str) -> int:
-    """Stop and remove every container of run `run_id` (a killed process may have left some)."""
-    import docker.errors
-
-    from sandbox_runner.labels import LABEL_RUN
-
-    count = 0
-    listed = client.containers.list(
-        all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, ignore_removed=True
-    )
-    for container in listed:
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: its removal is already in progress
-                raise
-        count += 1
-    return count
-
-
-def remove_run_proxy_volumes(client: docker.DockerClient, run_id: str) -> None:
-    """The socket volumes of run `run_id`'s egress proxies (a killed process leaves them)."""
-    from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
-
-    wanted = [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}=egress-proxy"]
-    for volume in client.volumes.list(filters={"label": wanted}):
-        remove_volume(client, volume.name)
 
 
 def start_of(repo: Repo, branch: str) -> tuple[str, str]:
@@ -186,7 +75,7 @@ class WorkspaceSandbox:
         warm: int = 0,
     ) -> None:
         """`warm`: the step's iterations left, if the next ones' containers are to wait,
-        started, while one runs (`warm.py`)."""
+        started, while one runs (`runners/warm.py`)."""
         self._client = client
         self._settings = settings
         self._docker = (
@@ -197,7 +86,7 @@ class WorkspaceSandbox:
         self.leftover = leftover
         self._leftover_kept = True
         """The leftover ref may hold a commit (unknown at first: a resumed step may have one)."""
-        self._scratch = scratch
+        self.scratch = scratch
         self._last: Export | None = None
         self._error: str | None = None
         self._new_step = new_step
@@ -224,39 +113,22 @@ class WorkspaceSandbox:
         return env
 
     @contextmanager
-    def start(self, spec: ExecSpec) -> Iterator[_Exporting]:
+    def start(self, spec: ExecSpec) -> Iterator[Exporting]:
         nonce = secrets.token_hex(8)
         env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
         if self._new_step or not self._provided:  # later iterations find their branch there
             self.workspace.provide(env["FKS_START"])
             self._provided = True
-        logged = self._logged(env, nonce)
+        logged = self.workspace.log_channel(env, nonce, self.scratch)
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
-        with self._runner().start(inner) as execution:
-            exporting = _Exporting(
+        with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
+            exporting = Exporting(
                 execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce), logged
             )
             yield exporting
-            placement = self.workspace.placement
-            if placement is not None and placement.node is None and exporting.lost is None:
-                placement.node = getattr(execution, "node_id", None)
-
-    def _runner(self) -> DockerSandbox | ServiceSandbox:
-        """What starts the iteration: a container, or on a swarm a service on the workspace's
-        node."""
-        if self.workspace.placement is None:
-            return self._docker
-        from sandbox_runner.backends.docker.service import ServiceSandbox
-
-        return ServiceSandbox(self._client, self._settings, node=self.workspace.placement.node)
-
-    def _logged(self, env: dict[str, str], nonce: str) -> LoggedBundle | None:
-        """On a swarm the bundle comes through the log stream (its container is out of reach)."""
-        if self.workspace.placement is None:
-            return None
-        env["FKS_EXPORT_VIA"] = "log"
-        return LoggedBundle(nonce, self._scratch / f"bundle-{nonce}", limit=max_bundle_bytes())
+            if exporting.lost is None:
+                self.workspace.placed(execution)
 
     def node_lost(self, why: str) -> None:
         """The iteration's node went down: it is incomplete, and the step goes on elsewhere
@@ -288,11 +160,8 @@ class WorkspaceSandbox:
 
     def collect(self, container_id: str) -> Export:
         """Read a stopped container's export (before it is removed)."""
-        if self.workspace.placement is not None:  # a swarm task: its report was all there is
-            self._last, self._error = Export(), "the iteration ended before it reported its work"
-            return self._last
         try:
-            self._last = read_export(self._client, container_id, self._scratch)
+            self._last = self.workspace.read_export(container_id, self.scratch)
         except ExportError as exc:
             self._last, self._error = Export(), str(exc)
         return self._last
@@ -307,35 +176,7 @@ class WorkspaceSandbox:
             timeout=120,
         )
         self.workspace.provide(spec.env["FKS_SINCE"])
-        if self.workspace.placement is not None:
-            self._export_on_swarm(settings, spec)
-            return
-        with DockerSandbox(self._client, settings).start(spec) as execution:
-            for _chunk in execution.chunks():
-                pass
-            execution.wait()
-            self.collect(execution.id)
-
-    def _export_on_swarm(self, settings: ContainerSettings, spec: ExecSpec) -> None:
-        """The same as a service pinned to the workspace's node, its report and bundle read
-        from its log stream."""
-        from sandbox_runner.backends.docker.service import NodeLostError, ServiceSandbox
-
-        assert self.workspace.placement is not None
-        nonce = secrets.token_hex(8)
-        env = {**spec.env, "FKS_NONCE": nonce}
-        logged = self._logged(env, nonce)
-        runner = ServiceSandbox(self._client, settings, node=self.workspace.placement.node)
-        try:
-            with runner.start(replace(spec, env=env)) as execution:
-                exporting = _Exporting(
-                    execution, self, "export", PreparedLine(nonce), ReportFilter(nonce), logged
-                )
-                for _chunk in exporting.chunks():
-                    pass
-                exporting.wait()
-        except NodeLostError as exc:
-            self.node_lost(str(exc))
+        self.workspace.export(self, settings, spec)
 
     def sync(self, env: Mapping[str, str]) -> Synced:
         """After an iteration: take its commits into the step branch (and leftover ref)."""
@@ -369,7 +210,7 @@ class WorkspaceSandbox:
         self._leftover_kept = exported
 
 
-class _Exporting:
+class Exporting:
     """A running iteration; reading its exit status also reads what it exported."""
 
     def __init__(
@@ -403,7 +244,7 @@ class _Exporting:
         self._execution.kill()
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        from sandbox_runner.backends.docker.service import NodeLostError
+        from sandbox_runner.backends.docker.runners.service import NodeLostError
 
         try:
             for stream, data in self._execution.chunks():
@@ -431,7 +272,7 @@ class _Exporting:
         return self._report.feed(data)
 
     def wait(self) -> ExecResult:
-        from sandbox_runner.backends.docker.service import NodeLostError
+        from sandbox_runner.backends.docker.runners.service import NodeLostError
 
         try:
             result = self._succeeded() or (self._execution.wait() if self.lost is None else None)

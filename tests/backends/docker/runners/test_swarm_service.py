@@ -1,4 +1,4 @@
-"""Iterations as swarm services (backends/docker/service.py) on a real two-node swarm: output
+"""Iterations as swarm services (backends/docker/runners/service.py) on a real two-node swarm: output
 from the log stream with stdout and stderr apart, the exit code from the task, the hardening,
 timeouts, Ctrl-C, a node lost mid-iteration; and the bundle that leaves through the log stream
 (export.LoggedBundle), with what an agent could print to fool it."""
@@ -21,14 +21,14 @@ import docker
 import pytest
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec
-from sandbox_runner.backends.docker.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.export import ExportError, LoggedBundle, script
-from sandbox_runner.backends.docker.service import (
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.runners.service import (
     NodeLostError,
     ServiceExecution,
     ServiceSandbox,
     remove_run_services,
 )
+from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
 from sandbox_runner.testing.helpers import fks

@@ -20,16 +20,14 @@ from typing import Any, Literal
 
 import pytest
 
-from sandbox_runner.backends.docker.egress import (
+from sandbox_runner.backends.docker.egress.proxy import (
     PLACEHOLDER,
     SETTLE_S,
     ApiUpstream,
-    Denied,
     EgressProxy,
-    Refusals,
-    parse_denied,
 )
-from sandbox_runner.backends.docker.squid import API_PORT, FORWARD_PORT
+from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals, parse_denied
+from sandbox_runner.backends.docker.egress.squid import API_PORT, FORWARD_PORT
 from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.images import base_image

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.docker.container import (
+from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,

@@ -26,8 +26,8 @@ from sandbox_runner.backends.docker.client import (
     remove_volume,
     with_retries,
 )
-from sandbox_runner.backends.docker.container import Mount, create_container
-from sandbox_runner.backends.docker.export import OBJECTS
+from sandbox_runner.backends.docker.runners.container import Mount, create_container
+from sandbox_runner.backends.docker.workspace.export import OBJECTS
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo

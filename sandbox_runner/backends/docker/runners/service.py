@@ -12,20 +12,17 @@ import contextlib
 import queue
 import re
 import secrets
-import socket
-import struct
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
 from sandbox_runner.backends.docker.client import with_retries
-from sandbox_runner.backends.docker.container import ContainerSettings, running
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, running
+from sandbox_runner.backends.docker.runners.logs import LogPump
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError
 from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
@@ -35,16 +32,9 @@ if TYPE_CHECKING:
     import docker
 
 NO_NETWORK_ROLE = "swarm-no-network"
-_QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _POLL_S = 0.5
 _STOP_GRACE = 2.0
-_LATE_OUTPUT_S = (0.0, 0.5, 1.0)
-"""Pauses before each read of what a task's log stream had not brought when the task ended
-(its node may hand over a last unterminated line more than half a second late)."""
 _KILLED = 137
-_HEADER = struct.Struct(">BxxxL")
-_STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
-_TIMESTAMP = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
 _ENDED = frozenset({"complete", "failed", "rejected", "shutdown", "remove", "orphaned"})
 
 
@@ -62,141 +52,6 @@ class _Task:
     container: str | None = None
     exit_code: int | None = None
     error: str = ""
-
-
-class _LogPump:
-    """Reads a service's log stream (multiplexed frames, each `<timestamp> <bytes>`) into a
-    bounded queue. Following never ends by itself, so `finish()` stops it once the task has
-    ended and one more read, since the last timestamp delivered, takes what it had not yet
-    brought (a log stream lags behind its task and may hold back a last unterminated line)."""
-
-    def __init__(self, client: docker.DockerClient, service_id: str) -> None:
-        self._client = client
-        self._service = service_id
-        self.chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(
-            _QUEUE_CHUNKS
-        )
-        self._last: tuple[int, int] | None = None
-        self._at_last = 0  # frames delivered with timestamp `_last`
-        self._response: Any = None
-        self._finishing = threading.Event()
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        self._response = response = self._open(follow=True)
-        with contextlib.suppress(Exception):  # an agent may print nothing for a long while
-            api = self._client.api
-            api._disable_socket_timeout(api._get_raw_response_socket(response))
-        threading.Thread(
-            target=self._run,
-            args=(response,),
-            name=f"fks-service-logs-{self._service[:12]}",
-            daemon=True,
-        ).start()
-
-    def _open(self, *, follow: bool) -> Any:
-        params: dict[str, Any] = {"stdout": 1, "stderr": 1, "timestamps": 1, "follow": int(follow)}
-        if not follow and self._last is not None:
-            params["since"] = f"{self._last[0]}.{self._last[1]:09d}"
-        api = self._client.api
-        url = api._url("/services/{0}/logs", self._service)
-        response = with_retries("service logs", lambda: api._get(url, params=params, stream=True))
-        api._raise_for_status(response)
-        return response
-
-    def _run(self, response: Any) -> None:
-        try:
-            with contextlib.suppress(Exception):
-                self._read(response, skip=0)
-            with contextlib.suppress(Exception):
-                response.close()
-            if not self._finishing.is_set():
-                raise SandboxError("the stream ended before the task did")
-            # The node may write the last output (an unterminated line, flushed at the
-            # container's exit) a moment after the manager reports the task ended: read again.
-            for pause in _LATE_OUTPUT_S:
-                time.sleep(pause)
-                if self._closed.is_set():
-                    break
-                rest = self._open(follow=False)
-                try:
-                    self._read(rest, skip=self._at_last)
-                finally:
-                    rest.close()
-        except Exception as exc:  # surfaced to the reading thread
-            self._put(exc)
-        finally:
-            self._put(None)
-
-    def _read(self, response: Any, *, skip: int) -> None:
-        """Deliver every whole frame; the first `skip` frames stamped `_last` were delivered."""
-        catching_up = skip > 0
-        while not self._closed.is_set():
-            header = _read_exactly(response.raw, _HEADER.size)
-            if header is None:
-                return
-            number, length = _HEADER.unpack(header)
-            payload = _read_exactly(response.raw, length)
-            if payload is None:
-                return
-            stamp, data = _split_timestamp(payload)
-            if catching_up and stamp == self._last and skip > 0:
-                skip -= 1
-                continue
-            catching_up = False
-            if stamp is not None:
-                self._at_last = self._at_last + 1 if stamp == self._last else 1
-                self._last = stamp
-            if data and number in _STREAMS:
-                self._put((_STREAMS[number], data))
-
-    def _put(self, item: tuple[Stream, bytes] | BaseException | None) -> None:
-        while not self._closed.is_set():
-            with contextlib.suppress(queue.Full):
-                self.chunks.put(item, timeout=0.5)
-                return
-
-    def finish(self) -> None:
-        """The task has ended: stop following, then catch up."""
-        self._finishing.set()
-        self._unblock()
-
-    def close(self) -> None:
-        self._closed.set()
-        self._unblock()
-
-    def _unblock(self) -> None:
-        """Shut the stream's socket down: the pump's blocked read returns (closing the response
-        here instead would wait for that read)."""
-        with self._lock:
-            response, self._response = self._response, None
-        if response is None:
-            return
-        with contextlib.suppress(Exception):
-            raw = self._client.api._get_raw_response_socket(response)
-            getattr(raw, "_sock", raw).shutdown(socket.SHUT_RDWR)
-
-
-def _read_exactly(raw: Any, size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        part = raw.read(size - len(data))
-        if not part:
-            return None
-        data += part
-    return data
-
-
-def _split_timestamp(payload: bytes) -> tuple[tuple[int, int] | None, bytes]:
-    """`2026-01-02T03:04:05.123456789Z <data>` -> ((seconds, nanoseconds), data)."""
-    match = _TIMESTAMP.match(payload)
-    if match is None:
-        return None, payload
-    zone = match.group(3).decode().replace("Z", "+00:00")
-    seconds = int(datetime.fromisoformat(match.group(1).decode() + zone).timestamp())
-    nanos = int((match.group(2) or b"0").ljust(9, b"0"))
-    return (seconds, nanos), payload[match.end() :]
 
 
 class ServiceExecution:
@@ -219,7 +74,7 @@ class ServiceExecution:
         self._timed_out = False
         self._task = _Task()
         self._next_poll = 0.0
-        self._logs = _LogPump(client, service_id)
+        self._logs = LogPump(client, service_id)
         self._finishing = False
         self._removed = False
         self._stderr_head = b""

@@ -25,7 +25,7 @@ from test_backend import (
     sandbox,
 )
 
-from sandbox_runner.backends.docker.warm import DEPTH, ROLE_NETNS
+from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
 from sandbox_runner.testing.helpers import FKS, agent_lines, fks
 
 pytestmark = pytest.mark.docker

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.client import with_retries
-from sandbox_runner.backends.docker.container import create_container
-from sandbox_runner.backends.docker.squid import (
+from sandbox_runner.backends.docker.egress.refusals import Refusals, denied_line
+from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
     API_PORT,
     CACHE_LOG,
@@ -33,6 +33,7 @@ from sandbox_runner.backends.docker.squid import (
     FORWARD_PORT,
     squid_config,
 )
+from sandbox_runner.backends.docker.runners.container import create_container
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
@@ -48,11 +49,10 @@ API_SOCKET = f"{SOCKET_DIR}/api.sock"
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 READY_LINE = "fks-proxy ready"
+PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 _LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
-DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
 _DENIED_COUNTED = 1000  # distinct destinations counted between takes; beyond them, summed up
-_HOST_LIMIT = 253  # characters of a refused host kept (a DNS name's most)
 # Characters a credential may have: those of API keys and OAuth tokens, and none that
 # squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
 _CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
@@ -189,40 +189,6 @@ def _pairs(*, with_api: bool) -> list[tuple[str, int]]:
 # --- The proxy container ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Denied:
-    """Requests the allow-list refused, per destination (`port` None when Squid logged none)."""
-
-    host: str
-    port: int | None
-    count: int
-
-
-@dataclass(frozen=True)
-class Refusals:
-    """What the allow-list refused since the last take: at most DENIED_LISTED destinations,
-    the most refused first, and how many requests went to others (an agent can ask for
-    any number of hosts; the user gets a bounded list)."""
-
-    listed: tuple[Denied, ...] = ()
-    more: int = 0
-    """Requests to destinations not listed."""
-
-    @classmethod
-    def of(cls, counts: Counter[tuple[str, int | None]], more: int = 0) -> Refusals:
-        """Counts per (host, port), listed: the DENIED_LISTED most refused, the rest summed."""
-        ordered = _most_refused(counts)
-        rest = sum(d.count for d in ordered[DENIED_LISTED:])
-        return cls(tuple(ordered[:DENIED_LISTED]), more + rest)
-
-    def plus(self, other: Refusals) -> Refusals:
-        """Both together, listed as one take would list them."""
-        counts: Counter[tuple[str, int | None]] = Counter()
-        for d in (*self.listed, *other.listed):
-            counts[(d.host, d.port)] += d.count
-        return Refusals.of(counts, self.more + other.more)
-
-
 class EgressProxy:
     """The proxy container and its socket volume for one run, as a `with` block.
 
@@ -256,7 +222,7 @@ class EgressProxy:
             **(labels or {}),
             LABEL_RUN: run_id,
             LABEL_PID: str(os.getpid()),
-            LABEL_ROLE: "egress-proxy",
+            LABEL_ROLE: PROXY_ROLE,
         }
         safe_run = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:40]
         self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
@@ -412,7 +378,7 @@ class EgressProxy:
                         self._count_denied(raw[:_LINE_LIMIT].decode(errors="replace"))
 
     def _count_denied(self, line: str) -> None:
-        found = _denied_line(line)
+        found = denied_line(line)
         if found is None:
             return
         _when, key = found
@@ -447,39 +413,6 @@ class EgressProxy:
                             f"Could not remove the egress proxy's volume {self.volume_name}: "
                             f"{exc.explanation or exc}; remove its agent containers first"
                         ) from None
-
-
-def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
-    """TCP_DENIED lines of the forward port in an access log written with logformat `fks`,
-    per destination, the most refused first."""
-    counts: Counter[tuple[str, int | None]] = Counter()
-    for line in log.splitlines():
-        found = _denied_line(line)
-        if found is not None and (since is None or found[0] >= since):
-            counts[found[1]] += 1
-    return _most_refused(counts)
-
-
-def _denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
-    """(time, (host, port)) of a TCP_DENIED line of the forward port; None for any other."""
-    fields = line.split()
-    if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
-        return None
-    stamp, _status, _method, host, port, local_port = fields
-    if local_port != str(FORWARD_PORT):
-        return None
-    try:
-        when = float(stamp)
-    except ValueError:
-        return None
-    if len(host) > _HOST_LIMIT:
-        host = host[: _HOST_LIMIT - 1] + "\u2026"
-    return when, (host, int(port) if port.isdigit() and len(port) <= 5 else None)
-
-
-def _most_refused(counts: Counter[tuple[str, int | None]]) -> list[Denied]:
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or 0))
-    return [Denied(host, port, count) for (host, port), count in ordered]
 
 
 def _one_file_tar(name: str, text: str) -> bytes:

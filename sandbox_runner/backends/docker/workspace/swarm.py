@@ -5,7 +5,7 @@ mounts them (the loader of the step's base) is placed by Swarm, and every later 
 workspace is pinned to that node (`Placement`). A task on another node cannot be handed a file
 through the API, so the loader fetches its pack over HTTP from this machine (`PackServer`:
 one random path per pack, on the address the swarm knows the manager by, for as long as the
-load takes). Commits come back through the service's log stream (see `service.py`).
+load takes). Commits come back through the service's log stream (see `runners/service.py`).
 """
 
 from __future__ import annotations
@@ -15,27 +15,39 @@ import secrets
 import shlex
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from sandbox_runner.backends.docker.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.export import OBJECTS
-from sandbox_runner.backends.docker.service import ServiceSandbox
-from sandbox_runner.backends.docker.shipping import (
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, DockerSandbox, Mount
+from sandbox_runner.backends.docker.runners.service import ServiceSandbox
+from sandbox_runner.backends.docker.workspace.export import (
+    OBJECTS,
+    Export,
+    ExportError,
+    LoggedBundle,
+    PreparedLine,
+    ReportFilter,
+    max_bundle_bytes,
+)
+from sandbox_runner.backends.docker.workspace.shipping import (
     _INDEX,
     LOADER_TIMEOUT_S,
     Placement,
     ShippedObjects,
 )
-from sandbox_runner.backends.docker.workspace import VolumeWorkspace
+from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_ROLE, LABEL_SOCKET
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox_runner.backends.api import ExecSpec, Execution, Sandbox
+    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 
 _CHUNK = 1 << 20
 
@@ -209,6 +221,47 @@ class SwarmWorkspace(VolumeWorkspace):
         self._swarm_objects.forget()
         self._where.node = None
         self.base_index = None
+
+    # --- an iteration runs as a service pinned to the node; its work comes in its log stream ---
+
+    def runner(self, containers: DockerSandbox, settings: ContainerSettings) -> Sandbox:
+        """A service on the workspace's node (on any node until the first one ran)."""
+        return ServiceSandbox(self._client, settings, node=self.placement.node)
+
+    def placed(self, execution: Execution) -> None:
+        """The first service ran on some node: the workspace's volumes are there now."""
+        if self.placement.node is None:
+            self.placement.node = getattr(execution, "node_id", None)
+
+    def log_channel(self, env: dict[str, str], nonce: str, scratch: Path) -> LoggedBundle | None:
+        """The bundle comes through the log stream (the task's container is out of reach)."""
+        env["FKS_EXPORT_VIA"] = "log"
+        return LoggedBundle(nonce, scratch / f"bundle-{nonce}", limit=max_bundle_bytes())
+
+    def read_export(self, container_id: str, scratch: Path) -> Export:
+        """A swarm task's report was all there is."""
+        raise ExportError("the iteration ended before it reported its work")
+
+    def export(self, owner: WorkspaceSandbox, settings: ContainerSettings, spec: ExecSpec) -> None:
+        """The same as a service pinned to the workspace's node, its report and bundle read
+        from its log stream."""
+        from sandbox_runner.backends.docker.runners.service import NodeLostError
+        from sandbox_runner.backends.docker.workspace.sandbox import Exporting
+
+        nonce = secrets.token_hex(8)
+        env = {**spec.env, "FKS_NONCE": nonce}
+        logged = self.log_channel(env, nonce, owner.scratch)
+        runner = ServiceSandbox(self._client, settings, node=self.placement.node)
+        try:
+            with runner.start(replace(spec, env=env)) as execution:
+                exporting = Exporting(
+                    execution, owner, "export", PreparedLine(nonce), ReportFilter(nonce), logged
+                )
+                for _chunk in exporting.chunks():
+                    pass
+                exporting.wait()
+        except NodeLostError as exc:
+            owner.node_lost(str(exc))
 
 
 """Node label: where that node's engine listens (default /var/run/docker.sock)."""

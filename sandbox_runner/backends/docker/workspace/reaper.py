@@ -1,7 +1,7 @@
 """Removes a finished run's workspace volumes once fks has returned: Docker deletes a volume's
 files before it answers (seconds for a large checkout), and nobody should wait for that.
 
-`remove_in_background` starts `python -m sandbox_runner.backends.docker.reaper VOLUME…` in a
+`remove_in_background` starts `python -m sandbox_runner.backends.docker.workspace.reaper VOLUME…` in a
 session of its own (Ctrl-C in the terminal does not reach it); it only ever removes the volumes
 it is given. What it leaves (it was killed, Docker went away) `fks clean` removes: the
 volumes carry the run's labels.

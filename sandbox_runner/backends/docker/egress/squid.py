@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sandbox_runner.backends.docker.egress import ApiUpstream
+    from sandbox_runner.backends.docker.egress.proxy import ApiUpstream
     from sandbox_runner.plan.allow import AllowEntry
 
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox_runner.backends.docker.export import PreparedLine, ReportFilter
+from sandbox_runner.backends.docker.workspace.export import PreparedLine, ReportFilter
 
 LINE = b"fks-export 0123abcd before=a b\tafter=a c\tend=1\n"
 

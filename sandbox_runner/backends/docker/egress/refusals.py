@@ -1,0 +1,80 @@
+"""What the egress proxy refused: Squid's TCP_DENIED lines of the forward port, per
+destination, the most refused first; a take lists at most DENIED_LISTED destinations and sums
+up the rest (an agent can ask for any number of hosts; the user gets a bounded list)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT
+
+DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
+_HOST_LIMIT = 253  # characters of a refused host kept (a DNS name's most)
+
+
+@dataclass(frozen=True)
+class Denied:
+    """Requests the allow-list refused, per destination (`port` None when Squid logged none)."""
+
+    host: str
+    port: int | None
+    count: int
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """What the allow-list refused since the last take: at most DENIED_LISTED destinations,
+    the most refused first, and how many requests went to others (an agent can ask for
+    any number of hosts; the user gets a bounded list)."""
+
+    listed: tuple[Denied, ...] = ()
+    more: int = 0
+    """Requests to destinations not listed."""
+
+    @classmethod
+    def of(cls, counts: Counter[tuple[str, int | None]], more: int = 0) -> Refusals:
+        """Counts per (host, port), listed: the DENIED_LISTED most refused, the rest summed."""
+        ordered = _most_refused(counts)
+        rest = sum(d.count for d in ordered[DENIED_LISTED:])
+        return cls(tuple(ordered[:DENIED_LISTED]), more + rest)
+
+    def plus(self, other: Refusals) -> Refusals:
+        """Both together, listed as one take would list them."""
+        counts: Counter[tuple[str, int | None]] = Counter()
+        for d in (*self.listed, *other.listed):
+            counts[(d.host, d.port)] += d.count
+        return Refusals.of(counts, self.more + other.more)
+
+
+def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
+    """TCP_DENIED lines of the forward port in an access log written with logformat `fks`,
+    per destination, the most refused first."""
+    counts: Counter[tuple[str, int | None]] = Counter()
+    for line in log.splitlines():
+        found = denied_line(line)
+        if found is not None and (since is None or found[0] >= since):
+            counts[found[1]] += 1
+    return _most_refused(counts)
+
+
+def denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
+    """(time, (host, port)) of a TCP_DENIED line of the forward port; None for any other."""
+    fields = line.split()
+    if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
+        return None
+    stamp, _status, _method, host, port, local_port = fields
+    if local_port != str(FORWARD_PORT):
+        return None
+    try:
+        when = float(stamp)
+    except ValueError:
+        return None
+    if len(host) > _HOST_LIMIT:
+        host = host[: _HOST_LIMIT - 1] + "\u2026"
+    return when, (host, int(port) if port.isdigit() and len(port) <= 5 else None)
+
+
+def _most_refused(counts: Counter[tuple[str, int | None]]) -> list[Denied]:
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or 0))
+    return [Denied(host, port, count) for (host, port), count in ordered]
