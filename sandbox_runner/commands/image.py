@@ -70,7 +70,7 @@ def _check(options: BuildOptions) -> None:
 
 def push(*, engine: str, images: Sequence[str]) -> int:
     """Make `images` (default: the agent's and the egress proxy's) present on `engine`."""
-    from sandbox_runner.backends.docker.engines import engine_client
+    from sandbox_runner.backends.docker.engine.connect import engine_client
     from sandbox_runner.errors import UsageError
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
     from sandbox_runner.images.push import push_images

@@ -1,5 +1,5 @@
 """Which Docker engine a sandbox runs on (`sandbox.engine`, `--engine`): parsed and checked
-before anything is started. Connecting to it is `backends/docker/engines.py`'s job.
+before anything is started. Connecting to it is `backends/docker/engine/connect.py`'s job.
 """
 
 from __future__ import annotations

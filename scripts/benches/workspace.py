@@ -163,7 +163,7 @@ class Iterations:
         return wall, {m[0].decode(): int(m[1]) / 1e9 for m in _MARK.findall(err)}
 
     def close(self) -> None:
-        from sandbox_runner.backends.docker.client import remove_volume
+        from sandbox_runner.backends.docker.engine.client import remove_volume
         from sandbox_runner.backends.docker.workspace import export
 
         export.script = self._script

@@ -8,15 +8,14 @@ its own connection, refusals, workspaces and clean-up; `settings` a step's conta
 `preflight` (with `checks`, settings checked before a run) what is checked once the engine
 answers; `landing` what becomes of a step's work (synced after each iteration, salvaged when
 stopped, merged into its base through `sandbox_runner.git`); `cleanup` what dead runs left,
-found and removed for `fks clean`; `client` (connecting, daemon diagnosis, retries, volumes)
-and `engines` (a `sandbox.engine` value turned into a client of that engine) are shared by all.
+found and removed for `fks clean`.
 
-Sub-packages: `runners/` what runs one iteration (a container, warm containers, a swarm service
-and its log stream); `workspace/` the step's volume and how its work crosses to the host (the
-export and `iteration.sh`, objects shipped to a remote engine, a swarm's workspace, the
-background reaper); `egress/` what an agent may reach (the egress proxy, its Squid
-configuration, its refusals, the run's pool of proxies). The image modules (`images`,
-`base_image`, `build_helper`, `derived`, `devcontainer`, `push`, `versions`) build and send the
-images. The `docker` package is imported lazily, inside functions, so `fks --help` never loads
-it.
+Sub-packages: `engine/` the engine a run talks to (this machine's, a remote one, a swarm's
+manager), shared by all; `runners/` what runs one iteration (a container, warm containers, a
+swarm service and its log stream); `workspace/` the step's volume and how its work crosses to
+the host (the export and `iteration.sh`, objects shipped to a remote engine, a swarm's
+workspace, the background reaper); `egress/` what an agent may reach (the egress proxy, its
+Squid configuration, its refusals, the run's pool of proxies). The images are built and sent by
+`sandbox_runner.images`. The `docker` package is imported lazily, inside functions, so `fks
+--help` never loads it.
 """

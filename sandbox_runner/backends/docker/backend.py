@@ -75,7 +75,7 @@ class SandboxBackend:
         """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
         resumes from the task's branch in a new run, so it has no use for it)."""
-        from sandbox_runner.backends.docker.engines import supported_engine
+        from sandbox_runner.backends.docker.engine.connect import supported_engine
         from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
         # Before anything is opened or started: an engine runs cannot use is refused.

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.docker.client import remove_volume
 from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
+from sandbox_runner.backends.docker.engine.client import remove_volume
 from sandbox_runner.errors import FksError
 from sandbox_runner.labels import LABEL_IMAGE, LABEL_PID, LABEL_REPO, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.records.store import RunRecord, RunStore, pid_alive, project_root, run_alive

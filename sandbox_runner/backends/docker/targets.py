@@ -126,7 +126,7 @@ class LocalTarget:
     """The local engine: it sees this machine's paths and the user's object store."""
 
     def connect(self) -> docker.DockerClient:
-        from sandbox_runner.backends.docker.client import ping
+        from sandbox_runner.backends.docker.engine.client import ping
         from sandbox_runner.docker_daemon import docker_client
 
         client = docker_client()
@@ -199,7 +199,7 @@ class RemoteTarget(LocalTarget):
         self.spec = spec
 
     def connect(self) -> docker.DockerClient:
-        from sandbox_runner.backends.docker.engines import engine_client
+        from sandbox_runner.backends.docker.engine.connect import engine_client
 
         return engine_client(self.spec)
 
@@ -274,7 +274,7 @@ class RemoteTarget(LocalTarget):
 
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         from sandbox_runner.backends.docker.cleanup import clean_engine, connected
-        from sandbox_runner.backends.docker.engines import engine_client
+        from sandbox_runner.backends.docker.engine.connect import engine_client
 
         client = connected(lambda: engine_client(self.spec, timeout=60), str(self.spec))
         if client is None:

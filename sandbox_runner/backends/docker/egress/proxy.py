@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from sandbox_runner.backends.docker.client import with_retries
 from sandbox_runner.backends.docker.egress.refusals import Refusals, denied_line
 from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
@@ -33,6 +32,7 @@ from sandbox_runner.backends.docker.egress.squid import (
     FORWARD_PORT,
     squid_config,
 )
+from sandbox_runner.backends.docker.engine.client import with_retries
 from sandbox_runner.backends.docker.runners.container import create_container
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
-from sandbox_runner.backends.docker.client import is_missing_executable, with_retries
+from sandbox_runner.backends.docker.engine.client import is_missing_executable, with_retries
 from sandbox_runner.errors import AgentNotFoundError, Interrupted, SandboxError
 from sandbox_runner.signals import deferred_signals
 

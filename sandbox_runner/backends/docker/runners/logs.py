@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Stream
-from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.engine.client import with_retries
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:

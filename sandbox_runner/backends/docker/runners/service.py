@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
-from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.engine.client import with_retries
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, running
 from sandbox_runner.backends.docker.runners.logs import LogPump
 from sandbox_runner.docker_daemon import one_line

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.docker.client import (
+from sandbox_runner.backends.docker.engine.client import (
     ensure_volume,
     remove_volume,
     with_retries,

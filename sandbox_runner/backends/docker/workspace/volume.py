@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from sandbox_runner.backends.docker.client import ensure_volume, remove_volume, volume_exists
+from sandbox_runner.backends.docker.engine.client import ensure_volume, remove_volume, volume_exists
 from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerSandbox,

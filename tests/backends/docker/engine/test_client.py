@@ -6,7 +6,7 @@ import docker.errors
 import pytest
 import requests
 
-from sandbox_runner.backends.docker.client import with_retries
+from sandbox_runner.backends.docker.engine.client import with_retries
 
 
 class Flaky:
