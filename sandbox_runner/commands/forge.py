@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
-from sandbox_runner.commands.run import first_error
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -31,11 +30,11 @@ from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
     ChainsConfig,
     ForgeSettings,
-    SandboxSettings,
     config_path,
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
@@ -88,19 +87,12 @@ def _setup(options: ForgeOptions) -> _Setup:
     settings = cfg.forge if cfg is not None else ForgeSettings()
     sandbox = None
     if options.sandbox:
-        sandbox = SandboxSettings().merged(cfg.sandbox if cfg else None)
-        if options.image:
-            sandbox = sandbox.merged(SandboxSettings(image=options.image))
-        if options.engine:
-            try:
-                sandbox = sandbox.merged(SandboxSettings(engine=options.engine))
-            except ValueError as exc:
-                raise UsageError(f"--engine: {first_error(exc)}") from None
-        if options.allow:
-            try:
-                sandbox = sandbox.merged(SandboxSettings(allow=tuple(options.allow)))
-            except ValueError as exc:
-                raise UsageError(f"--allow: {first_error(exc)}") from None
+        sandbox = merge_sandbox_settings(
+            cfg.sandbox if cfg else None,
+            image=options.image,
+            engine=options.engine,
+            allow=options.allow,
+        )
     elif options.image or options.allow or options.engine:
         raise UsageError("--image, --engine and --allow only apply to --sandbox runs")
     return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))

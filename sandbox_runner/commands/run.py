@@ -24,13 +24,11 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.agents import AgentCommand, step_prompt
-from sandbox_runner.plan.config import (
-    SandboxSettings,
-    parse_vars,
-)
+from sandbox_runner.plan.config import parse_vars
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned, plan_run
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.masking import secrets_from_env
 from sandbox_runner.records.store import (
     RunOptions,
@@ -303,24 +301,17 @@ def log_limits(planned: Planned) -> LogLimits:
 
 
 def sandbox_settings(planned: Planned) -> SandboxSettings:
-    """Top-level settings, then the chain's, then --image."""
-    settings = SandboxSettings()
-    if planned.config is not None:
-        settings = settings.merged(planned.config.sandbox)
-    settings = settings.merged(planned.plan.sandbox)
-    if planned.options.image:
-        settings = settings.merged(SandboxSettings(image=planned.options.image))
-    if planned.options.engine:
-        try:
-            settings = settings.merged(SandboxSettings(engine=planned.options.engine))
-        except ValueError as exc:
-            raise UsageError(f"--engine: {first_error(exc)}") from None
-    if planned.options.allow:
-        try:
-            settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
-        except ValueError as exc:
-            raise UsageError(f"--allow: {first_error(exc)}") from None
-    return settings
+    """Top-level settings, then the chain's, then --image, --engine and --allow."""
+    from sandbox_runner.plan.sandbox import merge_sandbox_settings
+
+    options = planned.options
+    return merge_sandbox_settings(
+        planned.config.sandbox if planned.config is not None else None,
+        planned.plan.sandbox,
+        image=options.image,
+        engine=options.engine,
+        allow=options.allow,
+    )
 
 
 def _backend(planned: Planned) -> Backend:
@@ -520,12 +511,3 @@ def _dry_run(
         for line in _step_lines(s):
             print(f"    {line}")
     return EXIT_COMPLETE
-
-
-def first_error(exc: ValueError) -> str:
-    """The first problem of a settings error, as one line (for --allow, --engine)."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
-    return str(exc)

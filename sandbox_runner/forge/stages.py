@@ -36,9 +36,10 @@ from sandbox_runner.git.repo import (
     rev,
 )
 from sandbox_runner.git.runner import git
-from sandbox_runner.plan.config import AgentConfig, ForgeSettings, SandboxSettings
+from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,

@@ -58,8 +58,9 @@ from sandbox_runner.labels import LABEL_IMAGE, LABEL_PID, LABEL_REPO, LABEL_RUN,
 from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
 from sandbox_runner.plan.allow import AllowEntry
-from sandbox_runner.plan.config import AgentConfig, SandboxSettings
+from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.masking import CREDENTIAL_VARS
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import (
