@@ -62,10 +62,10 @@ from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.masking import CREDENTIAL_VARS
+from sandbox_runner.records.reported import DeniedRecord
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,
-    DeniedRecord,
     IterationRecord,
     StepRecord,
     slug,
