@@ -160,23 +160,18 @@ def _stall_after(cfg: ChainsConfig | None) -> float | None:
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
+    from sandbox_runner.backends.factory import make_backend
+
     agents = stage_agents(ctx)
     steps = [Step(agent=name) for name in agents]
-    if setup.sandbox is not None:
-        from sandbox_runner.backends.docker.backend import SandboxBackend
-
-        backend = SandboxBackend(
-            cwd=setup.project,
-            agents=agents,
-            settings=setup.sandbox,
-            base=setup.base,
-            checked_base=True,
-        )
-        backend.preflight(steps)
-    else:
-        from sandbox_runner.backends.local import LocalBackend
-
-        LocalBackend(cwd=setup.project, agents=agents).preflight(steps)
+    backend = make_backend(
+        cwd=setup.project,
+        agents=agents,
+        sandbox=setup.sandbox,
+        base=setup.base,
+        checked_base=True,
+    )
+    backend.preflight(steps)
 
 
 def run(options: ForgeOptions) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Backend
-from sandbox_runner.backends.local import LocalBackend
+from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -315,20 +315,17 @@ def sandbox_settings(planned: Planned) -> SandboxSettings:
 
 
 def _backend(planned: Planned) -> Backend:
-    if planned.options.sandbox:
-        from sandbox_runner.backends.docker.backend import SandboxBackend
-
-        return SandboxBackend(
-            cwd=planned.cwd,
-            agents=planned.agents,
-            settings=sandbox_settings(planned),
-            base=planned.options.base,
-        )
-    if planned.options.base:
-        raise UsageError("--base only applies to --sandbox runs")
-    if planned.options.engine:
-        raise UsageError("--engine only applies to --sandbox runs")
-    return LocalBackend(cwd=planned.cwd, agents=planned.agents)
+    if not planned.options.sandbox:
+        if planned.options.base:
+            raise UsageError("--base only applies to --sandbox runs")
+        if planned.options.engine:
+            raise UsageError("--engine only applies to --sandbox runs")
+    return make_backend(
+        cwd=planned.cwd,
+        agents=planned.agents,
+        sandbox=sandbox_settings(planned) if planned.options.sandbox else None,
+        base=planned.options.base,
+    )
 
 
 def _keep_forge_out_of_git(project: Path) -> None:

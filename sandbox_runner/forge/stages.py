@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox_runner.backends.api import Backend, PreparedStep, Sandbox
+from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
@@ -172,23 +173,16 @@ class TaskStages:
     def _make_backend(self, stack: ExitStack) -> Backend:
         agents = stage_agents(self.ctx)
         steps = [Step(agent=name) for name in agents]
-        if self.ctx.sandbox is not None:
-            from sandbox_runner.backends.docker.backend import SandboxBackend
-
-            backend: Backend = SandboxBackend(
-                cwd=self.ctx.project,
-                agents=agents,
-                settings=self.ctx.sandbox,
-                base=self.item.branch,
-                keep_interrupted=False,
-            )
-        else:
-            from sandbox_runner.backends.local import LocalBackend
-
+        if self.ctx.sandbox is None:  # local stages run in a worktree of the task's branch
             self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
-            backend = LocalBackend(
-                cwd=self._worktree, agents=agents, sandbox=self.ctx.local_sandbox
-            )
+        backend = make_backend(
+            cwd=self._worktree or self.ctx.project,
+            agents=agents,
+            sandbox=self.ctx.sandbox,
+            base=self.item.branch,
+            keep_interrupted=False,
+            local_sandbox=self.ctx.local_sandbox,
+        )
         backend.preflight(steps)
         return backend
 
