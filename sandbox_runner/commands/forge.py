@@ -248,14 +248,9 @@ def _conduct(
 
 
 def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
-    from sandbox_runner.forge.scheduler import ForgeView
+    from sandbox_runner.ui.forge_view import forge_view
 
-    out = sys.stderr if options.json_output else sys.stdout
-    if out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.ui.forge_view import LiveForgeView
-
-        return LiveForgeView(out, total=total, spent=spent)
-    return ForgeView(out)
+    return forge_view(sys.stderr if options.json_output else sys.stdout, total=total, spent=spent)
 
 
 def _check_numbers(options: ForgeOptions) -> None:
