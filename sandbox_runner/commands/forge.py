@@ -22,7 +22,13 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.scheduler import ForgeView
-from sandbox_runner.forge.selection import forge_lock, named_tasks, picker, ready_tasks
+from sandbox_runner.forge.selection import (
+    forge_base,
+    forge_lock,
+    named_tasks,
+    picker,
+    ready_tasks,
+)
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode
@@ -98,42 +104,12 @@ def _setup(options: ForgeOptions) -> _Setup:
     return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))
 
 
-def forge_base(project: Path, base: str | None) -> str:
-    """--base, else the checked-out branch; tracked changes outside forge/tasks/ are refused."""
-    from sandbox_runner.git.repo import (
-        branch_exists,
-        checkout_of,
-        current_branch,
-        dirty_outside_tasks,
-        open_repo,
-    )
-
-    repo = open_repo(project, what="fks forge")
-    if base is None:
-        base = current_branch(project)
-        if base is None:
-            raise UsageError(
-                f"HEAD is detached in {project}; check out a branch or pass --base BRANCH"
-            )
-    elif not branch_exists(project, base):
-        raise UsageError(f"--base {base}: no such branch in {project}")
-    checkout = checkout_of(repo, base)
-    dirty = dirty_outside_tasks(checkout) if checkout else []
-    if dirty:
-        raise UsageError(
-            f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "
-            f"commit or stash them first - fks forge lands approved tasks on '{base}' there"
-        )
-    return base
-
-
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import secrets_from_env
     from sandbox_runner.steps.tap import LogLimits
     from sandbox_runner.ui.output import PlainReporter
 
-    cfg = setup.config
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
         base=setup.base,
@@ -145,9 +121,7 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         max_cost=options.max_cost,
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),
-        log_limits=LogLimits.resolve(
-            cfg.max_log_bytes if cfg else None, cfg.max_run_log_bytes if cfg else None
-        ),
+        log_limits=LogLimits.of_config(setup.config),
     )
 
 

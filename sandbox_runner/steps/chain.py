@@ -13,6 +13,8 @@ from sandbox_runner.backends.api import Backend
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.planned import Planned
+from sandbox_runner.records.masking import secrets_from_env
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
@@ -107,6 +109,33 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
             for it in record.iterations
         ],
     }
+
+
+def chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
+    """The run-wide settings of a planned run: its options, then the chain's, then the config's
+    (`more`: extra iterations for the step a resumed run continues)."""
+    cfg, options = planned.config, planned.options
+    limit = planned.no_progress_limit
+    if limit is None:
+        limit = planned.plan.no_progress_limit
+    if limit is None and cfg is not None:
+        limit = cfg.no_progress_limit
+    wait = cfg.rate_limit_max_wait if cfg is not None else None
+    stall = cfg.stall_timeout if cfg is not None else None
+    return ChainOptions(
+        cwd=planned.cwd,
+        agents=planned.agents,
+        cli_prompt=planned.cli_prompt,
+        cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        global_args=options.global_args,
+        secrets=secrets_from_env(planned.sandbox_settings().env),
+        no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
+        rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
+        max_cost=options.max_cost,
+        stall_after=DEFAULT_STALL_TIMEOUT if stall is None else stall,
+        more=more,
+        log_limits=LogLimits.of_config(cfg),
+    )
 
 
 def run_chain(
