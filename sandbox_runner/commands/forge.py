@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
-from sandbox_runner.commands.run import first_error
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -23,7 +22,13 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.scheduler import ForgeView
-from sandbox_runner.forge.selection import forge_lock, named_tasks, picker, ready_tasks
+from sandbox_runner.forge.selection import (
+    forge_base,
+    forge_lock,
+    named_tasks,
+    picker,
+    ready_tasks,
+)
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode
@@ -31,11 +36,11 @@ from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
     ChainsConfig,
     ForgeSettings,
-    SandboxSettings,
     config_path,
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
@@ -88,51 +93,15 @@ def _setup(options: ForgeOptions) -> _Setup:
     settings = cfg.forge if cfg is not None else ForgeSettings()
     sandbox = None
     if options.sandbox:
-        sandbox = SandboxSettings().merged(cfg.sandbox if cfg else None)
-        if options.image:
-            sandbox = sandbox.merged(SandboxSettings(image=options.image))
-        if options.engine:
-            try:
-                sandbox = sandbox.merged(SandboxSettings(engine=options.engine))
-            except ValueError as exc:
-                raise UsageError(f"--engine: {first_error(exc)}") from None
-        if options.allow:
-            try:
-                sandbox = sandbox.merged(SandboxSettings(allow=tuple(options.allow)))
-            except ValueError as exc:
-                raise UsageError(f"--allow: {first_error(exc)}") from None
+        sandbox = merge_sandbox_settings(
+            cfg.sandbox if cfg else None,
+            image=options.image,
+            engine=options.engine,
+            allow=options.allow,
+        )
     elif options.image or options.allow or options.engine:
         raise UsageError("--image, --engine and --allow only apply to --sandbox runs")
     return _Setup(repo.top, cfg, settings, sandbox, forge_base(repo.top, options.base))
-
-
-def forge_base(project: Path, base: str | None) -> str:
-    """--base, else the checked-out branch; tracked changes outside forge/tasks/ are refused."""
-    from sandbox_runner.git.repo import (
-        branch_exists,
-        checkout_of,
-        current_branch,
-        dirty_outside_tasks,
-        open_repo,
-    )
-
-    repo = open_repo(project, what="fks forge")
-    if base is None:
-        base = current_branch(project)
-        if base is None:
-            raise UsageError(
-                f"HEAD is detached in {project}; check out a branch or pass --base BRANCH"
-            )
-    elif not branch_exists(project, base):
-        raise UsageError(f"--base {base}: no such branch in {project}")
-    checkout = checkout_of(repo, base)
-    dirty = dirty_outside_tasks(checkout) if checkout else []
-    if dirty:
-        raise UsageError(
-            f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "
-            f"commit or stash them first - fks forge lands approved tasks on '{base}' there"
-        )
-    return base
 
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
@@ -141,7 +110,6 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
     from sandbox_runner.steps.tap import LogLimits
     from sandbox_runner.ui.output import PlainReporter
 
-    cfg = setup.config
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
         base=setup.base,
@@ -153,9 +121,7 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         max_cost=options.max_cost,
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),
-        log_limits=LogLimits.resolve(
-            cfg.max_log_bytes if cfg else None, cfg.max_run_log_bytes if cfg else None
-        ),
+        log_limits=LogLimits.of_config(setup.config),
     )
 
 
@@ -168,23 +134,18 @@ def _stall_after(cfg: ChainsConfig | None) -> float | None:
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
+    from sandbox_runner.backends.factory import make_backend
+
     agents = stage_agents(ctx)
     steps = [Step(agent=name) for name in agents]
-    if setup.sandbox is not None:
-        from sandbox_runner.backends.docker.backend import SandboxBackend
-
-        backend = SandboxBackend(
-            cwd=setup.project,
-            agents=agents,
-            settings=setup.sandbox,
-            base=setup.base,
-            checked_base=True,
-        )
-        backend.preflight(steps)
-    else:
-        from sandbox_runner.backends.local import LocalBackend
-
-        LocalBackend(cwd=setup.project, agents=agents).preflight(steps)
+    backend = make_backend(
+        cwd=setup.project,
+        agents=agents,
+        sandbox=setup.sandbox,
+        base=setup.base,
+        checked_base=True,
+    )
+    backend.preflight(steps)
 
 
 def run(options: ForgeOptions) -> int:
@@ -261,14 +222,9 @@ def _conduct(
 
 
 def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
-    from sandbox_runner.forge.scheduler import ForgeView
+    from sandbox_runner.ui.forge_view import forge_view
 
-    out = sys.stderr if options.json_output else sys.stdout
-    if out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.ui.forge_view import LiveForgeView
-
-        return LiveForgeView(out, total=total, spent=spent)
-    return ForgeView(out)
+    return forge_view(sys.stderr if options.json_output else sys.stdout, total=total, spent=spent)
 
 
 def _check_numbers(options: ForgeOptions) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Backend
-from sandbox_runner.backends.local import LocalBackend
+from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -25,14 +25,10 @@ from sandbox_runner.errors import (
 )
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.agents import AgentCommand, step_prompt
-from sandbox_runner.plan.config import (
-    SandboxSettings,
-    parse_vars,
-)
+from sandbox_runner.plan.config import parse_vars
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned, plan_run
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.records.masking import secrets_from_env
 from sandbox_runner.records.store import (
     RunOptions,
     RunRecord,
@@ -48,8 +44,7 @@ from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
     from sandbox_runner.records.lock import RunLock
-    from sandbox_runner.steps.chain import ChainOptions, ChainResult
-    from sandbox_runner.steps.tap import LogLimits
+    from sandbox_runner.steps.chain import ChainResult
 
 
 # The flags a resumed run takes from its record: giving them again is a usage error.
@@ -158,6 +153,8 @@ def _run_planned(
     more: int,
 ) -> int:
     """Resolve every step's prompt and command on the backend, then show them or run them."""
+    from sandbox_runner.steps.tap import LogLimits
+
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
@@ -166,7 +163,9 @@ def _run_planned(
         )
         for s in planned.plan.steps
     ]
-    log_limits(planned)  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
+    LogLimits.of_config(
+        planned.config
+    )  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
     backend = _backend(planned)
     commands = [backend.resolve(step) for step in planned.plan.steps]
     backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
@@ -223,7 +222,7 @@ def _execute(
     more: int,
 ) -> int:
     """Run the planned chain under the run lock; `record` is the run being resumed, if any."""
-    from sandbox_runner.steps.chain import run_chain
+    from sandbox_runner.steps.chain import chain_options, run_chain
 
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
@@ -244,7 +243,7 @@ def _execute(
                     backend=backend,
                     reporter=reporter,
                     run=active,
-                    options=_chain_options(planned, more=more),
+                    options=chain_options(planned, more=more),
                 )
         except (Interrupted, KeyboardInterrupt) as exc:
             return _interrupted(exc, active.record, backend, reporter, junit)
@@ -283,82 +282,18 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
         write_junit(path, record)
 
 
-def _chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
-    from sandbox_runner.steps.chain import ChainOptions
-    from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT
-    from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
-
-    cfg, options = planned.config, planned.options
-    limit = planned.no_progress_limit
-    if limit is None:
-        limit = planned.plan.no_progress_limit
-    if limit is None and cfg is not None:
-        limit = cfg.no_progress_limit
-    wait = cfg.rate_limit_max_wait if cfg is not None else None
-    stall = cfg.stall_timeout if cfg is not None else None
-    settings = sandbox_settings(planned)
-    return ChainOptions(
+def _backend(planned: Planned) -> Backend:
+    if not planned.options.sandbox:
+        if planned.options.base:
+            raise UsageError("--base only applies to --sandbox runs")
+        if planned.options.engine:
+            raise UsageError("--engine only applies to --sandbox runs")
+    return make_backend(
         cwd=planned.cwd,
         agents=planned.agents,
-        cli_prompt=planned.cli_prompt,
-        cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
-        global_args=options.global_args,
-        secrets=secrets_from_env(settings.env),
-        no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
-        rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
-        max_cost=options.max_cost,
-        stall_after=DEFAULT_STALL_TIMEOUT if stall is None else stall,
-        more=more,
-        log_limits=log_limits(planned),
+        sandbox=planned.sandbox_settings() if planned.options.sandbox else None,
+        base=planned.options.base,
     )
-
-
-def log_limits(planned: Planned) -> LogLimits:
-    """The environment's log limits, else the config's, else the defaults."""
-    from sandbox_runner.steps.tap import LogLimits
-
-    cfg = planned.config
-    if cfg is None:
-        return LogLimits.resolve()
-    return LogLimits.resolve(cfg.max_log_bytes, cfg.max_run_log_bytes)
-
-
-def sandbox_settings(planned: Planned) -> SandboxSettings:
-    """Top-level settings, then the chain's, then --image."""
-    settings = SandboxSettings()
-    if planned.config is not None:
-        settings = settings.merged(planned.config.sandbox)
-    settings = settings.merged(planned.plan.sandbox)
-    if planned.options.image:
-        settings = settings.merged(SandboxSettings(image=planned.options.image))
-    if planned.options.engine:
-        try:
-            settings = settings.merged(SandboxSettings(engine=planned.options.engine))
-        except ValueError as exc:
-            raise UsageError(f"--engine: {first_error(exc)}") from None
-    if planned.options.allow:
-        try:
-            settings = settings.merged(SandboxSettings(allow=tuple(planned.options.allow)))
-        except ValueError as exc:
-            raise UsageError(f"--allow: {first_error(exc)}") from None
-    return settings
-
-
-def _backend(planned: Planned) -> Backend:
-    if planned.options.sandbox:
-        from sandbox_runner.backends.docker.backend import SandboxBackend
-
-        return SandboxBackend(
-            cwd=planned.cwd,
-            agents=planned.agents,
-            settings=sandbox_settings(planned),
-            base=planned.options.base,
-        )
-    if planned.options.base:
-        raise UsageError("--base only applies to --sandbox runs")
-    if planned.options.engine:
-        raise UsageError("--engine only applies to --sandbox runs")
-    return LocalBackend(cwd=planned.cwd, agents=planned.agents)
 
 
 def _keep_forge_out_of_git(project: Path) -> None:
@@ -370,8 +305,9 @@ def _keep_forge_out_of_git(project: Path) -> None:
 def _masked_options(planned: Planned) -> RunOptions:
     """The options as recorded: credential values that appear in them are masked."""
     from sandbox_runner.records.masking import Masker
+    from sandbox_runner.steps.chain import chain_options
 
-    masker = Masker(_chain_options(planned).secrets)
+    masker = Masker(chain_options(planned).secrets)
     if not masker:
         return planned.options
     raw = planned.options.model_dump_json()
@@ -494,8 +430,9 @@ def _verbose_details(
 ) -> StepDetails:
     """For -v: a step's lines, computed when it starts (prompt files may have changed)."""
     from sandbox_runner.records.masking import Masker
+    from sandbox_runner.steps.chain import chain_options
 
-    masker = Masker(_chain_options(planned).secrets)
+    masker = Masker(chain_options(planned).secrets)
     steps = planned.plan.steps
 
     def details(index: int) -> list[str]:
@@ -541,12 +478,3 @@ def _dry_run(
         for line in _step_lines(s):
             print(f"    {line}")
     return EXIT_COMPLETE
-
-
-def first_error(exc: ValueError) -> str:
-    """The first problem of a settings error, as one line (for --allow, --engine)."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
-        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
-    return str(exc)

@@ -8,9 +8,9 @@ from datetime import datetime
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import usd_limit
 from sandbox_runner.records.store import (
-    ClaudeStats,
     IterationRecord,
     RunRecord,
     RunStore,

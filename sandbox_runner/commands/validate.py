@@ -11,11 +11,11 @@ from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.checks import problems_error
 from sandbox_runner.plan.config import (
     ChainsConfig,
-    SandboxSettings,
     config_path,
     load_config,
     missing_vars,
 )
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:

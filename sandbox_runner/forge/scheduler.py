@@ -16,14 +16,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from sandbox_runner.errors import FksError, Interrupted
-from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.ui.output import plural
 
-_TAB = "\t"
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
 
@@ -39,17 +37,15 @@ class Worker:
     stage: str = "starting"
 
 
-class ForgeView:
-    """Where the conductor shows what happens: plain lines (stderr under --json)."""
-
-    def __init__(self, out: IO[str] | None = None) -> None:
-        self.out = out or sys.stdout
+class ForgeView(Protocol):
+    """What the conductor reports to (`ui.forge_view` shows it). Texts are as the workers
+    printed them: the view makes them safe to show."""
 
     def line(self, task_id: str, text: str) -> None:
-        print(f"[{task_id}] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
+        """A line task `task_id`'s worker printed."""
 
     def note(self, text: str) -> None:
-        print(f"[fks] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
+        """A line of the conductor's own."""
 
     def tick(self, workers: Sequence[Worker]) -> None:
         """Called about every 0.2 s with the workers in flight."""

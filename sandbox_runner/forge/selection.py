@@ -1,5 +1,5 @@
-"""Which tasks `fks forge run` takes (named, or ready when a place frees up), and the base
-branch's lock it holds meanwhile."""
+"""Which tasks `fks forge run` takes (named, or ready when a place frees up), the base branch
+it lands them on, and that branch's lock it holds meanwhile."""
 
 from __future__ import annotations
 
@@ -74,3 +74,32 @@ def forge_lock(project: Path, base: str, session: str) -> AbstractContextManager
             in_place = run_lock(project, None, run_label=label, shared=True)
             stack.enter_context(in_place).set_run(session)
         return stack.pop_all()
+
+
+def forge_base(project: Path, base: str | None) -> str:
+    """--base, else the checked-out branch; tracked changes outside forge/tasks/ are refused."""
+    from sandbox_runner.git.repo import (
+        branch_exists,
+        checkout_of,
+        current_branch,
+        dirty_outside_tasks,
+        open_repo,
+    )
+
+    repo = open_repo(project, what="fks forge")
+    if base is None:
+        base = current_branch(project)
+        if base is None:
+            raise UsageError(
+                f"HEAD is detached in {project}; check out a branch or pass --base BRANCH"
+            )
+    elif not branch_exists(project, base):
+        raise UsageError(f"--base {base}: no such branch in {project}")
+    checkout = checkout_of(repo, base)
+    dirty = dirty_outside_tasks(checkout) if checkout else []
+    if dirty:
+        raise UsageError(
+            f"uncommitted changes to tracked files in {checkout} ({', '.join(dirty[:5])}); "
+            f"commit or stash them first - fks forge lands approved tasks on '{base}' there"
+        )
+    return base

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sandbox_runner.backends.api import Backend, PreparedStep, Sandbox
+from sandbox_runner.backends.api import Backend, Sandbox
+from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
@@ -36,9 +37,10 @@ from sandbox_runner.git.repo import (
     rev,
 )
 from sandbox_runner.git.runner import git
-from sandbox_runner.plan.config import AgentConfig, ForgeSettings, SandboxSettings
+from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,
@@ -50,8 +52,8 @@ from sandbox_runner.records.store import (
     now,
 )
 from sandbox_runner.steps.guards import Budget
-from sandbox_runner.steps.loop import StepContext, StepLoop
 from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.runner import StepSettings, run_step
 from sandbox_runner.steps.tap import LogLimits
 
 if TYPE_CHECKING:
@@ -171,23 +173,16 @@ class TaskStages:
     def _make_backend(self, stack: ExitStack) -> Backend:
         agents = stage_agents(self.ctx)
         steps = [Step(agent=name) for name in agents]
-        if self.ctx.sandbox is not None:
-            from sandbox_runner.backends.docker.backend import SandboxBackend
-
-            backend: Backend = SandboxBackend(
-                cwd=self.ctx.project,
-                agents=agents,
-                settings=self.ctx.sandbox,
-                base=self.item.branch,
-                keep_interrupted=False,
-            )
-        else:
-            from sandbox_runner.backends.local import LocalBackend
-
+        if self.ctx.sandbox is None:  # local stages run in a worktree of the task's branch
             self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
-            backend = LocalBackend(
-                cwd=self._worktree, agents=agents, sandbox=self.ctx.local_sandbox
-            )
+        backend = make_backend(
+            cwd=self._worktree or self.ctx.project,
+            agents=agents,
+            sandbox=self.ctx.sandbox,
+            base=self.item.branch,
+            keep_interrupted=False,
+            local_sandbox=self.ctx.local_sandbox,
+        )
         backend.preflight(steps)
         return backend
 
@@ -207,49 +202,26 @@ class TaskStages:
         if stage == "implement" and self._complexity == "high":
             agent = "forge:implement-complex"
         record = run.add_step(agent)
-        step = Step(agent=agent, args=(*_tools(self.ctx, stage), *args))
-        run.begin_step(record)
-        try:
-            with backend.step(record.index, step, record) as prepared:
-                prepared.env = {**prepared.env, **(env or {})}
-                loop = StepLoop(self._context(step, prompt, prepared, record))
-                outcome = loop.run()
-                if prepared.land is not None:
-                    outcome = prepared.land(outcome)
-        except (Interrupted, KeyboardInterrupt):
-            run.abort(record, record.index, "interrupted", "interrupted")
-            raise
-        except Exception as exc:
-            run.abort(record, record.index, "failed", str(exc)[:500])
-            raise
-        run.finish_step(record, complete=outcome.complete, reason=outcome.reason)
+        outcome = run_step(
+            Step(agent=agent, args=(*_tools(self.ctx, stage), *args)),
+            PromptSource(origin="forge", text=prompt),
+            record,
+            backend=backend,
+            reporter=self.ctx.reporter,
+            run=run,
+            settings=StepSettings(
+                env=env or {},
+                secrets=self.ctx.secrets,
+                no_progress_limit=0,
+                budget=self.budget,
+                stall_after=self.ctx.stall_after,
+                log_limits=self.ctx.log_limits,
+            ),
+        )
         if record.branch and record.merged and record.start_commit == record.head_commit:
             delete_branch(self.ctx.repo, record.branch)  # a read-only stage: nothing to review
         self.item.runs = sorted({*self.item.runs, run.record.id})
         return record, outcome
-
-    def _context(
-        self, step: Step, prompt: str, prepared: PreparedStep, record: StepRecord
-    ) -> StepContext:
-        return StepContext(
-            step=step,
-            agent=prepared.agent,
-            prompt=PromptSource(origin="forge", text=prompt),
-            sandbox=prepared.sandbox,
-            reporter=self.ctx.reporter,
-            record=record,
-            run=self.run,
-            args=list(step.args),
-            env=prepared.env,
-            labels=prepared.labels,
-            timeout=prepared.timeout,
-            secrets=self.ctx.secrets,
-            no_progress_limit=0,
-            budget=self.budget,
-            stall_after=self.ctx.stall_after,
-            after_iteration=prepared.after_iteration,
-            log_limits=self.ctx.log_limits,
-        )
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
         record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])  # type: ignore[arg-type]

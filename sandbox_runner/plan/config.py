@@ -10,122 +10,27 @@ import json
 import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator
+from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
 
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import CONFIG_FILE, path_kind
-from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.checks import (
-    FRIENDLY,
     did_you_mean,
     problems_error,
     undefined_agents,
     validation_problems,
 )
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
-from sandbox_runner.plan.engine import EngineSpec
+from sandbox_runner.plan.model import ConfigModel
+from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# JSON has no "3" for 3 or true for 1: a quoted or boolean number is a mistake worth naming.
-_Int = Annotated[int, Strict()]
-_Float = Annotated[float, Strict()]
-_Bool = Annotated[bool, Strict()]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        populate_by_name=True,
-        frozen=True,
-        defer_build=True,
-        use_attribute_docstrings=True,
-    )
-
-
-class SandboxSettings(_Model):
-    """Docker sandbox settings; chain level, overridable per agent."""
-
-    image: str | None = None
-    """Agent image (default: fks-agent:latest); `devcontainer` builds and uses the repository's
-    .devcontainer/devcontainer.json."""
-    network: str | None = None
-    """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
-    egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
-    API for Claude steps), or the name of an existing Docker network."""
-    allow: tuple[str, ...] = ()
-    """`host` or `host:port` entries the agent may reach with `network: allowlist` (ports
-    default to 443 and 80); joined with the chain's, the agent's and `--allow`."""
-    memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
-    """Memory limit, Docker syntax (`2g`, `512m`)."""
-    cpus: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """CPU limit (e.g. 2 or 0.5)."""
-    pids_limit: _Int | None = Field(default=None, alias="pidsLimit", gt=0)
-    """Maximum number of processes in the container."""
-    timeout: _Float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """Seconds one iteration may run before it is killed (counts as incomplete)."""
-    env: tuple[str, ...] = ()
-    """Names of host environment variables passed into the container (values never logged)."""
-    mounts: tuple[str, ...] = ()
-    """Extra host paths mounted read-only at the same path."""
-    engine: str | None = None
-    """Docker engine the sandbox runs on: `local` (default: the engine of DOCKER_HOST / the
-    current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
-    `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL` (not for runs yet). On a remote
-    engine or a swarm the workspace's base is sent to it as data."""
-    warm: _Bool | None = None
-    """Start the next iterations' containers while one runs (default true; `false`: each
-    iteration's container is created and started when the iteration begins)."""
-
-    @field_validator("memory")
-    @classmethod
-    def _memory_not_zero(cls, value: str | None) -> str | None:
-        if value is not None and not any(c in "123456789" for c in value):
-            raise ValueError(FRIENDLY["string_pattern_mismatch"])
-        return value
-
-    @field_validator("allow")
-    @classmethod
-    def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in value:
-            AllowEntry.parse(entry)  # a ValueError names the entry
-        return value
-
-    @field_validator("engine")
-    @classmethod
-    def _engine_form(cls, value: str | None) -> str | None:
-        if value is not None:
-            EngineSpec.parse(value)  # a ValueError names the value and the forms it may take
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for name in value:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(
-                    f"{name!r} is not an environment variable name "
-                    "(letters, digits and _, not starting with a digit)"
-                )
-        return value
-
-    def merged(self, override: SandboxSettings | None) -> SandboxSettings:
-        """These settings with every field `override` sets replacing ours; lists are joined."""
-        if override is None:
-            return self
-        data = self.model_dump(exclude_unset=True)
-        for name, value in override.model_dump(exclude_unset=True).items():
-            if name in ("env", "mounts", "allow"):
-                data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
-            else:
-                data[name] = value
-        return SandboxSettings.model_validate(data)
-
-
-class AgentConfig(_Model):
+class AgentConfig(ConfigModel):
     """One entry of `agents`: how to run an agent and what to tell it by default."""
 
     path: str | None = None
@@ -144,7 +49,7 @@ class AgentConfig(_Model):
     """Claude settings JSON passed as `--settings`."""
     model: str | None = None
     """Model alias or id (`sonnet`, `opus`, `haiku`, …)."""
-    max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
+    max_turns: StrictInt | None = Field(default=None, alias="maxTurns", gt=0)
     """Maximum turns per iteration (default 100)."""
     allowed_tools: tuple[str, ...] | None = Field(default=None, alias="allowedTools")
     """Tool whitelist."""
@@ -169,12 +74,12 @@ class AgentConfig(_Model):
         return bool(self.system_prompt or self.system_prompt_text)
 
 
-class StepConfig(_Model):
+class StepConfig(ConfigModel):
     """One step of a chain."""
 
     agent: str = Field(min_length=1)
     """Agent name (a key of `agents`, a binary on PATH, or a path)."""
-    iterations: _Int | None = Field(default=None, gt=0, le=MAX_ITERATIONS)
+    iterations: StrictInt | None = Field(default=None, gt=0, le=MAX_ITERATIONS)
     """Loop up to this many times until the marker; omitted = run once, no marker needed."""
     args: tuple[str, ...] = ()
     """Extra arguments; `${VAR}` is substituted."""
@@ -192,7 +97,7 @@ class StepConfig(_Model):
         return value
 
 
-class ChainConfig(_Model):
+class ChainConfig(ConfigModel):
     """A named chain."""
 
     description: str | None = None
@@ -205,11 +110,11 @@ class ChainConfig(_Model):
     """The steps, in order."""
     sandbox: SandboxSettings | None = None
     """Sandbox settings for this chain."""
-    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    no_progress_limit: StrictInt | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Stop a looping step after this many iterations without a commit or file change (0: never)."""
 
 
-class ForgeModels(_Model):
+class ForgeModels(ConfigModel):
     """Which model each `fks forge` stage uses."""
 
     triage_deep: str = Field(default="sonnet", alias="triageDeep", min_length=1)
@@ -220,7 +125,7 @@ class ForgeModels(_Model):
     """Implement for high complexity."""
 
 
-class ForgePrompts(_Model):
+class ForgePrompts(ConfigModel):
     """System prompt files of the `fks forge` agents (relative to the project; `fks init` writes them)."""
 
     analyze: str | None = None
@@ -233,7 +138,7 @@ class ForgePrompts(_Model):
     """Default: system-prompts/forge/review.md if it exists, else the packaged text."""
 
 
-class ForgeSettings(_Model):
+class ForgeSettings(ConfigModel):
     """`fks forge`: the analyze → implement → review pipeline over forge-tasks."""
 
     models: ForgeModels = ForgeModels()
@@ -246,13 +151,13 @@ class ForgeSettings(_Model):
         default=("Bash", "Read", "Write", "Edit", "Glob", "Grep"), alias="workerTools", min_length=1
     )
     """Tools of the Implement agent."""
-    max_review_retries: _Int = Field(default=2, alias="maxReviewRetries", ge=0, le=20)
+    max_review_retries: StrictInt = Field(default=2, alias="maxReviewRetries", ge=0, le=20)
     """How often a rejected (or conflicting) task goes back to Implement before it is in error."""
-    parallel: _Int = Field(default=1, gt=0, le=64)
+    parallel: StrictInt = Field(default=1, gt=0, le=64)
     """Tasks processed at once (`--parallel` overrides)."""
-    max_turns: _Int | None = Field(default=None, alias="maxTurns", gt=0)
+    max_turns: StrictInt | None = Field(default=None, alias="maxTurns", gt=0)
     """Turn limit of every forge agent (default 100)."""
-    max_task_cost: _Float | None = Field(
+    max_task_cost: StrictFloat | None = Field(
         default=None, alias="maxTaskCost", gt=0, allow_inf_nan=False
     )
     """USD one task may spend across its stages and attempts (`--max-task-cost` overrides);
@@ -261,7 +166,7 @@ class ForgeSettings(_Model):
     """System prompt files."""
 
 
-class ChainsConfig(_Model):
+class ChainsConfig(ConfigModel):
     """The whole of forge/chains.json."""
 
     schema_ref: str | None = Field(default=None, alias="$schema")
@@ -273,21 +178,21 @@ class ChainsConfig(_Model):
     """Named chains."""
     sandbox: SandboxSettings | None = None
     """Sandbox settings for every chain and DSL run."""
-    no_progress_limit: _Int | None = Field(default=None, alias="noProgressLimit", ge=0)
+    no_progress_limit: StrictInt | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Default no-progress limit (3 when unset)."""
-    rate_limit_max_wait: _Float | None = Field(
+    rate_limit_max_wait: StrictFloat | None = Field(
         default=None, alias="rateLimitMaxWait", ge=0, allow_inf_nan=False
     )
     """Seconds to keep backing off from rate-limit/overload answers before giving up (default 900)."""
-    stall_timeout: _Float | None = Field(
+    stall_timeout: StrictFloat | None = Field(
         default=None, alias="stallTimeout", ge=0, allow_inf_nan=False
     )
     """Seconds an iteration may go without any output before fks stops it as stalled (default
     1200; 0: never)."""
-    max_log_bytes: _Int | None = Field(default=None, alias="maxLogBytes", gt=0)
+    max_log_bytes: StrictInt | None = Field(default=None, alias="maxLogBytes", gt=0)
     """Bytes of output one iteration's log keeps (default 100 MiB); the rest is dropped and
     counted in the run record. FKS_MAX_LOG_BYTES overrides it."""
-    max_run_log_bytes: _Int | None = Field(default=None, alias="maxRunLogBytes", gt=0)
+    max_run_log_bytes: StrictInt | None = Field(default=None, alias="maxRunLogBytes", gt=0)
     """Bytes of output all of a run's logs keep together (default 1 GiB).
     FKS_MAX_RUN_LOG_BYTES overrides it."""
     forge: ForgeSettings = ForgeSettings()

@@ -21,6 +21,7 @@ from sandbox_runner.plan.config import (
     substitute,
 )
 from sandbox_runner.plan.dsl import parse_dsl
+from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 
 if TYPE_CHECKING:
     from sandbox_runner.records.store import RunOptions
@@ -43,6 +44,16 @@ class Planned:
     @property
     def agents(self) -> dict[str, Any]:
         return dict(self.config.agents) if self.config else {}
+
+    def sandbox_settings(self) -> SandboxSettings:
+        """The config's top-level settings, then the chain's, then --image, --engine, --allow."""
+        return merge_sandbox_settings(
+            self.config.sandbox if self.config is not None else None,
+            self.plan.sandbox,
+            image=self.options.image,
+            engine=self.options.engine,
+            allow=self.options.allow,
+        )
 
 
 def plan_run(options: RunOptions, workdir: Path) -> Planned:

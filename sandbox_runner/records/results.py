@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sandbox_runner.records.store import ClaudeStats, DeniedRecord
+from sandbox_runner.records.reported import ClaudeStats, DeniedRecord
 
 
 @dataclass(frozen=True)

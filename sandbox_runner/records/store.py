@@ -11,13 +11,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, RecordModel
 
 if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
@@ -31,40 +32,7 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-class _Record(BaseModel):
-    # Built on first use: `fks --help` and dry runs never pay for these schemas.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class ClaudeStats(_Record):
-    """What Claude Code reported for one iteration."""
-
-    cost_usd: float | None = None
-    """total_cost_usd of the iteration."""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    turns: int | None = None
-    subtype: str | None = None
-    """Result subtype: success, error_max_turns, error_during_execution, …"""
-    session_id: str | None = None
-    duration_ms: int | None = None
-    structured_output: dict[str, Any] | None = None
-    """The answer of a `--json-schema` run (forge stages), as the model gave it."""
-
-
-class DeniedRecord(_Record):
-    """Refused requests to one destination."""
-
-    host: str
-    port: int | None = None
-    count: int
-
-    def describe(self) -> str:
-        where = f"{self.host}:{self.port}" if self.port else self.host
-        return f"{self.count} request{'s' if self.count != 1 else ''} to {where}"
-
-
-class IterationRecord(_Record):
+class IterationRecord(RecordModel):
     """One agent process."""
 
     number: int
@@ -100,7 +68,7 @@ class IterationRecord(_Record):
     (maxLogBytes) or of the run (maxRunLogBytes). 0: the log holds all of it."""
 
 
-class StepRecord(_Record):
+class StepRecord(RecordModel):
     """One step of the chain."""
 
     index: int
@@ -138,7 +106,7 @@ class StepRecord(_Record):
         return sum((it.claude.cost_usd or 0.0) for it in self.iterations if it.claude)
 
 
-class RunOptions(_Record):
+class RunOptions(RecordModel):
     """How the run was started: enough to resume it."""
 
     chain: str | None = None
@@ -162,7 +130,7 @@ class RunOptions(_Record):
     """The `fks forge run` this task's run was part of (`fks runs` groups them)."""
 
 
-class RunRecord(_Record):
+class RunRecord(RecordModel):
     """`.forge/runs/<id>/run.json`."""
 
     id: str

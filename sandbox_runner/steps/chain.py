@@ -7,24 +7,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from sandbox_runner.backends.api import Backend, PreparedStep
-from sandbox_runner.errors import Interrupted
+from sandbox_runner.backends.api import Backend
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
-from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.plan.planned import Planned
+from sandbox_runner.records.masking import secrets_from_env
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
-from sandbox_runner.steps.loop import (
-    DEFAULT_NO_PROGRESS_LIMIT,
-    DEFAULT_RATE_LIMIT_MAX_WAIT,
-    StepContext,
-    StepLoop,
-)
+from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.runner import StepSettings, run_step
 from sandbox_runner.steps.tap import LogLimits
 
 
@@ -115,6 +111,33 @@ def _step_json(summary: StepSummary) -> dict[str, Any]:
     }
 
 
+def chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
+    """The run-wide settings of a planned run: its options, then the chain's, then the config's
+    (`more`: extra iterations for the step a resumed run continues)."""
+    cfg, options = planned.config, planned.options
+    limit = planned.no_progress_limit
+    if limit is None:
+        limit = planned.plan.no_progress_limit
+    if limit is None and cfg is not None:
+        limit = cfg.no_progress_limit
+    wait = cfg.rate_limit_max_wait if cfg is not None else None
+    stall = cfg.stall_timeout if cfg is not None else None
+    return ChainOptions(
+        cwd=planned.cwd,
+        agents=planned.agents,
+        cli_prompt=planned.cli_prompt,
+        cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
+        global_args=options.global_args,
+        secrets=secrets_from_env(planned.sandbox_settings().env),
+        no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
+        rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
+        max_cost=options.max_cost,
+        stall_after=DEFAULT_STALL_TIMEOUT if stall is None else stall,
+        more=more,
+        log_limits=LogLimits.of_config(cfg),
+    )
+
+
 def run_chain(
     plan: ChainPlan,
     *,
@@ -193,101 +216,39 @@ def _run_step(
     options: ChainOptions,
     step_record: StepRecord,
 ) -> StepOutcome:
-    resumed = bool(step_record.iterations)
-    spent = step_record.iterations_used
+    more = options.more if step_record.iterations else 0  # a resumed step's extra iterations
     prompt = step_prompt(
         step, plan, options.agents, options.cwd, options.cli_prompt, options.cli_prompt_file
     )
-    reporter.step_started(
-        index, total, step.agent, step.iterations + (options.more if resumed else 0), step.loop
+    reporter.step_started(index, total, step.agent, step.iterations + more, step.loop)
+    outcome = run_step(
+        step,
+        prompt,
+        step_record,
+        backend=backend,
+        reporter=reporter,
+        run=run,
+        settings=_step_settings(run, options, more),
     )
-    run.begin_step(step_record)
-    try:
-        with backend.step(index, step, step_record) as prepared:
-            ctx = _step_context(step, prompt, prepared, reporter, run, options, step_record, spent)
-            outcome = _run_or_retry_landing(ctx, step_record, spent)
-            if prepared.land is not None:
-                outcome = prepared.land(outcome)
-    except (Interrupted, KeyboardInterrupt):
-        _abort(run, step_record, index, "interrupted", "interrupted")
-        raise
-    except Exception as exc:
-        _abort(run, step_record, index, "failed", str(exc)[:500])
-        raise
-    _finish_step(run, step_record, outcome)
     reporter.step_ended(step.agent, outcome, step.loop)
     return outcome
 
 
-def _step_context(
-    step: Step,
-    prompt: PromptSource,
-    prepared: PreparedStep,
-    reporter: Reporter,
-    run: ActiveRun,
-    options: ChainOptions,
-    step_record: StepRecord,
-    spent: int,
-) -> StepContext:
-    """Everything the step's loop needs, from the plan, the backend and the run so far."""
-    resumed = bool(step_record.iterations)
-    return StepContext(
-        step=step,
-        agent=prepared.agent,
-        prompt=prompt,
-        sandbox=prepared.sandbox,
-        reporter=reporter,
-        record=step_record,
-        run=run,
-        args=[*options.global_args, *step.args],
-        env=prepared.env,
-        labels=prepared.labels,
-        timeout=prepared.timeout,
+def _step_settings(run: ActiveRun, options: ChainOptions, more: int) -> StepSettings:
+    """How the chain's steps run, from the run's options and what it has spent so far."""
+    return StepSettings(
+        args=options.global_args,
         secrets=options.secrets,
-        progress=prepared.progress,
         no_progress_limit=options.no_progress_limit,
         rate_limit_max_wait=options.rate_limit_max_wait,
-        spent_before=spent,
-        extra_iterations=options.more if resumed else 0,
+        extra_iterations=more,
         over_budget=(lambda: _over_budget(run.record, options))
         if options.max_cost is not None
         else None,
         budget=lambda: _budget(run.record, options),
         stall_after=options.stall_after or None,
-        after_iteration=prepared.after_iteration,
         log_limits=options.log_limits,
     )
-
-
-def _run_or_retry_landing(ctx: StepContext, step_record: StepRecord, spent: int) -> StepOutcome:
-    if _loop_finished(step_record):
-        # Resumed after the agent had finished but its work could not land (conflict,
-        # blocked merge): only try landing again.
-        return StepOutcome(
-            complete=True,
-            reason="marker",
-            spent_before=spent,
-            maximum=ctx.maximum,
-        )
-    return StepLoop(ctx).run()
-
-
-def _abort(
-    run: ActiveRun,
-    step_record: StepRecord,
-    index: int,
-    status: Literal["interrupted", "failed"],
-    reason: str,
-) -> None:
-    run.abort(step_record, index, status, reason)
-
-
-def _loop_finished(record: StepRecord) -> bool:
-    counted = [it for it in record.iterations if it.counted]
-    if not counted or record.reason not in ("merge_conflict", "merge_blocked"):
-        return False
-    last = counted[-1]
-    return last.marker or (not record.loop and last.reason == "once")
 
 
 def _finish_step(run: ActiveRun, step_record: StepRecord, outcome: StepOutcome) -> None:

@@ -21,10 +21,10 @@ from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import (
     ActiveRun,
-    ClaudeStats,
     IterationRecord,
     RecordWriter,
     StepRecord,

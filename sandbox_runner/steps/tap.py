@@ -22,6 +22,7 @@ from sandbox_runner.steps.marker import Monitor
 from sandbox_runner.steps.reporter import Reporter
 
 if TYPE_CHECKING:
+    from sandbox_runner.plan.config import ChainsConfig
     from sandbox_runner.steps.streamjson import Event
 
 DEFAULT_MAX_LOG_BYTES = 100 * 2**20
@@ -54,6 +55,13 @@ class LogLimits:
             iteration=_env_bytes(env, ENV_MAX_LOG_BYTES) or iteration or DEFAULT_MAX_LOG_BYTES,
             run=_env_bytes(env, ENV_MAX_RUN_LOG_BYTES) or run or DEFAULT_MAX_RUN_LOG_BYTES,
         )
+
+    @classmethod
+    def of_config(cls, config: ChainsConfig | None) -> LogLimits:
+        """The environment's limits, else `config`'s, else the defaults."""
+        if config is None:
+            return cls.resolve()
+        return cls.resolve(config.max_log_bytes, config.max_run_log_bytes)
 
 
 def _env_bytes(env: Mapping[str, str], name: str) -> int | None:

@@ -1,23 +1,28 @@
-"""`fks forge run` on a terminal: an overall line (tasks done of all, in flight, landed, cost,
-time), then one line per task in flight (its id, stage, time and latest output), redrawn a few
-times a second; stage changes and results stay in the scrollback. At any width the id, stage
-and time are shown whole: only the output line gives way."""
+"""What `fks forge run` shows of its workers. Plain lines, each task's prefixed with its id
+(stderr under --json); on a terminal an overall line (tasks done of all, in flight, landed,
+cost, time), then one line per task in flight (its id, stage, time and latest output), redrawn
+a few times a second, while stage changes and results stay in the scrollback. At any width the
+id, stage and time are shown whole: only the output line gives way."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.errors import FksError
-from sandbox_runner.forge.scheduler import ForgeView, Worker
+from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.live import REFRESH_PER_SECOND, clean_line, clock
 from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
+
+    from sandbox_runner.forge.scheduler import ForgeView, Worker
 
 _KEPT = (
     "[fks] Stage: ",
@@ -32,9 +37,36 @@ _COST_EVERY = 2.0
 """Seconds between reads of the spent amount (it is read from the work items' files)."""
 _SHOWN_STAGE = 24
 _SHOWN_ID = 32
+_TAB = "\t"
 
 
-class LiveForgeView(ForgeView):
+def forge_view(out: IO[str], *, total: int, spent: Callable[[], float]) -> ForgeView:
+    """The live view on a terminal (not TERM=dumb), else plain lines."""
+    if out.isatty() and os.environ.get("TERM") != "dumb":
+        return LiveForgeView(out, total=total, spent=spent)
+    return PlainForgeView(out)
+
+
+class PlainForgeView:
+    """Each line as it comes, escape sequences stripped (tabs kept)."""
+
+    def __init__(self, out: IO[str] | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def line(self, task_id: str, text: str) -> None:
+        print(f"[{task_id}] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"[fks] {strip_escapes(text, keep=_TAB)}", file=self.out, flush=True)
+
+    def tick(self, workers: Sequence[Worker]) -> None:
+        """Plain lines have nothing to redraw."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+class LiveForgeView(PlainForgeView):
     """The conductor's view drawn with rich; `close()` ends it.
 
     `total`: the tasks of this run; `spent`: what they have cost so far (USD).

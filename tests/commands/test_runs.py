@@ -283,7 +283,8 @@ def test_show_incomplete_run(project: Path) -> None:
 
 
 def test_show_claude_stats_and_cost(project: Path) -> None:
-    from sandbox_runner.records.store import ClaudeStats, RunRecord, write_atomic
+    from sandbox_runner.records.reported import ClaudeStats
+    from sandbox_runner.records.store import RunRecord, write_atomic
 
     run_id = complete_run(project)
     path = project / ".forge" / "runs" / run_id / "run.json"

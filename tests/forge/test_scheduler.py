@@ -6,7 +6,8 @@ import io
 import sys
 from pathlib import Path
 
-from sandbox_runner.forge.scheduler import Conductor, ForgeView
+from sandbox_runner.forge.scheduler import Conductor
+from sandbox_runner.ui.forge_view import PlainForgeView
 
 WORKER = r"""
 import sys
@@ -23,7 +24,7 @@ def test_worker_lines_are_neutralised_and_cut(tmp_path: Path) -> None:
         pick=lambda started: None if started else "T-1",
         parallel=1,
         argv_for=lambda task: [sys.executable, "-c", WORKER],
-        view=ForgeView(shown),
+        view=PlainForgeView(shown),
         cwd=tmp_path,
     )
     assert conductor.run() == {"T-1": 0}

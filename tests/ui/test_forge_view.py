@@ -22,7 +22,17 @@ from sandbox_runner.forge.scheduler import Worker
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
 from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.forge_view import LiveForgeView
+from sandbox_runner.ui.forge_view import LiveForgeView, PlainForgeView, forge_view
+
+
+def test_off_a_terminal_the_view_is_plain_lines_with_escapes_stripped() -> None:
+    out = io.StringIO()
+    view = forge_view(out, total=1, spent=lambda: 0.0)
+    assert isinstance(view, PlainForgeView) and not isinstance(view, LiveForgeView)
+    view.note("Forge \x1b]0;title\x07S-1")
+    view.line("T-1", "\x1b[2Jcol\tumn \u202egpj.sh")
+    view.close()
+    assert out.getvalue().splitlines() == ["[fks] Forge S-1", "[T-1] col\tumn <U+202E>gpj.sh"]
 
 
 def test_one_row_per_task_in_flight_and_only_milestones_in_the_scrollback() -> None:

@@ -21,7 +21,7 @@ from sandbox_runner.git.repo import (
 )
 from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.agents import AgentCommand
-from sandbox_runner.plan.config import SandboxSettings
+from sandbox_runner.plan.sandbox import SandboxSettings
 
 
 def step_repo(agent: AgentCommand, repo: Repo, base: str, cwd: Path) -> tuple[Repo, str, Path]:

@@ -50,8 +50,9 @@ from sandbox_runner.git.repo import (
 )
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
-from sandbox_runner.plan.config import AgentConfig, SandboxSettings
+from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.store import ActiveRun, StepRecord, slug
 from sandbox_runner.signals import deferred_signals
 

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_PROBE
-from sandbox_runner.plan.config import SandboxSettings
+from sandbox_runner.plan.sandbox import SandboxSettings
 
 if TYPE_CHECKING:
     import docker

@@ -18,7 +18,7 @@ from sandbox_runner.errors import FksError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import Repo, delete_branch, identity_env, rev
-from sandbox_runner.records.store import DeniedRecord
+from sandbox_runner.records.reported import DeniedRecord
 
 if TYPE_CHECKING:
     from sandbox_runner.backends.api import Notices

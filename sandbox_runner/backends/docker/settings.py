@@ -10,7 +10,7 @@ from sandbox_runner.backends.docker.runners.container import ContainerSettings, 
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_STEP
 from sandbox_runner.plan.agents import AgentCommand
-from sandbox_runner.plan.config import SandboxSettings
+from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.masking import CREDENTIAL_VARS
 
 # Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.

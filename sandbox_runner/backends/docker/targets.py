@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from sandbox_runner.backends.docker.workspace.swarm import PackServer
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
-    from sandbox_runner.plan.config import SandboxSettings
     from sandbox_runner.plan.engine import EngineSpec
+    from sandbox_runner.plan.sandbox import SandboxSettings
     from sandbox_runner.records.store import ActiveRun, RunRecord
 
 Warn = Callable[[str], None]

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
-    from sandbox_runner.plan.config import SandboxSettings
+    from sandbox_runner.plan.sandbox import SandboxSettings
 
 
 class ProxyPool:

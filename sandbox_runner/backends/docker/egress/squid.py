@@ -6,11 +6,26 @@ them. Nothing here starts anything; `egress` puts the text into the proxy contai
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from sandbox_runner.backends.docker.egress.proxy import ApiUpstream
     from sandbox_runner.plan.allow import AllowEntry
+
+
+class ApiUpstream(Protocol):
+    """What the accelerator needs of the model API (`egress.ApiUpstream` is one)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def tls(self) -> bool: ...
+    @property
+    def header(self) -> str: ...
+    @property
+    def credential(self) -> str: ...
+
 
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
 API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added

@@ -38,7 +38,7 @@ from sandbox_runner.backends.docker.workspace.shipping import (
     Placement,
     ShippedObjects,
 )
-from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
+from sandbox_runner.backends.docker.workspace.volume import Collector, VolumeWorkspace
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_ROLE, LABEL_SOCKET
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     import docker
 
     from sandbox_runner.backends.api import ExecSpec, Execution, Sandbox
-    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 
 _CHUNK = 1 << 20
 
@@ -242,11 +241,13 @@ class SwarmWorkspace(VolumeWorkspace):
         """A swarm task's report was all there is."""
         raise ExportError("the iteration ended before it reported its work")
 
-    def export(self, owner: WorkspaceSandbox, settings: ContainerSettings, spec: ExecSpec) -> None:
+    def export(self, owner: Collector, settings: ContainerSettings, spec: ExecSpec) -> None:
         """The same as a service pinned to the workspace's node, its report and bundle read
         from its log stream."""
         from sandbox_runner.backends.docker.runners.service import NodeLostError
-        from sandbox_runner.backends.docker.workspace.sandbox import Exporting
+        from sandbox_runner.backends.docker.workspace.sandbox import Exporting, WorkspaceSandbox
+
+        assert isinstance(owner, WorkspaceSandbox)
 
         nonce = secrets.token_hex(8)
         env = {**spec.env, "FKS_NONCE": nonce}

@@ -35,12 +35,17 @@ if TYPE_CHECKING:
     import docker
 
     from sandbox_runner.backends.api import ExecSpec, Execution, Sandbox
-    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 
 
 def volume_name(run_id: str, repo_top: Path) -> str:
     digest = hashlib.sha256(str(repo_top).encode()).hexdigest()[:10]
     return f"fks-ws-{run_id}-{digest}"
+
+
+class Collector(Protocol):
+    """Who takes what a stopped container exported (`WorkspaceSandbox` does)."""
+
+    def collect(self, container_id: str) -> Export: ...
 
 
 class ObjectStore(Protocol):
@@ -137,7 +142,7 @@ class VolumeWorkspace:
         """A stopped container's export, through the API (ExportError if it cannot be had)."""
         return read_export(self._client, container_id, scratch)
 
-    def export(self, owner: WorkspaceSandbox, settings: ContainerSettings, spec: ExecSpec) -> None:
+    def export(self, owner: Collector, settings: ContainerSettings, spec: ExecSpec) -> None:
         """Run `spec` (the script alone, exporting) in a container of its own, then collect."""
         with DockerSandbox(self._client, settings).start(spec) as execution:
             for _chunk in execution.chunks():

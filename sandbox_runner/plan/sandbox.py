@@ -1,0 +1,133 @@
+"""The Docker sandbox settings of `forge/chains.json` and the one place they are merged: the
+top-level settings, then the chain's, then the command line's (`--image`, `--engine`,
+`--allow`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
+
+from sandbox_runner.errors import UsageError
+from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.plan.checks import FRIENDLY
+from sandbox_runner.plan.engine import EngineSpec
+from sandbox_runner.plan.model import ConfigModel
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class SandboxSettings(ConfigModel):
+    """Docker sandbox settings; chain level, overridable per agent."""
+
+    image: str | None = None
+    """Agent image (default: fks-agent:latest); `devcontainer` builds and uses the repository's
+    .devcontainer/devcontainer.json."""
+    network: str | None = None
+    """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
+    egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
+    API for Claude steps), or the name of an existing Docker network."""
+    allow: tuple[str, ...] = ()
+    """`host` or `host:port` entries the agent may reach with `network: allowlist` (ports
+    default to 443 and 80); joined with the chain's, the agent's and `--allow`."""
+    memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
+    """Memory limit, Docker syntax (`2g`, `512m`)."""
+    cpus: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """CPU limit (e.g. 2 or 0.5)."""
+    pids_limit: StrictInt | None = Field(default=None, alias="pidsLimit", gt=0)
+    """Maximum number of processes in the container."""
+    timeout: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Seconds one iteration may run before it is killed (counts as incomplete)."""
+    env: tuple[str, ...] = ()
+    """Names of host environment variables passed into the container (values never logged)."""
+    mounts: tuple[str, ...] = ()
+    """Extra host paths mounted read-only at the same path."""
+    engine: str | None = None
+    """Docker engine the sandbox runs on: `local` (default: the engine of DOCKER_HOST / the
+    current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
+    `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL` (not for runs yet). On a remote
+    engine or a swarm the workspace's base is sent to it as data."""
+    warm: StrictBool | None = None
+    """Start the next iterations' containers while one runs (default true; `false`: each
+    iteration's container is created and started when the iteration begins)."""
+
+    @field_validator("memory")
+    @classmethod
+    def _memory_not_zero(cls, value: str | None) -> str | None:
+        if value is not None and not any(c in "123456789" for c in value):
+            raise ValueError(FRIENDLY["string_pattern_mismatch"])
+        return value
+
+    @field_validator("allow")
+    @classmethod
+    def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            AllowEntry.parse(entry)  # a ValueError names the entry
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_form(cls, value: str | None) -> str | None:
+        if value is not None:
+            EngineSpec.parse(value)  # a ValueError names the value and the forms it may take
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{name!r} is not an environment variable name "
+                    "(letters, digits and _, not starting with a digit)"
+                )
+        return value
+
+    def merged(self, override: SandboxSettings | None) -> SandboxSettings:
+        """These settings with every field `override` sets replacing ours; lists are joined."""
+        if override is None:
+            return self
+        data = self.model_dump(exclude_unset=True)
+        for name, value in override.model_dump(exclude_unset=True).items():
+            if name in ("env", "mounts", "allow"):
+                data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
+            else:
+                data[name] = value
+        return SandboxSettings.model_validate(data)
+
+
+def merge_sandbox_settings(
+    *layers: SandboxSettings | None,
+    image: str | None = None,
+    engine: str | None = None,
+    allow: Sequence[str] = (),
+) -> SandboxSettings:
+    """The defaults, then each of `layers` in turn (the top-level settings, the chain's), then
+    `--image`, `--engine` and `--allow`; a bad option value is a usage error naming it."""
+    settings = SandboxSettings()
+    for layer in layers:
+        settings = settings.merged(layer)
+    if image:
+        settings = settings.merged(SandboxSettings(image=image))
+    if engine:
+        try:
+            settings = settings.merged(SandboxSettings(engine=engine))
+        except ValueError as exc:
+            raise UsageError(f"--engine: {first_error(exc)}") from None
+    if allow:
+        try:
+            settings = settings.merged(SandboxSettings(allow=tuple(allow)))
+        except ValueError as exc:
+            raise UsageError(f"--allow: {first_error(exc)}") from None
+    return settings
+
+
+def first_error(exc: ValueError) -> str:
+    """The first problem of a settings error, as one line (for --allow, --engine)."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+    return str(exc)

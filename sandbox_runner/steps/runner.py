@@ -1,0 +1,131 @@
+"""One step, for a chain and a forge stage alike: prepare its workspace on the backend, run its
+loop (or, resumed after its work could not land, only land it again), land its work, and record
+how the step ended - also when it is interrupted or fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from sandbox_runner.backends.api import Backend, PreparedStep
+from sandbox_runner.errors import Interrupted
+from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.results import StepOutcome
+from sandbox_runner.records.store import ActiveRun, StepRecord
+from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
+from sandbox_runner.steps.loop import (
+    DEFAULT_NO_PROGRESS_LIMIT,
+    DEFAULT_RATE_LIMIT_MAX_WAIT,
+    StepContext,
+    StepLoop,
+)
+from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.tap import LogLimits
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """How a step's loop runs, beyond the step itself (the run's settings, the caller's)."""
+
+    args: Sequence[str] = ()
+    """Arguments before the step's own (`fks run … -- ARGS`)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables added to those the backend gives the agent."""
+    secrets: Sequence[str] = ()
+    """Values masked wherever the step's output is kept or shown."""
+    no_progress_limit: int = DEFAULT_NO_PROGRESS_LIMIT
+    rate_limit_max_wait: float = DEFAULT_RATE_LIMIT_MAX_WAIT
+    extra_iterations: int = 0
+    """Iterations beyond the step's own (`--more` on the step a resumed run continues)."""
+    over_budget: Callable[[], bool] | None = None
+    budget: Callable[[], Budget | None] | None = None
+    """What the step may still spend (None: no limit)."""
+    stall_after: float | None = DEFAULT_STALL_TIMEOUT
+    """Seconds without output before an iteration is stopped as stalled (None: never)."""
+    log_limits: LogLimits = field(default_factory=LogLimits)
+
+
+def run_step(
+    step: Step,
+    prompt: PromptSource,
+    record: StepRecord,
+    *,
+    backend: Backend,
+    reporter: Reporter,
+    run: ActiveRun,
+    settings: StepSettings,
+) -> StepOutcome:
+    """Run `step` (recorded in `record`, a step of `run`) on `backend` and land its work."""
+    spent = record.iterations_used
+    run.begin_step(record)
+    try:
+        with backend.step(record.index, step, record) as prepared:
+            if settings.env:
+                prepared.env = {**prepared.env, **settings.env}
+            ctx = _context(step, prompt, prepared, reporter, run, record, settings, spent)
+            outcome = _run_or_retry_landing(ctx, record, spent)
+            if prepared.land is not None:
+                outcome = prepared.land(outcome)
+    except (Interrupted, KeyboardInterrupt):
+        run.abort(record, record.index, "interrupted", "interrupted")
+        raise
+    except Exception as exc:
+        run.abort(record, record.index, "failed", str(exc)[:500])
+        raise
+    run.finish_step(record, complete=outcome.complete, reason=outcome.reason)
+    return outcome
+
+
+def _context(
+    step: Step,
+    prompt: PromptSource,
+    prepared: PreparedStep,
+    reporter: Reporter,
+    run: ActiveRun,
+    record: StepRecord,
+    settings: StepSettings,
+    spent: int,
+) -> StepContext:
+    """Everything the step's loop needs, from the step, the backend and the settings."""
+    return StepContext(
+        step=step,
+        agent=prepared.agent,
+        prompt=prompt,
+        sandbox=prepared.sandbox,
+        reporter=reporter,
+        record=record,
+        run=run,
+        args=[*settings.args, *step.args],
+        env=prepared.env,
+        labels=prepared.labels,
+        timeout=prepared.timeout,
+        secrets=settings.secrets,
+        progress=prepared.progress,
+        no_progress_limit=settings.no_progress_limit,
+        rate_limit_max_wait=settings.rate_limit_max_wait,
+        spent_before=spent,
+        extra_iterations=settings.extra_iterations,
+        over_budget=settings.over_budget,
+        budget=settings.budget,
+        stall_after=settings.stall_after,
+        after_iteration=prepared.after_iteration,
+        log_limits=settings.log_limits,
+    )
+
+
+def _run_or_retry_landing(ctx: StepContext, record: StepRecord, spent: int) -> StepOutcome:
+    if _loop_finished(record):
+        # Resumed after the agent had finished but its work could not land (conflict,
+        # blocked merge): only try landing again.
+        return StepOutcome(complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum)
+    return StepLoop(ctx).run()
+
+
+def _loop_finished(record: StepRecord) -> bool:
+    counted = [it for it in record.iterations if it.counted]
+    if not counted or record.reason not in ("merge_conflict", "merge_blocked"):
+        return False
+    last = counted[-1]
+    return last.marker or (not record.loop and last.reason == "once")
