@@ -28,13 +28,14 @@ git add work.txt && git commit -qm "agent: work"
 echo FORKHESTRA_COMPLETE
 """
 
-# Runs fks with a profiler: every call into a package file is appended to the trace (a file
-# once per run of consecutive calls), written when fks exits.
+# Runs fks with a profiler: every call of a function (not a module or class body run by an
+# import) of a package file is appended to the trace (a file once per run of consecutive
+# calls), written when fks exits.
 TRACED = """
-import atexit, json, sys, threading
+import atexit, inspect, json, sys, threading
 trace = []
 def profile(frame, event, arg):
-    if event == "call":
+    if event == "call" and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
         name = frame.f_code.co_filename
         if "/sandbox_runner/" in name and (not trace or trace[-1] != name):
             trace.append(name)

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import jsonschema
-from helpers import fks
+
+from sandbox_runner.testing.helpers import fks
 
 CONFIG_TEMPLATE = Path(__file__).parents[2] / "sandbox_runner/templates/init/forge/chains.json"
 

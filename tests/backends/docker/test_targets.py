@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import fks, git, init_repo, write_config
+
+from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 NOWHERE = "tcp://127.0.0.1:1"  # no engine answers there: a refusal must come before connecting
 API_KEY = "sk-ant-api03-test"
