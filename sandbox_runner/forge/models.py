@@ -12,11 +12,11 @@ _TEXT = 20_000
 _ITEMS = 200
 
 
-class _Answer(BaseModel):
+class StructuredAnswer(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
-class AnalysisResult(_Answer):
+class AnalysisResult(StructuredAnswer):
     """How to implement one task."""
 
     complexity: Literal["low", "medium", "high"]
@@ -48,7 +48,7 @@ _ARCHITECT_RULE: dict[str, Any] = {
 }
 
 
-class ArchitectResult(_Answer):
+class ArchitectResult(StructuredAnswer):
     """The Architect's verdict: a resolved analysis, or a question for a human."""
 
     model_config = ConfigDict(json_schema_extra=_ARCHITECT_RULE)
@@ -69,7 +69,7 @@ class ArchitectResult(_Answer):
         return self
 
 
-class ReviewResult(_Answer):
+class ReviewResult(StructuredAnswer):
     """The reviewer's verdict on an implementation."""
 
     approved: bool
@@ -80,10 +80,10 @@ class ReviewResult(_Answer):
     """Optional improvements."""
 
 
-Answer = TypeVar("Answer", bound=_Answer)
+Answer = TypeVar("Answer", bound=StructuredAnswer)
 
 
-def json_schema(model: type[_Answer]) -> str:
+def json_schema(model: type[StructuredAnswer]) -> str:
     """The schema passed to `claude --json-schema` (compact: it is one argv entry)."""
     return json.dumps(model.model_json_schema(), separators=(",", ":"))
 

@@ -22,6 +22,7 @@ from sandbox_runner.forge.models import (
     AnalysisResult,
     ArchitectResult,
     ReviewResult,
+    StructuredAnswer,
     json_schema,
     parse_answer,
 )
@@ -57,9 +58,9 @@ from sandbox_runner.steps.runner import StepSettings, run_step
 from sandbox_runner.steps.tap import LogLimits
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
+    pass
 
-A = TypeVar("A", bound="BaseModel")
+A = TypeVar("A", bound=StructuredAnswer)
 TASK_BRANCH_PREFIX = "fks/forge"
 WORKTREES = "task-worktrees"
 DEFAULT_MAX_TURNS = 100
@@ -224,7 +225,7 @@ class TaskStages:
         return record, outcome
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
-        record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])  # type: ignore[arg-type]
+        record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])
         return self._answer(model, record, outcome)
 
     def _answer(self, model: type[A], record: StepRecord, outcome: StepOutcome) -> Answered[A]:
@@ -235,7 +236,7 @@ class TaskStages:
         raw = last.claude.structured_output if last.claude is not None else None
         if raw is None and last.note:  # the CLI reported an error: say that
             return Answered(None, cost, last.note)
-        answer = parse_answer(model, raw)  # type: ignore[type-var]
+        answer = parse_answer(model, raw)
         if isinstance(answer, str):
             return Answered(None, cost, answer)
         return Answered(answer, cost)
