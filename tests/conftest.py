@@ -12,6 +12,20 @@ import pytest
 from engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
 from helpers import FAKE_AGENT, Result
 
+ENGINES_GROUP = "engines"
+"""The xdist group of every test that uses the swarm or a second Docker engine: there is one
+swarm per machine, so these run one at a time, on one worker (`-n N --dist loadgroup`)."""
+_ENGINE_FIXTURES = frozenset({"second_engine", "two_node_swarm"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the engine fixtures join ENGINES_GROUP (modules that start a
+    SecondEngine themselves carry the mark)."""
+    for item in items:
+        if _ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(ENGINES_GROUP))
+
 
 @pytest.fixture(autouse=True)
 def _claude_may_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:

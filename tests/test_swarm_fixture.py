@@ -11,7 +11,8 @@ import pytest
 from engines import TwoNodeSwarm
 from helpers import fks
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-proxy:latest"
 

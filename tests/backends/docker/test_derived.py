@@ -17,6 +17,9 @@ from sandbox_runner import __version__
 from sandbox_runner import labels as fks_labels
 from sandbox_runner.backends.docker import derived, images, versions
 
+# The toolchain image and the agent layer on it are built once, on one xdist worker.
+pytestmark = pytest.mark.xdist_group("derived")
+
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
 

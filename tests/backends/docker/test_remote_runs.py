@@ -28,7 +28,8 @@ from test_claude_e2e import (
     subjects,
 )
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 
 AGENT = """#!/bin/sh

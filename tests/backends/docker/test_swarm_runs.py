@@ -20,7 +20,8 @@ from fakeapi import FakeAnthropic, Request
 from helpers import FKS, fks, git, init_repo, write_config
 from test_claude_e2e import API_KEY, run_fks
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-agent:latest"
 AGENT = """#!/bin/sh

@@ -33,7 +33,8 @@ from sandbox_runner.backends.docker.service import (
 )
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-agent:latest"
 TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
