@@ -102,7 +102,7 @@ def fks_bytes(*args: str, cwd: Path) -> bytes:
     return done.stdout
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -237,10 +237,10 @@ def test_a_run_whose_process_died_is_shown_as_died(
     assert "Step 1: ./scripts/slow.sh  died" in shown.stdout
     # following a dead run prints what there is and ends
     started = time.monotonic()
-    followed = fks("logs", "last", "--follow", cwd=project, timeout=20)
+    followed = fks("logs", "last", "--follow", cwd=project, timeout=120)
     assert followed.code == 0
     assert "tick A 1" in followed.stdout
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # it ended, not timed out
 
 
 # --- fks show -----------------------------------------------------------------------------------

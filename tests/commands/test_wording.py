@@ -59,7 +59,7 @@ def test_a_running_and_an_interrupted_run_read_right(project: Path) -> None:
     )
     try:
         pid = project.parent / "state" / "pid"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         while not pid.exists():
             assert time.monotonic() < deadline
             time.sleep(0.05)

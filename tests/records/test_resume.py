@@ -13,7 +13,7 @@ from pathlib import Path
 from helpers import FKS, fks
 
 
-def _wait_for(path: Path, timeout: float = 60) -> None:
+def _wait_for(path: Path, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"

@@ -125,7 +125,7 @@ def test_a_writer_waits_while_another_holds_the_lock(tmp_path: Path) -> None:
             stdout=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 240
         while not _waiting_for_a_lock(proc.pid):
             assert proc.poll() is None, "the writer finished while the lock was held"
             assert time.monotonic() < deadline, "the writer never queued for the lock"
