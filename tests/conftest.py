@@ -28,6 +28,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _kept_in_its_xdist_group(request: pytest.FixtureRequest) -> None:
+    """Under `--dist loadgroup`, xdist marks the node id of each test of a group `@GROUP`; a
+    pytest and xdist that do not work together leave it out and scatter the group's tests
+    over the workers (two swarms at once): such a test fails before it starts."""
+    node = request.node
+    if (
+        request.config.getoption("loadgroup", default=False)
+        and node.get_closest_marker("xdist_group")
+        and "@" not in node.nodeid
+    ):
+        pytest.fail(
+            "--dist loadgroup did not keep this test in its xdist group: this pytest-xdist "
+            "does not work with this pytest; install the versions of pyproject.toml's test extra"
+        )
+
+
+@pytest.fixture(autouse=True)
 def _claude_may_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests run as root in containers: fks refuses local Claude steps as root unless
     IS_SANDBOX=1 says the machine is a sandbox (tests of that refusal remove it).
