@@ -173,7 +173,7 @@ def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     assert again.code == 0, again.output[-2000:]
     assert f"{derived_image} is up to date (its inputs have not changed)" in again.stdout
     assert "Step " not in again.stdout  # nothing was built
-    assert elapsed < 15, f"a no-op build took {elapsed:.0f} s"
+    assert elapsed < 60, f"a no-op build took {elapsed:.0f} s"  # nothing built: see above
     assert client.images.get(derived_image).id == image.id
 
 
