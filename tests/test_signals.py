@@ -106,7 +106,7 @@ def test_ctrl_c_reaches_the_agent_as_sigint_first(project: Path) -> None:
     try:
         wait_for(project / "started")
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

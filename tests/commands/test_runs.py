@@ -207,7 +207,7 @@ def test_runs_on_a_terminal_is_a_table(project: Path) -> None:
         if not chunk:
             break
         chunks.append(chunk)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=120) == 0
     os.close(leader)
     text = b"".join(chunks).decode()
     assert run_id in text
@@ -422,9 +422,9 @@ def test_logs_follow_streams_a_running_run(
     assert first == "  │ tick A 1\n".encode()
     assert run.poll() is None, "output must arrive while the run is still going"
     gate.touch()
-    rest, _ = follow.communicate(timeout=60)
+    rest, _ = follow.communicate(timeout=120)
     assert follow.returncode == 0
-    assert run.wait(timeout=30) == 0
+    assert run.wait(timeout=120) == 0
     followed = header + first + rest
     assert followed == fks_bytes("logs", "last", cwd=project)
     assert (
@@ -446,7 +446,7 @@ def test_logs_follow_one_step_waits_for_it(
         check=False,
         timeout=60,
     )
-    assert run.wait(timeout=30) == 0
+    assert run.wait(timeout=120) == 0
     assert followed.returncode == 0, followed.stderr
     assert (
         followed.stdout

@@ -66,7 +66,7 @@ def test_a_running_and_an_interrupted_run_read_right(project: Path) -> None:
         row = fks("runs", cwd=project).stdout.splitlines()[1]
         assert re.search(r"\s\d+\.\ds\s+running\s+0/1\s+\$0\.0000$", row), row
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
+        assert proc.wait(timeout=120) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

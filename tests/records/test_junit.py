@@ -152,7 +152,7 @@ def test_interrupted_step_is_an_error(project: Path, tmp_path: Path) -> None:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=120) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

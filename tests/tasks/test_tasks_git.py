@@ -131,7 +131,7 @@ def test_a_writer_waits_while_another_holds_the_lock(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, "the writer never queued for the lock"
             time.sleep(0.05)
         assert list(store.tasks_dir.glob("task-*.md")) == []
-    out, _ = proc.communicate(timeout=30)
+    out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0
     assert out.startswith("Created TASK-")
     assert len(list(store.tasks_dir.glob("task-*.md"))) == 1

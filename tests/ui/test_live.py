@@ -81,7 +81,7 @@ def live_threads() -> list[threading.Thread]:
 
 def assert_stopped() -> None:
     for thread in live_threads():
-        thread.join(timeout=2)
+        thread.join(timeout=30)
     assert not live_threads(), "the panel is still being redrawn"
 
 
