@@ -17,9 +17,9 @@ from helpers import eventually_none, fks, git, init_repo, write_config
 def records(project: Path) -> list[dict]:
     """Run records, oldest first (by start time: ids only have one-second resolution)."""
     runs = project / ".forge" / "runs"
-    found = (
-        [json.loads((d / "run.json").read_text()) for d in runs.iterdir()] if runs.exists() else []
-    )
+    # A run's folder is made before its record is written (whole, by a rename) into it.
+    written = [d / "run.json" for d in runs.iterdir()] if runs.exists() else []
+    found = [json.loads(path.read_text()) for path in written if path.exists()]
     return sorted(found, key=lambda r: r["started"])
 
 

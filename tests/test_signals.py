@@ -48,6 +48,14 @@ def test_signal_kills_agent_group_and_exits_130(project: Path, sig: signal.Signa
     )
     try:
         wait_for(state / "child.pid")
+        wait_for(state / "pid")  # written after child.pid
+        # What the agent printed is in the log before the signal (fks does not read on once
+        # it is interrupted).
+        logs = project / ".forge" / "runs"
+        deadline = time.monotonic() + 240
+        while not any("fake agent iteration 1" in p.read_text() for p in logs.glob("*/01-*/*.log")):
+            assert time.monotonic() < deadline, "the agent's line never reached its log"
+            time.sleep(0.05)
         agent_pid = int((state / "pid").read_text())
         child_pid = int((state / "child.pid").read_text())
         assert alive(agent_pid) and alive(child_pid)

@@ -92,6 +92,58 @@ class RepoEvents:
             self._client.close()
 
 
+class WarmGates:
+    """Holds iteration N of a step of `most` iterations at its start until the file `go-N`
+    exists in `flags` (mounted into the containers), which it opens once the iteration runs
+    and, with `warm`, the container of the next one runs next to it: warm containers are
+    made while one runs, and a busy machine must not let a quick iteration end before that."""
+
+    def __init__(self, repo: Path, flags: Path, most: int, *, warm: bool = True) -> None:
+        self.repo, self.flags, self.most, self.warm = repo, flags, most, warm
+        flags.mkdir(exist_ok=True)
+        self._stop = threading.Event()
+        self._opener = threading.Thread(target=self._open, daemon=True)
+
+    def agent(self, script: str) -> str:
+        """`script` (a `#!/bin/sh` one) held at its start."""
+        gate = (
+            # The count in the workspace's git dir (the mount is read-only; no file to commit).
+            "count=$(git rev-parse --git-path fks-test-count)\n"
+            'n=$(($(cat "$count" 2>/dev/null || echo 0) + 1)); echo $n > "$count"\n'
+            f"while [ ! -e {self.flags}/go-$n ]; do sleep 0.05; done\n"
+        )
+        return script.replace("#!/bin/sh\n", "#!/bin/sh\n" + gate, 1)
+
+    def _running_agents(self) -> int:
+        listed = subprocess.run(
+            [
+                *("docker", "ps", "--filter", f"label=fks.repo={self.repo}"),
+                *("--filter", "label=fks.step", "--format", '{{.Label "fks.role"}}'),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+        return len([role for role in listed if role != ROLE_NETNS])
+
+    def _open(self) -> None:
+        for n in range(1, self.most + 1):
+            while not self._stop.is_set():
+                started = any(self.repo.glob(f".forge/runs/*/01-*/{n:03d}.log"))
+                if started and (not self.warm or n == self.most or self._running_agents() >= 2):
+                    break
+                time.sleep(0.1)
+            (self.flags / f"go-{n}").touch()
+
+    def __enter__(self) -> WarmGates:
+        self._opener.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._opener.join(timeout=30)
+
+
 def container_events(recorded: RepoEvents, role: str | None = None) -> dict[str, dict[str, Any]]:
     """Per agent container of the repository (egress proxies and network namespace holders
     left out; `role`: those of that role only): the time of each event (create, start, die,
@@ -140,19 +192,22 @@ def check_one_container_per_iteration(
 
 
 @pytest.mark.parametrize("warm", [True, False])
-def test_exactly_one_container_per_iteration(repo: Path, warm: bool) -> None:
-    configure(repo, {"sandbox": {"warm": warm}})
-    with RepoEvents(repo) as recorded:
-        res = sandbox("./scripts/commit.sh:5", env={"MARK_AT": "3"})
+def test_exactly_one_container_per_iteration(repo: Path, warm: bool, tmp_path: Path) -> None:
+    gates = WarmGates(repo, tmp_path / "flags", most=5, warm=warm)
+    add_script(repo, "gated.sh", gates.agent((repo / "scripts" / "commit.sh").read_text()))
+    configure(repo, {"sandbox": {"warm": warm, "mounts": [str(gates.flags)]}})
+    with RepoEvents(repo) as recorded, gates:
+        res = sandbox("./scripts/gated.sh:5", env={"MARK_AT": "3"})
     assert res.code == 0, res.output
     assert [f"iteration {n} as" in res.stdout for n in (1, 2, 3)] == [True] * 3
     check_one_container_per_iteration(repo, recorded, warm, most=5)
 
 
-def test_nothing_left_after_failing_iterations(repo: Path) -> None:
-    add_script(repo, "fail.sh", "#!/bin/sh\necho trying\nexit 3\n")
-    configure(repo, {"noProgressLimit": 0})
-    with RepoEvents(repo) as recorded:
+def test_nothing_left_after_failing_iterations(repo: Path, tmp_path: Path) -> None:
+    gates = WarmGates(repo, tmp_path / "flags", most=3)
+    add_script(repo, "fail.sh", gates.agent("#!/bin/sh\necho trying\nexit 3\n"))
+    configure(repo, {"noProgressLimit": 0, "sandbox": {"mounts": [str(gates.flags)]}})
+    with RepoEvents(repo) as recorded, gates:
         res = sandbox("./scripts/fail.sh:3")
     assert res.code == 1, res.output
     assert res.stdout.count("trying") == 3
