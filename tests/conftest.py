@@ -15,6 +15,37 @@ from sandbox_runner.testing.helpers import Result
 
 FAKE_AGENT = Path(__file__).parent / "agents" / "fake_agent.py"
 
+ENGINES_GROUP = "engines"
+"""The xdist group of every test that uses the swarm or a second Docker engine: there is one
+swarm per machine, so these run one at a time, on one worker (`-n N --dist loadgroup`)."""
+_ENGINE_FIXTURES = frozenset({"second_engine", "two_node_swarm"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the engine fixtures join ENGINES_GROUP (modules that start a
+    SecondEngine themselves carry the mark)."""
+    for item in items:
+        if _ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(ENGINES_GROUP))
+
+
+@pytest.fixture(autouse=True)
+def _kept_in_its_xdist_group(request: pytest.FixtureRequest) -> None:
+    """Under `--dist loadgroup`, xdist marks the node id of each test of a group `@GROUP`; a
+    pytest and xdist that do not work together leave it out and scatter the group's tests
+    over the workers (two swarms at once): such a test fails before it starts."""
+    node = request.node
+    if (
+        request.config.getoption("loadgroup", default=False)
+        and node.get_closest_marker("xdist_group")
+        and "@" not in node.nodeid
+    ):
+        pytest.fail(
+            "--dist loadgroup did not keep this test in its xdist group: this pytest-xdist "
+            "does not work with this pytest; install the versions of pyproject.toml's test extra"
+        )
+
 
 @pytest.fixture(autouse=True)
 def _claude_may_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,7 @@ def alive(pid: int) -> bool:
         return False
 
 
-def wait_for(path: Path, timeout: float = 20) -> None:
+def wait_for(path: Path, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
@@ -49,17 +49,25 @@ def test_signal_kills_agent_group_and_exits_130(project: Path, sig: signal.Signa
     )
     try:
         wait_for(state / "child.pid")
+        wait_for(state / "pid")  # written after child.pid
+        # What the agent printed is in the log before the signal (fks does not read on once
+        # it is interrupted).
+        logs = project / ".forge" / "runs"
+        deadline = time.monotonic() + 240
+        while not any("fake agent iteration 1" in p.read_text() for p in logs.glob("*/01-*/*.log")):
+            assert time.monotonic() < deadline, "the agent's line never reached its log"
+            time.sleep(0.05)
         agent_pid = int((state / "pid").read_text())
         child_pid = int((state / "child.pid").read_text())
         assert alive(agent_pid) and alive(child_pid)
         started = time.monotonic()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=100)
         assert proc.returncode == 130, (out, err)
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 60  # not the agent's 120 s
         assert "Traceback" not in err
         assert "fks run --resume" in err
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while (alive(agent_pid) or alive(child_pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(agent_pid), "agent left running"
@@ -85,10 +93,10 @@ def test_timeout_kills_grandchildren_after_agent_exit(project: Path) -> None:
     exe = FKS
     started = time.monotonic()
     done = subprocess.run(
-        [exe, "run", "./leaky.sh:2"], cwd=project, capture_output=True, text=True, timeout=30
+        [exe, "run", "./leaky.sh:2"], cwd=project, capture_output=True, text=True, timeout=200
     )
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 150  # not the background child's 300 s and more
     leftover = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "background child left running"
 
@@ -107,7 +115,7 @@ def test_ctrl_c_reaches_the_agent_as_sigint_first(project: Path) -> None:
     try:
         wait_for(project / "started")
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=30)
+        proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -322,13 +322,24 @@ def two_node_swarm(second_engine: SecondEngine) -> Iterator[TwoNodeSwarm]:
 class StartedContainers:
     """The ids of the containers an engine starts while the `with` block runs, from its live
     event stream (`docker events --since` reads a bounded buffer of past events: a busy run
-    overflows it)."""
+    overflows it).
+
+    The stream is known to be live, and at the end to have delivered everything, by a volume
+    the block makes for the purpose and sees created on the stream (events arrive in order)."""
 
     def __init__(self, url: str | None = None) -> None:
-        self._argv = ["docker", *(["-H", url] if url else []), "events"]
-        self._argv += ["--filter", "type=container", "--filter", "event=start"]
-        self._argv += ["--format", "{{.ID}}"]
+        self._docker = ["docker", *(["-H", url] if url else [])]
+        self._argv = [*self._docker, "events", "--filter", "type=container"]
+        self._argv += ["--filter", "type=volume", "--filter", "event=start"]
+        self._argv += [
+            "--filter",
+            "event=create",
+            "--format",
+            "{{.Type}} {{.Action}} {{.Actor.ID}}",
+        ]
         self.ids: set[str] = set()
+        self._volumes: set[str] = set()
+        self._seen = threading.Condition()
         self._process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
 
@@ -338,13 +349,37 @@ class StartedContainers:
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        time.sleep(0.5)  # subscribed before the block starts anything
+        try:
+            # A volume made before the stream is subscribed is never seen: make another.
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not self._mark(wait_s=1.0):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("`docker events` never showed a volume made to test it")
+        except BaseException:
+            self._stop()
+            raise
         return self
 
     def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None
         for line in self._process.stdout:
-            self.ids.add(line.strip())
+            kind, action, actor = [*line.split(), "", "", ""][:3]
+            with self._seen:
+                if kind == "container" and action == "start":
+                    self.ids.add(actor)
+                elif kind == "volume" and action == "create":
+                    self._volumes.add(actor)
+                self._seen.notify_all()
+
+    def _mark(self, wait_s: float) -> bool:
+        """Make a volume and wait up to `wait_s` for the stream to show it."""
+        name = f"fks-events-{uuid.uuid4().hex[:12]}"
+        _sh(*self._docker, "volume", "create", name)
+        try:
+            with self._seen:
+                return self._seen.wait_for(lambda: name in self._volumes, timeout=wait_s)
+        finally:
+            _sh(*self._docker, "volume", "rm", "-f", name, check=False)
 
     def __exit__(
         self,
@@ -352,7 +387,13 @@ class StartedContainers:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        time.sleep(0.5)  # the last events reach the stream
+        try:
+            if exc_type is None and not self._mark(wait_s=READY_TIMEOUT_S):
+                raise RuntimeError("`docker events` stopped before the block's last events")
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
         if self._process is not None:
             self._process.terminate()
             self._process.wait(timeout=30)

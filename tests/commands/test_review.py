@@ -229,7 +229,7 @@ def test_review_diff_on_a_terminal_has_fks_colours_only(project: Path) -> None:
         if not chunk:
             break
         chunks.append(chunk)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=120) == 0
     os.close(leader)
     text = b"".join(chunks).decode()
     assert "\x1b[32m+clip link cleared name<U+202E>gpj.sh\x1b[m" in text  # fks's green

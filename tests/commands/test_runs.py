@@ -103,7 +103,7 @@ def fks_bytes(*args: str, cwd: Path) -> bytes:
     return done.stdout
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 30) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -208,7 +208,7 @@ def test_runs_on_a_terminal_is_a_table(project: Path) -> None:
         if not chunk:
             break
         chunks.append(chunk)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=120) == 0
     os.close(leader)
     text = b"".join(chunks).decode()
     assert run_id in text
@@ -238,10 +238,10 @@ def test_a_run_whose_process_died_is_shown_as_died(
     assert "Step 1: ./scripts/slow.sh  died" in shown.stdout
     # following a dead run prints what there is and ends
     started = time.monotonic()
-    followed = fks("logs", "last", "--follow", cwd=project, timeout=20)
+    followed = fks("logs", "last", "--follow", cwd=project, timeout=120)
     assert followed.code == 0
     assert "tick A 1" in followed.stdout
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # it ended, not timed out
 
 
 # --- fks show -----------------------------------------------------------------------------------
@@ -424,9 +424,9 @@ def test_logs_follow_streams_a_running_run(
     assert first == "  │ tick A 1\n".encode()
     assert run.poll() is None, "output must arrive while the run is still going"
     gate.touch()
-    rest, _ = follow.communicate(timeout=60)
+    rest, _ = follow.communicate(timeout=120)
     assert follow.returncode == 0
-    assert run.wait(timeout=30) == 0
+    assert run.wait(timeout=120) == 0
     followed = header + first + rest
     assert followed == fks_bytes("logs", "last", cwd=project)
     assert (
@@ -448,7 +448,7 @@ def test_logs_follow_one_step_waits_for_it(
         check=False,
         timeout=60,
     )
-    assert run.wait(timeout=30) == 0
+    assert run.wait(timeout=120) == 0
     assert followed.returncode == 0, followed.stderr
     assert (
         followed.stdout

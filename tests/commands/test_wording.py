@@ -60,14 +60,14 @@ def test_a_running_and_an_interrupted_run_read_right(project: Path) -> None:
     )
     try:
         pid = project.parent / "state" / "pid"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         while not pid.exists():
             assert time.monotonic() < deadline
             time.sleep(0.05)
         row = fks("runs", cwd=project).stdout.splitlines()[1]
         assert re.search(r"\s\d+\.\ds\s+running\s+0/1\s+\$0\.0000$", row), row
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
+        assert proc.wait(timeout=120) == 130
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -665,7 +665,7 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
             tag, "sh", "-c", "grep -r --include=errors.py -l 'rebuild-test' /opt/fks/lib"
         )
         assert result.returncode == 0, "the rebuilt image does not hold the edited source"
-        assert elapsed < 120, f"a source-only rebuild took {elapsed:.0f} s"
+        assert elapsed < 240, f"a source-only rebuild took {elapsed:.0f} s"
     finally:
         with_tag = [img for img in client.images.list() if tag in img.tags]
         if with_tag:

@@ -17,6 +17,9 @@ from sandbox_runner import labels as fks_labels
 from sandbox_runner.images import build, derived, lookup, versions
 from sandbox_runner.testing.helpers import fks, git, init_repo
 
+# The toolchain image and the agent layer on it are built once, on one xdist worker.
+pytestmark = pytest.mark.xdist_group("derived")
+
 CA_DIR = Path("/usr/local/share/ca-certificates")
 
 
@@ -170,7 +173,7 @@ def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     assert again.code == 0, again.output[-2000:]
     assert f"{derived_image} is up to date (its inputs have not changed)" in again.stdout
     assert "Step " not in again.stdout  # nothing was built
-    assert elapsed < 15, f"a no-op build took {elapsed:.0f} s"
+    assert elapsed < 60, f"a no-op build took {elapsed:.0f} s"  # nothing built: see above
     assert client.images.get(derived_image).id == image.id
 
 

@@ -64,14 +64,14 @@ def test_bounds_are_allowed() -> None:
 
 
 def test_huge_dsl_is_refused_quickly() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: other processes on a busy machine do not stretch it
     with pytest.raises(UsageError, match="at most 1,000"):
         parse_dsl("planner:3 -> " * 10_000 + "builder")
     with pytest.raises(UsageError, match="at most 1,000"):
         parse_dsl("->" * 1_000_000)
     with pytest.raises(UsageError, match="positive integer"):
         parse_dsl("a:" * 100_000 + "1x")
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
 
 
 @pytest.mark.parametrize(

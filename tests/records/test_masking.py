@@ -50,7 +50,7 @@ def test_unfinished_prefix_is_released_by_finish() -> None:
 def test_agent_output_is_shown_while_the_agent_still_runs(project: Path) -> None:
     """With a credential set, a printed line appears at once (a kill -9 then loses nothing)."""
     agent = project / "slow.sh"
-    agent.write_text('#!/bin/sh\necho "first line"\nsleep 30\n')
+    agent.write_text('#!/bin/sh\necho "first line"\nsleep 200\n')
     agent.chmod(0o755)
     proc = subprocess.Popen(
         [sys.executable, "-m", "sandbox_runner", "run", "./slow.sh"],
@@ -62,7 +62,7 @@ def test_agent_output_is_shown_while_the_agent_still_runs(project: Path) -> None
     try:
         assert proc.stdout is not None
         seen = b""
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 100  # well before the agent ends
         with selectors.DefaultSelector() as sel:
             sel.register(proc.stdout, selectors.EVENT_READ)
             while b"first line" not in seen and time.monotonic() < deadline:

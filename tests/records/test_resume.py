@@ -13,7 +13,7 @@ from pathlib import Path
 from sandbox_runner.testing.helpers import FKS, fks
 
 
-def _wait_for(path: Path, timeout: float = 60) -> None:
+def _wait_for(path: Path, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, f"{path} never appeared"
@@ -38,7 +38,7 @@ def test_resume_after_ctrl_c_runs_the_interrupted_iteration_again(project: Path)
     try:
         _wait_for(project.parent / "state" / "pid")  # the agent is running its iteration
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()

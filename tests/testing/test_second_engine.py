@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 
 INNER = """

@@ -12,7 +12,8 @@ import pytest
 from sandbox_runner.testing.engines import TwoNodeSwarm
 from sandbox_runner.testing.helpers import fks
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-proxy:latest"
 

@@ -183,13 +183,19 @@ def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
 
 SAME_SECOND = """#!/bin/sh
 # At the start of a second: commit a file, then change it (same size) within that second, and
-# end in the next one. git tells the change only by the index's own time (racily clean).
+# end in the next one. git tells the change only by the index's own time (racily clean). A
+# busy machine may let the second pass before the change: then again, with another commit.
+index=$(git rev-parse --git-path index)
 start=$(date +%s)
-while [ "$(date +%s)" = "$start" ]; do :; done
-sleep 0.05  # file times follow a coarser clock
-echo "draft 1" > draft.txt && git add draft.txt && git commit -qm "draft 1"
-echo "draft 2" > draft.txt
-[ "$(date +%s)" != "$(stat -c %Y draft.txt)" ] && echo "WINDOW MISSED"
+for draft in 1 3 4 5 6 7 8 9; do
+  while [ "$(date +%s)" = "$start" ]; do :; done
+  sleep 0.05  # file times follow a coarser clock
+  echo "draft $draft" > draft.txt && git add draft.txt && git commit -qm "draft $draft"
+  echo "draft 2" > draft.txt
+  start=$(date +%s)
+  [ "$(stat -c %Y "$index")" = "$(stat -c %Y draft.txt)" ] && break
+done
+[ "$(stat -c %Y "$index")" != "$(stat -c %Y draft.txt)" ] && echo "WINDOW MISSED"
 sleep 1.1
 echo FORKHESTRA_COMPLETE
 """
@@ -223,7 +229,7 @@ def run_with_user_commit(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         while not of_repo("ps", repo) and time.monotonic() < deadline:
             time.sleep(0.1)
         for name, content in edit.items():
@@ -346,12 +352,12 @@ def test_ref_tampering_agent_cannot_move_other_refs(repo: Path) -> None:
 
 
 def test_timeout_kills_iteration(repo: Path) -> None:
-    add_script(repo, "sleepy.sh", "#!/bin/sh\necho started\nsleep 60\necho FORKHESTRA_COMPLETE\n")
+    add_script(repo, "sleepy.sh", "#!/bin/sh\necho started\nsleep 300\necho FORKHESTRA_COMPLETE\n")
     configure(repo, {"sandbox": {"timeout": 2}})
     started = time.monotonic()
     res = sandbox("./scripts/sleepy.sh:1")
     assert res.code == 1, res.output
-    assert time.monotonic() - started < 40
+    assert time.monotonic() - started < 150  # the 2 s timeout, not the agent's 300 s
     assert "timed out after 2s" in res.stdout
     rec = record(repo)
     assert rec["steps"][0]["iterations"][0]["reason"] == "timeout"
@@ -369,14 +375,14 @@ def interrupt_once_logged(repo: Path, dsl: str, text: str) -> tuple[int, str, st
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240
         runs = repo / ".forge" / "runs"
         while not any(text in p.read_text() for p in runs.glob("*/01-*/001.log")):
             assert time.monotonic() < deadline, f"the agent never printed {text!r}"
             time.sleep(0.1)
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=110)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -391,7 +397,7 @@ def test_ctrl_c_mid_iteration(repo: Path) -> None:
     )
     code, out, err, took = interrupt_once_logged(repo, "./scripts/long.sh:3", "waiting")
     assert code == 130, out + err
-    assert took < 15
+    assert took < 60  # not the agent's 120 s
     rec = record(repo)
     assert containers(rec["id"]) == []
     step = rec["steps"][0]

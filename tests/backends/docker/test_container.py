@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_backend import (
@@ -123,9 +124,19 @@ def test_credentials_only_for_steps_that_need_them(repo: Path) -> None:
     assert key["ANTHROPIC_API_KEY"] not in res.output
 
 
-def test_live_runs_are_never_cleaned(repo: Path, tmp_path: Path) -> None:
+def test_live_runs_are_never_cleaned(
+    repo: Path, tmp_path: Path, second_engine: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Containers of a run whose process lives are kept, whatever their state; other
-    repositories' dead runs only go with --all."""
+    repositories' dead runs only go with --all.
+
+    On an engine of the test's own: `fks clean --all` takes every dead run on the engine,
+    and the dead runs other tests leave on the main engine (to clean them themselves) are
+    not this test's to take."""
+    monkeypatch.setenv("DOCKER_HOST", second_engine.url)  # fks and the docker CLI alike
+    image = "fks-test-empty:1"
+    empty = subprocess.run(["tar", "-cf", "-", "-T", "/dev/null"], capture_output=True, check=True)
+    subprocess.run(["docker", "import", "-", image], input=empty.stdout, check=True)
     alive = subprocess.Popen(["sleep", "60"])
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -143,7 +154,7 @@ def test_live_runs_are_never_cleaned(repo: Path, tmp_path: Path) -> None:
                         "docker",
                         "create",
                         *[f"--label={k}={v}" for k, v in labels.items()],
-                        "fks-agent:latest",
+                        image,
                         "true",
                     ],
                     capture_output=True,

@@ -29,7 +29,8 @@ from sandbox_runner.testing.engines import StartedContainers
 from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 
 AGENT = """#!/bin/sh

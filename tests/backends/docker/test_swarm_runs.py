@@ -21,7 +21,8 @@ from sandbox_runner.testing.engines import SecondEngine, StartedContainers, TwoN
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 
-pytestmark = pytest.mark.docker
+# One swarm per machine: with the other tests of the swarm and the second engine.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-agent:latest"
 AGENT = """#!/bin/sh
@@ -47,8 +48,16 @@ def swarm(two_node_swarm: Any) -> Iterator[Any]:
     yield two_node_swarm
 
 
-def leftovers(swarm: Any) -> dict[str, list[str]]:
-    """fks's services, containers and volumes on either node (but what was there before)."""
+def of_test(labels: dict[str, str] | None, mine: Path) -> bool:
+    """Made for a repository under `mine` (the test's tmp_path), or unlabelled: the main engine
+    also runs other tests' sandboxes, which are theirs to check."""
+    repo = (labels or {}).get("fks.repo")
+    return repo is None or Path(repo).is_relative_to(mine.resolve())
+
+
+def leftovers(swarm: Any, mine: Path) -> dict[str, list[str]]:
+    """fks's services, containers and volumes on either node (but what was there before), of
+    the repositories under `mine`."""
     main, second = swarm.main, swarm.second.client()
     before = swarm.before
     found = {
@@ -56,10 +65,14 @@ def leftovers(swarm: Any) -> dict[str, list[str]]:
     }
     for name, client in (("main", main), ("second", second)):
         found[f"{name} containers"] = [
-            c.name for c in client.containers.list(all=True, filters={"label": "fks.run"})
+            c.name
+            for c in client.containers.list(all=True, filters={"label": "fks.run"})
+            if of_test(c.labels, mine)
         ]
         found[f"{name} volumes"] = [
-            v.name for v in client.volumes.list() if "fks-" in v.name and v.name not in before
+            v.name
+            for v in client.volumes.list()
+            if "fks-" in v.name and v.name not in before and of_test(v.attrs.get("Labels"), mine)
         ]
     return {k: v for k, v in found.items() if v}
 
@@ -93,7 +106,7 @@ def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path:
     record = json.loads(next((repos["swarm"] / ".forge" / "runs").glob("*/run.json")).read_text())
     ids = [it["container_id"] for s in record["steps"] for it in s["iterations"]]
     assert len(ids) == 4 and all(ids), record["steps"]
-    assert leftovers(swarm) == {}
+    assert leftovers(swarm, tmp_path) == {}
 
 
 class Team:
@@ -186,7 +199,7 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
     assert ids and all(ids), ids
     assert set(ids) <= on_main.ids | on_second.ids
     assert set(ids) & on_main.ids and set(ids) & on_second.ids, (ids, on_main.ids, on_second.ids)
-    assert leftovers(swarm) == {}
+    assert leftovers(swarm, tmp_path) == {}
 
 
 SLOW = """#!/bin/sh
@@ -267,7 +280,11 @@ def test_a_lost_node_makes_its_iteration_incomplete_and_the_step_goes_on_elsewhe
         main = swarm.main
         assert not main.services.list(filters={"label": "fks.run"})
         assert not [
-            v.name for v in main.volumes.list() if "fks-" in v.name and v.name not in before
+            v.name
+            for v in main.volumes.list()
+            if "fks-" in v.name
+            and v.name not in before
+            and of_test(v.attrs.get("Labels"), tmp_path)
         ]
 
 
@@ -281,7 +298,7 @@ def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_pat
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    assert leftovers(swarm)
+    assert leftovers(swarm, tmp_path)
     done = fks("clean", cwd=repo, timeout=300)
     assert done.code == 0, done.output
-    assert leftovers(swarm) == {}, done.output
+    assert leftovers(swarm, tmp_path) == {}, done.output

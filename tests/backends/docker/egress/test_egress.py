@@ -34,6 +34,10 @@ from sandbox_runner.images import base_image
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 
+# The lab (network, servers) and the proxy image trusting a test CA are made once, on one
+# xdist worker.
+pytestmark = pytest.mark.xdist_group("egress")
+
 REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
 REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex
 
