@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sandbox_runner.labels import LABEL_REPO, LABEL_RUN
 from sandbox_runner.testing.helpers import (
     FKS,
     Result,
@@ -31,7 +32,7 @@ if [ "$n" -ge "${MARK_AT:-2}" ]; then echo FORKHESTRA_COMPLETE; fi
 
 
 def containers(run_id: str | None = None) -> list[str]:
-    label = f"fks.run={run_id}" if run_id else "fks.run"
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
     out = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label={label}"],
         capture_output=True,
@@ -45,13 +46,16 @@ def of_repo(kind: str, repo: Path) -> list[str]:
     """Containers (`ps`) or volumes (`volume`) fks made for `repo`."""
     argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "volume", "ls", "-q"]
     done = subprocess.run(
-        [*argv, "--filter", f"label=fks.repo={repo}"], capture_output=True, text=True, check=True
+        [*argv, "--filter", f"label={LABEL_REPO}={repo}"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return done.stdout.split()
 
 
 def volumes(run_id: str | None = None) -> list[str]:
-    label = f"fks.run={run_id}" if run_id else "fks.run"
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
     out = subprocess.run(
         ["docker", "volume", "ls", "-q", "--filter", f"label={label}"],
         capture_output=True,
