@@ -6,11 +6,14 @@ import ast
 import importlib
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "sandbox_runner"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "sandbox_runner"
+TESTS = ROOT / "tests"
 MAX_FUNCTION_LINES = 60
 
 
@@ -255,3 +258,42 @@ def test_nothing_in_the_package_imports_its_testing_helpers() -> None:
         if target == testing or target.startswith(testing + ".")
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module name `path` imports, at any depth (lazy imports in functions included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+    return found
+
+
+def test_no_test_imports_another_test_module() -> None:
+    """What tests share lives in `sandbox_runner.testing` and the folders' conftest.py files."""
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for name in sorted(_imported_names(path))
+        if any(part.startswith(("test_", "conftest")) for part in name.split("."))
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_pytest_puts_nothing_on_sys_path() -> None:
+    """Tests find what they share as a package, never through `pythonpath`."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    pytest_options = config["tool"]["pytest"]["ini_options"]
+    assert "pythonpath" not in pytest_options, pytest_options.get("pythonpath")
+    touching = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+    ]
+    assert not touching, "sys.path changed in " + ", ".join(touching)

@@ -7,17 +7,9 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.testing.helpers import fks, write_config
+from sandbox_runner.testing.helpers import fks, one_line_error, write_config
 
 LONG = "a" * 5000
-
-
-def one_line_error(result: Any, fragment: str) -> None:
-    assert result.code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("fks: ") and fragment in lines[0], lines[0]
-    assert "Traceback" not in result.output
 
 
 def test_config_that_is_not_utf8(project: Path, cli: Any) -> None:

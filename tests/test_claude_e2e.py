@@ -7,165 +7,42 @@ a long fake API key, which must never show up in its output or under `.forge/`.
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import signal
 import subprocess
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.claude import (
+    API_KEY,
+    assert_claude_stats,
+    assert_no_secret,
+    bash,
+    branches,
+    claude_env,
+    containers,
+    run_fks,
+    run_record,
+    subjects,
+)
+from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import FKS, git, init_repo, write_config
+from sandbox_runner.testing.teams import (
+    PLAN_MD,
+    SPECS_MD,
+    RalphAgents,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
-
-API_KEY = "sk-ant-api03-" + "e2eFakeKey7Qx2Lm9Pw4Rt8Zk3Vn6Bh1Jd5Sg0Yc"
-assert len(API_KEY) == 13 + 40
-RUN_TIMEOUT = 180.0
-
-
-# --- running fks ---------------------------------------------------------------------------------
-
-
-@dataclass
-class FksRun:
-    code: int
-    stdout: str
-    stderr: str
-    seconds: float
-
-    def tail(self, lines: int = 60) -> str:
-        out = "\n".join(self.stdout.splitlines()[-lines:])
-        err = "\n".join(self.stderr.splitlines()[-lines:])
-        return f"exit {self.code} after {self.seconds:.1f}s\n--- stdout (tail)\n{out}\n--- stderr (tail)\n{err}"
-
-    @property
-    def json(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.stdout)
-        except ValueError:
-            pytest.fail("stdout is not the --json result:\n" + self.tail())
-        assert isinstance(data, dict)
-        return data
-
-
-def run_fks(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT
-) -> FksRun:
-    """`fks …` with only `env`'s Anthropic/Claude settings (the caller's own are dropped).
-
-    On timeout fks is sent SIGTERM (it stops its containers) before the test fails.
-    """
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [FKS, *args],
-        cwd=cwd,
-        env=isolated_environ(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            stdout, stderr = process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-        run = FksRun(process.returncode, stdout, stderr, time.monotonic() - started)
-        pytest.fail(f"fks {' '.join(args)} did not finish within {timeout:g}s\n{run.tail()}")
-    run = FksRun(process.returncode, stdout, stderr, time.monotonic() - started)
-    for name, text in (("stdout", stdout), ("stderr", stderr)):
-        assert API_KEY not in text, f"the API key was printed on {name}:\n{run.tail()}"
-        assert API_KEY[-16:] not in text, f"part of the API key was printed on {name}"
-    return run
-
-
-def claude_env(fake: FakeAnthropic, **extra: str) -> dict[str, str]:
-    return {
-        "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{fake.port}",
-        "ANTHROPIC_API_KEY": API_KEY,
-        **extra,
-    }
-
-
-# --- looking at the results ----------------------------------------------------------------------
-
-
-def run_record(repo: Path, run_id: str | None = None) -> dict[str, Any]:
-    runs = repo / ".forge" / "runs"
-    found = sorted(p for p in runs.iterdir() if (p / "run.json").is_file()) if runs.is_dir() else []
-    assert found, f"no run record under {runs}"
-    if run_id:
-        data = json.loads((runs / run_id / "run.json").read_text())
-    else:  # the newest by start time: ids only have one-second resolution
-        data = max(
-            (json.loads((p / "run.json").read_text()) for p in found), key=lambda r: r["started"]
-        )
-    assert isinstance(data, dict)
-    return data
-
-
-def containers(label: str) -> list[str]:
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={label}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return out.split()
-
-
-def branches(repo: Path) -> list[str]:
-    return git(repo, "branch", "--format=%(refname:short)").split()
-
-
-def subjects(repo: Path, ref: str = "main") -> list[str]:
-    return git(repo, "log", "--format=%s", ref).splitlines()
-
-
-def assert_no_secret(*roots: Path) -> None:
-    """The key (or a long piece of it) is in no file under `<root>/.forge/`."""
-    needles = (API_KEY.encode(), API_KEY[-16:].encode())
-    for root in roots:
-        forge = root / ".forge"
-        for path in forge.rglob("*") if forge.is_dir() else ():
-            if path.is_file() and not path.is_symlink():
-                data = path.read_bytes()
-                assert not any(n in data for n in needles), f"the API key is written in {path}"
 
 
 def iterations(record: dict[str, Any], step: int = 1) -> list[dict[str, Any]]:
     its = record["steps"][step - 1]["iterations"]
     assert isinstance(its, list)
     return its
-
-
-def assert_claude_stats(it: dict[str, Any], *, subtype: str = "success") -> None:
-    stats = it.get("claude")
-    assert stats, f"iteration {it['number']} has no claude stats: {it}"
-    assert stats["cost_usd"] and stats["cost_usd"] > 0, stats
-    assert stats["input_tokens"] and stats["input_tokens"] > 0, stats
-    assert stats["output_tokens"] and stats["output_tokens"] > 0, stats
-    assert stats["turns"] and stats["turns"] >= 1, stats
-    assert stats["session_id"], stats
-    assert stats["subtype"] == subtype, stats
-
-
-def bash(command: str, description: str = "run") -> dict[str, Any]:
-    return {"tool": "Bash", "input": {"command": command, "description": description}}
 
 
 # --- fixtures ------------------------------------------------------------------------------------
@@ -204,115 +81,6 @@ def configure(repo: Path, sandbox: dict[str, Any]) -> None:
 
 
 # --- Ralph end to end ----------------------------------------------------------------------------
-
-PLANNER = "# fk:planner"
-BUILDER = "# fk:builder"
-FILES = {"greeting.txt": "hello", "farewell.txt": "goodbye"}
-# `TASK-abc123  To Do        high    Write greeting.txt  (AC 0/1)  (depends on: …)`
-TASK_LINE = re.compile(r"^(TASK-[0-9a-z]+)\s+To Do\s+\S+\s+(.+?)(?:\s{2}\(.*)?$", re.MULTILINE)
-CREATED = re.compile(r"Created (TASK-[0-9a-z]+)")
-
-PLAN_MD = """# Plan
-
-## Goal
-Two small text files that greet and say goodbye.
-
-## Milestones
-1. greeting.txt
-2. farewell.txt, after greeting.txt exists
-"""
-
-SPECS_MD = """# Specifications
-
-## S1. greeting.txt
-It contains `hello`.
-
-## S2. farewell.txt
-It contains `goodbye`. It is written after greeting.txt.
-"""
-
-
-class RalphAgents:
-    """Plays fk:planner and fk:builder, reading its tool results to learn the task ids."""
-
-    def __init__(self) -> None:
-        self.sessions: dict[str, str] = {}  # session id -> role
-        self.first_requests: list[tuple[str, Request]] = []
-        self.errors: list[str] = []
-
-    def __call__(self, request: Request) -> list[dict[str, Any]] | None:
-        # An exception here would kill the fake's answer and the CLI would retry for minutes.
-        try:
-            return self._answer(request)
-        except Exception as exc:
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            return [{"text": f"test responder failed: {exc!r}"}]
-
-    def _answer(self, request: Request) -> list[dict[str, Any]] | None:
-        system = request.system_text
-        role = "planner" if PLANNER in system else "builder" if BUILDER in system else None
-        if role is None:
-            return None
-        session = request.session_id or f"no-session-{len(self.sessions)}"
-        if session not in self.sessions:
-            self.sessions[session] = role
-            self.first_requests.append((role, request))
-        results = [str(r["content"]) for r in request.tool_results]
-        return self.planner(results) if role == "planner" else self.builder(results)
-
-    @staticmethod
-    def planner(results: Sequence[str]) -> list[dict[str, Any]]:
-        if not results:
-            return [
-                {"text": "Reading the plan, then creating the first task."},
-                bash(
-                    "if grep -l fks-template ralph/PLAN.md ralph/SPECS.md; then echo TEMPLATES-LEFT; "
-                    'else forge-tasks create "Write greeting.txt" --description "SPECS.md S1" '
-                    '--ac "greeting.txt contains hello" --priority high; fi',
-                    "create task 1",
-                ),
-            ]
-        created = CREATED.search(results[0])
-        if created is None:
-            return [{"text": "ralph/PLAN.md and ralph/SPECS.md are still the fks init templates"}]
-        if len(results) == 1:
-            return [
-                bash(
-                    'forge-tasks create "Write farewell.txt" --description "SPECS.md S2" '
-                    f'--ac "farewell.txt contains goodbye" --depends-on {created.group(1)} '
-                    '&& git add forge/tasks && git commit -qm "plan: greeting and farewell" '
-                    "&& git log --oneline -1",
-                    "create task 2 and commit",
-                )
-            ]
-        return [{"text": f"Both requirements have tasks.\n{MARKER}"}]
-
-    @staticmethod
-    def builder(results: Sequence[str]) -> list[dict[str, Any]]:
-        if not results:
-            return [bash("forge-tasks list --ready --plain", "ready tasks")]
-        ready = TASK_LINE.findall(results[0])
-        if not ready:
-            return [{"text": f"No task is ready and none is in progress.\n{MARKER}"}]
-        task, title = ready[0]
-        name = title.split()[-1]
-        if len(results) == 1:
-            return [
-                bash(
-                    f'forge-tasks edit {task} --status "In Progress" && echo {FILES[name]} > {name} '
-                    f'&& git add {name} forge/tasks && git commit -qm "{task}: {title}"',
-                    "implement",
-                )
-            ]
-        if len(results) == 2:
-            return [
-                bash(
-                    f"forge-tasks edit {task} --status Done --check-ac 1 "
-                    f'&& git add forge/tasks && git commit -qm "{task}: done"',
-                    "mark done",
-                )
-            ]
-        return [{"text": f"Finished {task}; other tasks may remain."}]
 
 
 @pytest.mark.timeout(420)

@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_claude_e2e import (
+
+from sandbox_runner.plan.prompts import MARKER
+from sandbox_runner.testing.claude import (
     assert_claude_stats,
     assert_no_secret,
     bash,
@@ -20,8 +22,6 @@ from test_claude_e2e import (
     run_record,
     subjects,
 )
-
-from sandbox_runner.plan.prompts import MARKER
 from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
 

@@ -1,6 +1,10 @@
 """What the tests and `scripts/bench.py` share, imported as a package (never through
 `sys.path`): the scripted fake of the Anthropic Messages API that drives the real `claude` CLI
 (`fakeapi`, with its conversations and wire formats), helpers that make git repositories and
-run the `fks` console script (`helpers`), and the machinery of the second-engine and two-node
-swarm fixtures (`engines`). Nothing else in the package imports it.
+run the `fks` console script (`helpers`), running fks with the claude CLI against the fake
+(`claude`) and the scripted agents that answer it (`teams`), running `fks run --sandbox` and
+looking at its containers, volumes and records (`sandboxed`), the attacker harness (`attacks`),
+the forge pipeline on the fake sandbox (`forge`), recorded runs for `fks runs` (`runs`), and
+the machinery of the second-engine and two-node swarm fixtures (`engines`). Nothing else in
+the package imports it.
 """

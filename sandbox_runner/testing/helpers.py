@@ -120,3 +120,12 @@ def eventually_none(probe: Callable[[], list[str]], what: str, timeout: float = 
     while left := probe():
         assert time.monotonic() < deadline, f"{what} still there after {timeout:g}s: {left}"
         time.sleep(0.1)
+
+
+def one_line_error(result: Result, fragment: str) -> None:
+    """`result` is a usage or config error: exit 2, one line on stderr saying `fragment`."""
+    assert result.code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("fks: ") and fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from test_runs_list import _team
 
 from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
+from sandbox_runner.testing.teams import approving_team
 
 DONE_AGENT = """#!/bin/sh
 echo "done work" > done.txt
@@ -81,7 +81,7 @@ def test_clean_branches_removes_landed_forge_task_branches(tmp_path: Path) -> No
     task = done.stdout.split()[-1]
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "task")
-    with FakeAnthropic(responder=_team) as fake:
+    with FakeAnthropic(responder=approving_team) as fake:
         env = isolated_environ(fake.env(tmp_path / "claude"))
         done = fks("forge", "run", cwd=repo, env=env, timeout=600)
     assert done.code == 0, done.output

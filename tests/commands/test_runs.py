@@ -17,84 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.testing.helpers import FKS, Result, commit_scripts, fks, init_repo
-
-OK_AGENT = """#!/bin/sh
-# Commits one file, prints the marker.
-n=$(ls ok-*.txt 2>/dev/null | wc -l); n=$((n+1))
-echo "ok output $n"
-echo "ok $n" > ok-$n.txt
-git add ok-$n.txt && git commit -qm "ok $n"
-echo FORKHESTRA_COMPLETE
-"""
-
-FAIL_AGENT = """#!/bin/sh
-# Never completes: a line, a byte that is not UTF-8, a stderr line, exit 3.
-n=$(ls fail-*.txt 2>/dev/null | wc -l); n=$((n+1))
-echo "fail $n" > fail-$n.txt
-echo "fail output $n"
-printf 'raw \\377 byte\\n'
-echo "boom $n" >&2
-exit 3
-"""
-
-SLOW_AGENT = """#!/bin/sh
-# Two lines ${SLOW:-1.5} s apart (or until the file $GATE exists) per iteration; the marker on
-# iteration 2.
-n=$(ls slow-*.txt 2>/dev/null | wc -l); n=$((n+1))
-echo "slow $n" > slow-$n.txt
-echo "$$" > "${PIDFILE:-/dev/null}"
-echo "tick A $n"
-if [ -n "$GATE" ]; then
-  while [ ! -e "$GATE" ]; do sleep 0.05; done  # until the test opens the gate
-else
-  sleep "${SLOW:-1.5}"
-fi
-echo "tick B $n"
-if [ "$n" -ge 2 ]; then echo FORKHESTRA_COMPLETE; fi
-"""
+from sandbox_runner.testing.helpers import FKS, Result, commit_scripts, fks
+from sandbox_runner.testing.runs import (
+    complete_run,
+    incomplete_run,
+    new_run,
+    recorded_project,  # noqa: F401  (the fixture `project`)
+    run_ids,
+)
 
 ID = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = commit_scripts(
-        init_repo(tmp_path / "proj"),
-        {"ok.sh": OK_AGENT, "fail.sh": FAIL_AGENT, "slow.sh": SLOW_AGENT},
-    )
-    monkeypatch.chdir(path)
-    return path
-
-
-def run_ids(project: Path) -> list[str]:
-    return sorted(p.name for p in (project / ".forge" / "runs").iterdir())
-
-
 def record(project: Path, run_id: str) -> dict:  # type: ignore[type-arg]
     return json.loads((project / ".forge" / "runs" / run_id / "run.json").read_text())
-
-
-def new_run(project: Path, *args: str, code: int) -> str:
-    """Run `fks run ARGS`; returns the new run's id.
-
-    Starts in a new second: run ids sort by their start second and then by a random suffix, so
-    `last` is only certain to be the newest run across seconds.
-    """
-    time.sleep(1 - time.time() % 1 + 0.01)
-    before = set(run_ids(project)) if (project / ".forge" / "runs").is_dir() else set()
-    done = fks("run", *args, cwd=project)
-    assert done.code == code, done.output
-    (run_id,) = set(run_ids(project)) - before
-    return run_id
-
-
-def complete_run(project: Path) -> str:
-    return new_run(project, "./scripts/ok.sh:3 -> ./scripts/ok.sh", code=0)
-
-
-def incomplete_run(project: Path) -> str:
-    return new_run(project, "./scripts/ok.sh:2 -> ./scripts/fail.sh:2 -> ./scripts/ok.sh", code=1)
 
 
 def fks_bytes(*args: str, cwd: Path) -> bytes:

@@ -4,22 +4,25 @@ real `fks run` invocations."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
-from test_runs import complete_run, incomplete_run, project  # noqa: F401  (fixture)
 
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 from sandbox_runner.testing.helpers import fks, git, init_repo
+from sandbox_runner.testing.runs import (
+    complete_run,
+    incomplete_run,
+    recorded_project,  # noqa: F401  (the fixture `project`)
+)
+from sandbox_runner.testing.teams import approving_team
 
 
 def _ids(stdout: str) -> list[str]:
     return [line.split()[0] for line in stdout.splitlines()[1:] if line and line[0].isdigit()]
 
 
-def test_filters_and_totals(project: Path) -> None:  # noqa: F811
+def test_filters_and_totals(project: Path) -> None:
     first = complete_run(project)
     second = incomplete_run(project)
     third = complete_run(project)
@@ -39,7 +42,7 @@ def test_filters_and_totals(project: Path) -> None:  # noqa: F811
     assert done.stdout.rstrip().endswith("matches --status failed."), done.output
 
 
-def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:  # noqa: F811
+def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:
     first = complete_run(project)
     second = incomplete_run(project)
     done = fks("runs", "--json", cwd=project)
@@ -52,7 +55,7 @@ def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:  # noq
     assert data["forge_sessions"] == []
 
 
-def test_bad_filters_are_one_line_usage_errors(project: Path) -> None:  # noqa: F811
+def test_bad_filters_are_one_line_usage_errors(project: Path) -> None:
     done = fks("runs", "--status", "complet", cwd=project)
     assert done.code == 2
     assert done.stderr.startswith("fks: --status 'complet': not a run status")
@@ -65,24 +68,6 @@ def test_bad_filters_are_one_line_usage_errors(project: Path) -> None:  # noqa: 
 # --- a `fks forge run` session, with the real claude CLI against the fake Messages API ----------
 
 
-def _team(request: Request) -> Any:
-    """Analyze, implement (a file named after the task, committed) and approve any task."""
-    if any(r for r in request.tool_results):
-        return [{"text": "Done."}]
-    system = request.system_text
-    if "You analyze one task" in system:
-        plan = {"complexity": "low", "plan": "Write it.", "sufficient": True}
-        return [{"tool": "StructuredOutput", "input": plan}]
-    if "You implement one task" in system:
-        task = re.search(r"(TASK-[0-9a-z]+)", request.prompt)
-        name = task.group(1) if task else "none"
-        command = f"echo hi > {name}.txt && git add {name}.txt && git commit -qm 'add {name}'"
-        return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
-    if "You review the implementation of one task" in system:
-        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
-    return [{"text": f"unexpected: {request.prompt[:100]}"}]
-
-
 @pytest.mark.claude
 def test_a_forge_session_is_grouped_with_its_task_titles(tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
@@ -93,7 +78,7 @@ def test_a_forge_session_is_grouped_with_its_task_titles(tmp_path: Path) -> None
         tasks.append(done.stdout.split()[-1])
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "tasks")
-    with FakeAnthropic(responder=_team) as fake:
+    with FakeAnthropic(responder=approving_team) as fake:
         env = isolated_environ(fake.env(tmp_path / "claude"))
         done = fks("forge", "run", cwd=repo, env=env, timeout=600)
     assert done.code == 0, done.output

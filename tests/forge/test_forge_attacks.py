@@ -7,19 +7,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_pipeline import ANALYSIS, APPROVED, REJECTED, answer, commit, context, new_task, repo
 
 from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.fake import FakeRun
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import process_task
+from sandbox_runner.testing.forge import (
+    ANALYSIS,
+    APPROVED,
+    REJECTED,
+    answer,
+    commit,
+    context,
+    new_task,
+)
 from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude
-
-__all__ = ["repo"]  # the fixture
 
 
 def test_a_huge_structured_answer_is_dropped_and_the_task_fails(

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_claude_e2e import assert_no_secret, claude_env, containers, run_fks
 
+from sandbox_runner.testing.claude import assert_no_secret, claude_env, containers, run_fks
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
 from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
 
@@ -268,9 +268,8 @@ def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
     import os
     import signal
 
-    from test_claude_e2e import FKS
-
     from sandbox_runner.testing.fakeapi import isolated_environ
+    from sandbox_runner.testing.helpers import FKS
 
     ids = create_tasks(repo, ["slow"])
     team = SlowImplementer()

@@ -6,15 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_pipeline import ANALYSIS, APPROVED, answer, commit, context, new_task, repo
 
 from sandbox_runner.forge.worker import process_task
+from sandbox_runner.testing.forge import ANALYSIS, APPROVED, answer, commit, context, new_task
 from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude
-
-__all__ = ["repo"]  # the fixture
 
 
 def test_a_landing_blocked_by_untracked_files_names_them(

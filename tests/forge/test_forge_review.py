@@ -83,7 +83,7 @@ def run_forge(
     team = Reviewer()
     with FakeAnthropic(host="0.0.0.0" if sandbox else "127.0.0.1", responder=team) as fake:
         if sandbox:
-            from test_claude_e2e import claude_env
+            from sandbox_runner.testing.claude import claude_env
 
             env = isolated_environ(claude_env(fake))
         else:

@@ -3,105 +3,32 @@ scripted agent runs (stream-json results with structured output, commits made in
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
+from sandbox_runner.backends.fake import FakeRun, FakeScriptExhausted
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.forge.board import TaskBoard
-from sandbox_runner.forge.stages import ForgeContext
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import claim, process_task
-from sandbox_runner.git.repo import open_repo
-from sandbox_runner.plan.config import ForgeSettings
 from sandbox_runner.records.store import RunStore
-from sandbox_runner.tasks.commands import create
-from sandbox_runner.testing.helpers import git, init_repo
-from sandbox_runner.ui.output import PlainReporter
+from sandbox_runner.testing.forge import (
+    ANALYSIS,
+    APPROVED,
+    REJECTED,
+    answer,
+    commit,
+    context,
+    new_task,
+)
+from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude
-
-ANALYSIS = {
-    "complexity": "low",
-    "plan": "Write the file.",
-    "relevant_files": ["a.txt"],
-    "implementation_steps": ["write a.txt", "commit"],
-    "context": "none",
-    "sufficient": True,
-}
-APPROVED = {"approved": True, "issues": [], "suggestions": []}
-REJECTED = {"approved": False, "issues": ["a.txt must say 'two'"], "suggestions": []}
-
-
-def answer(obj: Any, cost: float = 0.01) -> FakeRun:
-    """A claude run whose result carries `obj` as its structured output."""
-    events = [
-        {"type": "system", "subtype": "init", "session_id": "s", "model": "m"},
-        {
-            "type": "result",
-            "subtype": "success",
-            "is_error": False,
-            "num_turns": 1,
-            "total_cost_usd": cost,
-            "result": json.dumps(obj),
-            "structured_output": obj,
-            "session_id": "s",
-        },
-    ]
-    return FakeRun(stdout="".join(json.dumps(e) + "\n" for e in events))
-
-
-def commit(files: dict[str, str], cost: float = 0.02) -> Callable[[ExecSpec], FakeRun]:
-    """An Implement run that writes `files` in its worktree and commits them."""
-
-    def run(spec: ExecSpec) -> FakeRun:
-        for name, text in files.items():
-            (spec.cwd / name).write_text(text)
-        git(spec.cwd, "add", "-A")
-        git(spec.cwd, "commit", "-qm", f"implement {', '.join(files)}")
-        return answer(None, cost)
-
-    return run
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = init_repo(tmp_path / "repo", {"README.md": "hello\n", "a.txt": "zero\n"})
-    monkeypatch.chdir(path)
-    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
-        monkeypatch.setenv(key, "Test User")
-    for key in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
-        monkeypatch.setenv(key, "test@example.com")
-    return path
-
-
-def new_task(repo: Path, title: str, capsys: pytest.CaptureFixture[str]) -> str:
-    create(root=repo, title=title, description=f"Do {title}")
-    task_id = capsys.readouterr().out.split()[-1]
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", f"task {task_id}")
-    return task_id
-
-
-def context(repo: Path, script: list[Any], **settings: Any) -> tuple[ForgeContext, FakeSandbox]:
-    sandbox = FakeSandbox(script)
-    ctx = ForgeContext(
-        repo=open_repo(repo, what="test"),
-        base="main",
-        settings=ForgeSettings(**settings),
-        reporter=PlainReporter(),
-        session="session-1",
-        local_sandbox=sandbox,
-    )
-    return ctx, sandbox
 
 
 def status_of(repo: Path, task_id: str) -> str:

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_bad_input import one_line_error
+
+from sandbox_runner.testing.helpers import one_line_error
 
 SHOWN = "forge/chains.json: "
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -15,98 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.testing.helpers import (
-    FKS,
-    Result,
-    eventually_none,
-    fks,
-    git,
-    init_repo,
-    write_config,
+from sandbox_runner.testing.helpers import FKS, eventually_none, fks, git, init_repo
+from sandbox_runner.testing.sandboxed import (
+    COMMIT_AGENT,
+    add_script,
+    branches,
+    configure,
+    containers,
+    interrupt_once_logged,
+    of_repo,
+    record,
+    run_with_user_commit,
+    sandbox,
+    volumes,
+    waiting_agent,
 )
 
 pytestmark = pytest.mark.docker
-
-COMMIT_AGENT = """#!/bin/sh
-# Commits one file per iteration; prints the marker on iteration ${MARK_AT:-2}.
-n=$(ls work-*.txt 2>/dev/null | wc -l); n=$((n+1))
-echo "iteration $n as $(id -u):$(id -g) in $(pwd)"
-echo "work $n" > work-$n.txt
-git add work-$n.txt && git commit -qm "agent: work $n"
-if [ "$n" -ge "${MARK_AT:-2}" ]; then echo FORKHESTRA_COMPLETE; fi
-"""
-
-
-def containers(run_id: str | None = None) -> list[str]:
-    label = f"fks.run={run_id}" if run_id else "fks.run"
-    out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={label}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split()
-
-
-def of_repo(kind: str, repo: Path) -> list[str]:
-    """Containers (`ps`) or volumes (`volume`) fks made for `repo`."""
-    argv = ["docker", "ps", "-aq"] if kind == "ps" else ["docker", "volume", "ls", "-q"]
-    done = subprocess.run(
-        [*argv, "--filter", f"label=fks.repo={repo}"], capture_output=True, text=True, check=True
-    )
-    return done.stdout.split()
-
-
-def volumes(run_id: str | None = None) -> list[str]:
-    label = f"fks.run={run_id}" if run_id else "fks.run"
-    out = subprocess.run(
-        ["docker", "volume", "ls", "-q", "--filter", f"label={label}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return out.split()
-
-
-def record(repo: Path) -> dict:
-    found = [json.loads((d / "run.json").read_text()) for d in (repo / ".forge" / "runs").iterdir()]
-    return max(found, key=lambda r: r["started"])
-
-
-def configure(repo: Path, data: dict) -> None:
-    """Commit a forge/chains.json; MARK_AT always passes through to the container."""
-    sandbox_cfg = data.setdefault("sandbox", {})
-    sandbox_cfg.setdefault("env", []).append("MARK_AT")
-    write_config(repo, data)
-    git(repo, "add", "forge")
-    git(repo, "commit", "-qm", "config")
-
-
-def add_script(repo: Path, name: str, body: str, commit: bool = True) -> None:
-    path = repo / "scripts" / name
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(body)
-    path.chmod(0o755)
-    if commit:
-        git(repo, "add", str(path))
-        git(repo, "commit", "-qm", f"add {name}")
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
-    add_script(path, "commit.sh", COMMIT_AGENT)
-    configure(path, {})
-    monkeypatch.chdir(path)
-    return path
-
-
-def sandbox(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> Result:
-    return fks("run", *args, "--sandbox", env=env, timeout=timeout)
-
-
-def branches(repo: Path) -> list[str]:
-    return git(repo, "branch", "--format=%(refname:short)").split()
 
 
 def test_loop_commits_land_on_base_and_branch_is_kept(repo: Path) -> None:
@@ -209,46 +131,6 @@ def test_work_changed_in_the_second_of_its_commit_is_not_lost(repo: Path) -> Non
     assert res.code == 0 and "WINDOW MISSED" not in res.stdout, res.output
     assert git(repo, "show", "main:draft.txt") == "draft 2"
     assert "left uncommitted" in git(repo, "log", "-1", "--format=%s", "main")
-
-
-def run_with_user_commit(
-    repo: Path,
-    flags: Path,
-    dsl: str,
-    edit: dict[str, str],
-    dirty: dict[str, str] | None = None,
-) -> tuple[int, str, str, str]:
-    """Start `fks run DSL --sandbox`; once its container runs, commit `edit` on main as the user
-    would (and write `dirty`, uncommitted), then let the agent finish (it waits for
-    `flags/go`). Returns (code, out, err, user tip)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sandbox_runner", "run", dsl, "--sandbox"],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while not of_repo("ps", repo) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for name, content in edit.items():
-            (repo / name).write_text(content)
-        git(repo, "add", *edit)
-        git(repo, "commit", "-qm", "the user's own work during the run")
-        user_tip = git(repo, "rev-parse", "main")
-        for name, content in (dirty or {}).items():
-            (repo / name).write_text(content)
-        (flags / "go").touch()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, out, err, user_tip
-
-
-def waiting_agent(flags: Path, work: str) -> str:
-    return f"#!/bin/sh\n{work}\nwhile [ ! -e {flags}/go ]; do sleep 0.1; done\necho FORKHESTRA_COMPLETE\n"
 
 
 def test_merge_conflict_leaves_base_untouched(repo: Path, tmp_path: Path) -> None:
@@ -362,31 +244,6 @@ def test_timeout_kills_iteration(repo: Path) -> None:
     rec = record(repo)
     assert rec["steps"][0]["iterations"][0]["reason"] == "timeout"
     assert containers(rec["id"]) == []
-
-
-def interrupt_once_logged(repo: Path, dsl: str, text: str) -> tuple[int, str, str, float]:
-    """`fks run DSL --sandbox`, Ctrl-C once step 1's first log shows `text`: (exit code,
-    stdout, stderr, seconds from the signal to the exit)."""
-    proc = subprocess.Popen(
-        [FKS, "run", dsl, "--sandbox"],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 240
-        runs = repo / ".forge" / "runs"
-        while not any(text in p.read_text() for p in runs.glob("*/01-*/001.log")):
-            assert time.monotonic() < deadline, f"the agent never printed {text!r}"
-            time.sleep(0.1)
-        started = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=110)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return proc.returncode, out, err, time.monotonic() - started
 
 
 def test_ctrl_c_mid_iteration(repo: Path) -> None:

@@ -9,29 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_backend import (
+
+from sandbox_runner.testing.helpers import fks, git
+from sandbox_runner.testing.sandboxed import (
     add_script,
-    branches,
     configure,
     containers,
-    of_repo,
+    nothing_started,
     record,
-    repo,
     sandbox,
 )
 
-from sandbox_runner.testing.helpers import eventually_none, fks, git
-
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
-
-
-def nothing_started(repo: Path) -> None:
-    """No run record, no step branch, no workspace volume, no container."""
-    assert not (repo / ".forge" / "runs").exists() or not any((repo / ".forge" / "runs").iterdir())
-    assert branches(repo) == ["main"]
-    assert of_repo("ps", repo) == []
-    eventually_none(lambda: of_repo("volume", repo), "the workspace")
 
 
 @pytest.mark.parametrize(

@@ -6,21 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_backend import (
+
+from sandbox_runner.testing.helpers import fks, git
+from sandbox_runner.testing.sandboxed import (
     add_script,
     configure,
     interrupt_once_logged,
     record,
-    repo,
     run_with_user_commit,
     sandbox,
     waiting_agent,
 )
 
-from sandbox_runner.testing.helpers import fks, git
-
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
 
 PAGES = "mkdir -p pages && for n in 1 2 3 4 5; do echo agent > pages/p$n.md; done"
 

@@ -15,19 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_claude_e2e import (
-    API_KEY,
-    PLAN_MD,
-    SPECS_MD,
-    RalphAgents,
-    run_fks,
-    run_record,
-    subjects,
-)
 
+from sandbox_runner.testing.claude import API_KEY, run_fks, run_record, subjects
 from sandbox_runner.testing.engines import StartedContainers
 from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
+from sandbox_runner.testing.teams import PLAN_MD, SPECS_MD, RalphAgents, Team
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
@@ -249,8 +242,6 @@ def test_ralph_chain_on_a_tcp_engine(second_engine: Any, tmp_path: Path) -> None
 @pytest.mark.claude
 @pytest.mark.timeout(600)
 def test_forge_tasks_on_a_tcp_engine_land(second_engine: Any, tmp_path: Path) -> None:
-    from test_swarm_runs import Team
-
     repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
     write_config(repo, {"forge": {"parallel": 2, "maxTurns": 5}})
     git(repo, "add", "-A")

@@ -7,13 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_backend import add_script, repo, sandbox
-from test_container import nothing_started
 
 from sandbox_runner.testing.helpers import git
+from sandbox_runner.testing.sandboxed import add_script, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
 
 AGENT = "#!/bin/sh\necho hi\necho FORKHESTRA_COMPLETE\n"
 

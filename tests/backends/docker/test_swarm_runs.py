@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_claude_e2e import API_KEY, run_fks
 
+from sandbox_runner.testing.claude import API_KEY, run_fks
 from sandbox_runner.testing.engines import SecondEngine, StartedContainers, TwoNodeSwarm
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
+from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
+from sandbox_runner.testing.teams import Team
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
@@ -107,50 +108,6 @@ def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path:
     ids = [it["container_id"] for s in record["steps"] for it in s["iterations"]]
     assert len(ids) == 4 and all(ids), record["steps"]
     assert leftovers(swarm, tmp_path) == {}
-
-
-class Team:
-    """Every forge agent of four independent tasks, each writing a file of its own; the
-    implementer takes a few seconds, so that the four are in flight together."""
-
-    def __init__(self) -> None:
-        self.sessions: set[str] = set()
-        self.errors: list[str] = []
-
-    def __call__(self, request: Request) -> Any:
-        try:
-            return self._answer(request)
-        except Exception as exc:
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-            return [{"text": f"test responder failed: {exc!r}"}]
-
-    def _answer(self, request: Request) -> Any:
-        session = request.session_id or "?"
-        if session in self.sessions:
-            return [{"text": "Done."}]
-        self.sessions.add(session)
-        system, prompt = request.system_text, request.prompt
-        title = prompt.split(":", 1)[1].splitlines()[0].strip()
-        if "You analyze one task" in system:
-            answer = {
-                "complexity": "low",
-                "plan": "Write the file.",
-                "relevant_files": [],
-                "implementation_steps": ["write", "commit"],
-                "context": "text",
-                "sufficient": True,
-            }
-            return [{"tool": "StructuredOutput", "input": answer}]
-        if "You implement one task" in system:
-            command = (
-                f"sleep 3; echo {title} > {title}.txt && git add -A && git commit -qm '{title}'"
-            )
-            return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
-        if "You review the implementation" in system:
-            answer = {"approved": True, "issues": [], "suggestions": []}
-            return [{"tool": "StructuredOutput", "input": answer}]
-        self.errors.append(f"unexpected request: {prompt[:120]!r}")
-        return [{"text": "?"}]
 
 
 @pytest.mark.claude

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_backend import add_script, configure, record, repo, sandbox
 
 from sandbox_runner.testing.helpers import agent_lines, fks
+from sandbox_runner.testing.sandboxed import add_script, configure, record, sandbox
 
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]
 
 
 def gateway() -> str:

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_backend import add_script, record, repo, sandbox
 
 from sandbox_runner.testing.helpers import FKS, fks, git
+from sandbox_runner.testing.sandboxed import add_script, record, sandbox
 
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
 
 FLOOD = "head -c 20000000 /dev/zero | tr '\\0' A; echo"
 LIMIT = 1_000_000

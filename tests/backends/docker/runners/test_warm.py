@@ -17,21 +17,19 @@ from typing import Any
 
 import docker
 import pytest
-from test_backend import (
+
+from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
+from sandbox_runner.testing.helpers import FKS, agent_lines, fks
+from sandbox_runner.testing.sandboxed import (
     add_script,
     configure,
     interrupt_once_logged,
     of_repo,
     record,
-    repo,
     sandbox,
 )
 
-from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
-from sandbox_runner.testing.helpers import FKS, agent_lines, fks
-
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
 
 KILLED = 137  # what `docker rm -f` of a container that still waits for its command leaves
 

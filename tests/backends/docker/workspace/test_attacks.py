@@ -9,121 +9,25 @@ refs, `git fsck --full`) and that a failure reads as one clear line, with no tra
 
 from __future__ import annotations
 
-import os
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
-from test_backend import add_script, configure, of_repo, record, sandbox
-from test_backend import repo as repo  # the fixture, shared
 
+from sandbox_runner.testing.attacks import (
+    EX,
+    KILL_WRAPPER,
+    MARK,
+    OWN_INFO,
+    Host,
+    one_line,
+    refs,
+    step_tip,
+)
 from sandbox_runner.testing.helpers import Result, agent_lines, git
+from sandbox_runner.testing.sandboxed import add_script, configure, of_repo, record, sandbox
 
 pytestmark = pytest.mark.docker
-
-MARK = "echo FORKHESTRA_COMPLETE"
-EX = ".git/fks-export"
-# The agent's own export, left in place by killing the wrapper script (its parent) so it
-# cannot replace it: `end=1` makes it look complete.
-OWN_INFO = f'rm -rf {EX}; mkdir -p {EX}; printf "before=a\\nafter=b\\nend=1\\n" > {EX}/info'
-KILL_WRAPPER = "kill -9 $PPID; sleep 5"
-
-
-class Host:
-    """What an attack must leave alone on the host, recorded before the run."""
-
-    def __init__(self, repo: Path, tmp_path: Path) -> None:
-        self.repo = repo
-        self.tmp = tmp_path
-        self.markers = tmp_path / "markers"
-        self.markers.mkdir()
-        self.secret = tmp_path / "secret.txt"
-        self.secret.write_text("TOPSECRET-host-only\n")
-        self.outside = tmp_path / "outside"
-        self.outside.mkdir()
-        self.refs: dict[str, str] = {}
-        self.paths: list[str] = []
-
-    def agent(self, body: str, name: str = "attack.sh") -> str:
-        """Commit `body` as a shell-script agent, then record the host as it is; returns the
-        agent's DSL step."""
-        add_script(self.repo, name, "#!/bin/sh\nset -u\n" + body + "\n")
-        self.refs = refs(self.repo)
-        self.paths = outside_repo(self.tmp, self.repo)
-        return f"./scripts/{name}"
-
-    def payload(self, name: str) -> str:
-        """A command that leaves a marker only where the host can see it (never fails)."""
-        return f"touch {self.markers}/{name} 2>/dev/null; true"
-
-    def check(self, res: Result, *, merged: bool = False) -> None:
-        """Nothing ran on, or was written to, the host; only the step branch (and the base,
-        when the step legitimately merged) moved; the user's repository is sound."""
-        assert sorted(p.name for p in self.markers.iterdir()) == []
-        assert outside_repo(self.tmp, self.repo) == self.paths
-        assert "Traceback" not in res.output, res.output[-3000:]
-        assert "TOPSECRET" not in res.output
-        fsck = subprocess.run(
-            ["git", "fsck", "--full", "--no-dangling"],
-            cwd=self.repo,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert fsck.returncode == 0 and not fsck.stdout.strip(), fsck.stdout + fsck.stderr
-        after = refs(self.repo)
-        step = record(self.repo)["steps"][0]["branch"]
-        moved = {
-            ref for ref in after.keys() | self.refs.keys() if after.get(ref) != self.refs.get(ref)
-        }
-        allowed = {f"refs/heads/{step}"} | ({"refs/heads/main"} if merged else set())
-        assert moved <= allowed, moved
-        if not merged:
-            assert after["refs/heads/main"] == self.refs["refs/heads/main"]
-        assert git(self.repo, "status", "--porcelain") == ""
-        assert (self.repo / ".forge").is_dir() and not (self.repo / ".forge").is_symlink()
-
-
-def refs(repo: Path) -> dict[str, str]:
-    out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
-    return dict(line.split(" ", 1) for line in out.splitlines())
-
-
-def outside_repo(tmp_path: Path, repo: Path) -> list[str]:
-    """Every path under tmp_path that is not in the user's repository, with its kind."""
-    found = []
-    for root, dirs, files in os.walk(tmp_path):
-        here = Path(root)
-        if here == repo:
-            dirs.clear()
-            continue
-        found += [f"{here / name}:{_kind(here / name)}" for name in (*dirs, *files)]
-    return sorted(found)
-
-
-def _kind(path: Path) -> str:
-    mode = path.lstat().st_mode
-    return "link" if stat.S_ISLNK(mode) else "dir" if stat.S_ISDIR(mode) else "file"
-
-
-def one_line(res: Result, phrase: str) -> str:
-    """The single output line that says `phrase` (a clear message, not a wall of text)."""
-    lines = [line for line in res.output.splitlines() if phrase in line]
-    assert lines, res.output[-3000:]
-    assert len(lines[0]) < 600, lines[0]
-    return lines[0]
-
-
-def step_tip(repo: Path) -> str:
-    return git(repo, "rev-parse", record(repo)["steps"][0]["branch"])
-
-
-@pytest.fixture
-def host(repo: Path, tmp_path: Path) -> Host:
-    git(repo, "tag", "-a", "-m", "release", "v1")
-    return Host(repo, tmp_path)
-
 
 COMMIT_WORK = "echo work > work.txt && git add work.txt && git commit -qm 'agent work'"
 
@@ -741,7 +645,7 @@ def test_unreadable_git_dir(repo: Path, host: Host) -> None:
 
 
 def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host) -> None:
-    from test_backend import configure
+    from sandbox_runner.testing.sandboxed import configure
 
     configure(repo, {"sandbox": {"memory": "64m"}})
     body = f"{COMMIT_WORK}\nhead -c 200000000 /dev/zero > /tmp/fill\necho wrote $?\n{MARK}"

@@ -8,12 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_attacks import EX, KILL_WRAPPER, MARK, OWN_INFO, Host, one_line, step_tip
-from test_attacks import host as host  # the fixture, shared
-from test_backend import record, sandbox
-from test_backend import repo as repo  # the fixture, shared
 
+from sandbox_runner.testing.attacks import (
+    EX,
+    KILL_WRAPPER,
+    MARK,
+    OWN_INFO,
+    Host,
+    one_line,
+    step_tip,
+)
 from sandbox_runner.testing.helpers import git
+from sandbox_runner.testing.sandboxed import record, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -9,12 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_backend import add_script, configure, record, repo, volumes, waiting_agent
 
 from sandbox_runner.testing.helpers import FKS, eventually_none, fks
+from sandbox_runner.testing.sandboxed import add_script, configure, record, volumes, waiting_agent
 
 pytestmark = pytest.mark.docker
-__all__ = ["repo"]  # the fixture, shared with test_backend
 
 IMAGE = "fks-agent:latest"
 
