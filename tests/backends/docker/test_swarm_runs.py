@@ -67,7 +67,10 @@ def leftovers(swarm: Any, mine: Path) -> dict[str, list[str]]:
     for name, client in (("main", main), ("second", second)):
         found[f"{name} containers"] = [
             c.name
-            for c in client.containers.list(all=True, filters={"label": "fks.run"})
+            # ignore_removed: other tests' containers come and go while it is listed
+            for c in client.containers.list(
+                all=True, filters={"label": "fks.run"}, ignore_removed=True
+            )
             if of_test(c.labels, mine)
         ]
         found[f"{name} volumes"] = [
