@@ -32,8 +32,16 @@ def remote_id(engine: Any, name: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def absent(engine: Any, name: str) -> None:
+    """The image this engine has under `name` is not on `engine` (an earlier test of the
+    session, a remote run, may have sent it): removed there under every tag."""
+    engine.docker("rmi", "--force", local_id(name), check=False)
+    assert remote_id(engine, name) is None
+
+
 def test_push_sends_the_image_once_streamed_and_it_runs_there(second_engine: Any, cli: Any) -> None:
     image_id = local_id(IMAGE)
+    absent(second_engine, IMAGE)
     size = int(
         subprocess.run(
             ["docker", "image", "inspect", IMAGE, "--format", "{{.Size}}"],
@@ -87,6 +95,7 @@ def test_an_image_there_under_another_tag_is_only_tagged(second_engine: Any) -> 
 def test_a_tag_there_naming_another_image_is_replaced(second_engine: Any) -> None:
     """A same-named image with another id there is not ours: the real one is sent."""
     proxy = "fks-proxy:latest"
+    absent(second_engine, proxy)
     if remote_id(second_engine, IMAGE) is None:  # this test alone: bring it there first
         assert fks("image", "push", "--engine", second_engine.url, "--image", IMAGE).code == 0
     second_engine.docker("tag", IMAGE, proxy)  # a decoy: the proxy's name on the agent image
