@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import tomllib
 import uuid
 import zipfile
@@ -640,7 +639,6 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
 
     tag = f"fks-agent:rebuild-test-{uuid.uuid4().hex[:8]}"
     out = io.StringIO()
-    started = time.monotonic()
     claude = image.labels[fks_labels.LABEL_CLAUDE_VERSION]
     try:
         build.build_context(
@@ -651,7 +649,6 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
             out=out,
             buildargs={"CLAUDE_CODE_VERSION": claude, "NPM_REGISTRY": versions.npm_registry()},
         )
-        elapsed = time.monotonic() - started
         lines = out.getvalue().splitlines()
         cached = [
             line
@@ -665,7 +662,6 @@ def test_source_change_rebuilds_only_the_last_layers(agent_image: str, tmp_path:
             tag, "sh", "-c", "grep -r --include=errors.py -l 'rebuild-test' /opt/fks/lib"
         )
         assert result.returncode == 0, "the rebuilt image does not hold the edited source"
-        assert elapsed < 240, f"a source-only rebuild took {elapsed:.0f} s"
     finally:
         with_tag = [img for img in client.images.list() if tag in img.tags]
         if with_tag:

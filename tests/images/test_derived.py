@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,13 +166,10 @@ def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     assert image.labels[fks_labels.LABEL_CLAUDE_VERSION] == versions.CLAUDE_CODE_VERSION
     assert image.labels[fks_labels.LABEL_FKS_VERSION] == __version__
 
-    started = time.monotonic()
     again = fks("image", "build", "--from", toolchain, *ca_args(), timeout=300)
-    elapsed = time.monotonic() - started
     assert again.code == 0, again.output[-2000:]
     assert f"{derived_image} is up to date (its inputs have not changed)" in again.stdout
     assert "Step " not in again.stdout  # nothing was built
-    assert elapsed < 60, f"a no-op build took {elapsed:.0f} s"  # nothing built: see above
     assert client.images.get(derived_image).id == image.id
 
 

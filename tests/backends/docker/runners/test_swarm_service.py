@@ -395,7 +395,8 @@ def test_a_node_lost_mid_iteration_raises_node_lost(own_swarm: TwoNodeSwarm) -> 
             os.kill(swarm.second.process.pid, signal.SIGKILL)
             killed = time.monotonic()
     noticed = time.monotonic() - killed
-    assert noticed < 10  # measured: 2.6 s with 1 s heartbeats (15 s with the default 5 s)
+    # Well before the iteration's 90 s timeout (measured: 2.6 s with 1 s heartbeats).
+    assert noticed < spec.timeout / 2
     message = str(lost.value)
     assert f"swarm node {swarm.worker_id[:12]}" in message and "went down" in message
     assert "\n" not in message
