@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
 from sandbox_runner.backends.docker.engine.client import remove_volume
@@ -20,22 +20,9 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
+    from sandbox_runner.backends.docker.target import Target
     from sandbox_runner.backends.docker.workspace.sandbox import Synced
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
-    from sandbox_runner.git.repo import Repo
-
-
-class Target(Protocol):
-    """What clean-up needs of the target a dead run used (`targets.Target` is one)."""
-
-    def workspace(
-        self,
-        client: docker.DockerClient,
-        repo: Repo,
-        name: str,
-        labels: dict[str, str],
-        image: str,
-    ) -> VolumeWorkspace: ...
 
 
 def connected(

@@ -14,7 +14,7 @@ from sandbox_runner.errors import SandboxError
 if TYPE_CHECKING:
     import docker
 
-    from sandbox_runner.backends.docker.targets import Target
+    from sandbox_runner.backends.docker.target import Target
     from sandbox_runner.plan.agents import AgentCommand
 
 
