@@ -5,16 +5,19 @@ top-level settings, then the chain's, then the command line's (`--image`, `--eng
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from sandbox_runner.errors import UsageError
-from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.plan.checks import FRIENDLY
 from sandbox_runner.plan.engine import EngineSpec
 from sandbox_runner.plan.model import ConfigModel
+from sandbox_runner.plan.secrets import SecretEntry, merge_secrets
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -30,8 +33,21 @@ class SandboxSettings(ConfigModel):
     egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
     API for Claude steps), or the name of an existing Docker network."""
     allow: tuple[str, ...] = ()
-    """`host` or `host:port` entries the agent may reach with `network: allowlist` (ports
-    default to 443 and 80); joined with the chain's, the agent's and `--allow`."""
+    """`host`, `host:port`, `*.domain` or `*.domain:port` entries the agent may reach with
+    `network: allowlist` (ports default to 443 and 80; `*.domain` is its subdomains, not
+    itself); joined with the chain's, the agent's and `--allow`."""
+    deny: tuple[str, ...] = ()
+    """Destinations (the forms of `allow`) refused even when `allow` or a secret names them."""
+    secrets: tuple[SecretEntry, ...] = ()
+    """Credentials the egress proxy adds to the agent's HTTPS requests to one destination
+    each; their values never enter the container. An agent's entry replaces the chain's for
+    the same destination."""
+    hosts: dict[str, str] = Field(default_factory=dict)
+    """Host name -> IP address (or `host-gateway`, this machine) for the proxy's lookups, for
+    names public DNS does not know."""
+    ca_certs: tuple[str, ...] = Field(default=(), alias="caCerts")
+    """PEM files of the CAs the proxy trusts when it talks TLS to a secret's destination
+    (`~` expands; relative to the repository's top); the system's are trusted too."""
     memory: str | None = Field(default=None, pattern=r"^[0-9]+(\.[0-9]+)?[bBkKmMgG]?$")
     """Memory limit, Docker syntax (`2g`, `512m`)."""
     cpus: StrictFloat | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -60,11 +76,25 @@ class SandboxSettings(ConfigModel):
             raise ValueError(FRIENDLY["string_pattern_mismatch"])
         return value
 
-    @field_validator("allow")
+    @field_validator("allow", "deny")
     @classmethod
     def _allow_entries(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for entry in value:
             AllowEntry.parse(entry)  # a ValueError names the entry
+        return value
+
+    @field_validator("hosts")
+    @classmethod
+    def _host_addresses(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, address in value.items():
+            parse_host(name, name)  # a ValueError names it
+            if address != "host-gateway":
+                try:
+                    ipaddress.ip_address(address)
+                except ValueError:
+                    raise ValueError(
+                        f"hosts: {name}: {address!r} is not an IP address or 'host-gateway'"
+                    ) from None
         return value
 
     @field_validator("engine")
@@ -89,13 +119,23 @@ class SandboxSettings(ConfigModel):
         """These settings with every field `override` sets replacing ours; lists are joined."""
         if override is None:
             return self
-        data = self.model_dump(exclude_unset=True)
-        for name, value in override.model_dump(exclude_unset=True).items():
-            if name in ("env", "mounts", "allow"):
+        data: dict[str, Any] = {
+            name: getattr(self, name) for name in self.model_fields_set if name in _FIELDS
+        }
+        for name in override.model_fields_set & _FIELDS:
+            value = getattr(override, name)
+            if name in ("env", "mounts", "allow", "deny", "ca_certs"):
                 data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
+            elif name == "secrets":
+                data[name] = merge_secrets(data.get(name, ()), value)
+            elif name == "hosts":
+                data[name] = {**data.get(name, {}), **value}
             else:
                 data[name] = value
         return SandboxSettings.model_validate(data)
+
+
+_FIELDS = frozenset(SandboxSettings.model_fields)
 
 
 def merge_sandbox_settings(

@@ -1,4 +1,5 @@
-"""Allow-list entries: `host` or `host:port`, anything else refused with the entry named."""
+"""Allow-list entries: `host`, `host:port` or a `*.domain` wildcard, anything else refused with
+the entry named."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from sandbox_runner.plan.allow import AllowEntry, AllowEntryError
         ("10.1.2.3", "10.1.2.3", None, (80, 443)),
         ("10.1.2.3:80", "10.1.2.3", 80, (80,)),
         ("localhost:1", "localhost", 1, (1,)),
+        ("*.PythonHosted.org", "*.pythonhosted.org", None, (80, 443)),
+        ("*.internal.example:8443", "*.internal.example", 8443, (8443,)),
     ],
 )
 def test_allow_entry_parses_host_and_port(
@@ -44,7 +47,13 @@ def test_allow_entry_parses_host_and_port(
         ("under_score.example.com", "not a host name"),
         ("two words", "not a host name"),
         ("a..b", "not a host name"),
-        ("*.example.com", "not a host name"),
+        ("*", "a wildcard is '*.' before a domain"),
+        ("*:443", "a wildcard is '*.' before a domain"),
+        ("api.*.example.com", "a wildcard is '*.' before a domain"),
+        ("*example.com", "a wildcard is '*.' before a domain"),
+        ("*.com", "a wildcard needs a domain of two labels or more"),
+        ("*.10.0.0.1", "a wildcard needs a domain of two labels or more"),
+        ("*.*.example.com", "not a host name"),
         ("example.com\nhttp_access allow all", "not a host name"),
     ],
 )
@@ -54,3 +63,24 @@ def test_allow_entry_refuses_garbage_naming_it(text: str, why: str) -> None:
     assert str(caught.value).startswith(f"allow-list entry {text!r}: ")
     assert why in str(caught.value)
     assert isinstance(caught.value, FksError) and isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("entry", "host", "port", "hit"),
+    [
+        ("*.internal.example", "a.internal.example", 443, True),
+        ("*.internal.example", "a.b.internal.example", 80, True),
+        ("*.internal.example", "internal.example", 443, False),
+        ("*.internal.example", "evilinternal.example", 443, False),
+        ("*.internal.example", "a.internal.example.evil", 443, False),
+        ("*.internal.example", "a.internal.example", 8443, False),
+        ("*.internal.example:8443", "A.Internal.Example.", 8443, True),
+        ("api.example.com", "api.example.com", None, True),
+        ("api.example.com", "x.api.example.com", 443, False),
+        ("api.example.com:8443", "api.example.com", 443, False),
+    ],
+)
+def test_allow_entry_matches_its_destinations_only(
+    entry: str, host: str, port: int | None, hit: bool
+) -> None:
+    assert AllowEntry.parse(entry).matches(host, port) is hit

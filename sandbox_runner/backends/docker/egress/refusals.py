@@ -61,9 +61,9 @@ def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
 def denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
     """(time, (host, port)) of a TCP_DENIED line of the forward port; None for any other."""
     fields = line.split()
-    if len(fields) != 6 or not fields[1].startswith("TCP_DENIED/"):
+    if len(fields) not in (6, 9) or not fields[1].startswith("TCP_DENIED/"):
         return None
-    stamp, _status, _method, host, port, local_port = fields
+    stamp, _status, _method, host, port, local_port = fields[:6]
     if local_port != str(FORWARD_PORT):
         return None
     try:

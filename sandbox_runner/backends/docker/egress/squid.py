@@ -111,7 +111,8 @@ def _settings() -> list[str]:
         "cachemgr_passwd disable all",
         f"error_directory {ERROR_DIR}",
         "email_err_data off",
-        "logformat fks %ts.%03tu %Ss/%03>Hs %rm %>rd %>rP %lp",
+        # time, status, method, host, port, local port, bytes from and to the agent, secret added.
+        "logformat fks %ts.%03tu %Ss/%03>Hs %rm %>rd %>rP %lp %>st %<st %{fks_secret}note",
         f"access_log stdio:{ACCESS_LOG} logformat=fks",
         "buffered_logs off",
         f"cache_log {CACHE_LOG}",
