@@ -26,6 +26,7 @@ DEFAULT_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 NEVER_METHODS = ("TRACE", "TRACK", "CONNECT")
 """Methods a secret's destination never gets: TRACE and TRACK reflect the request (its
 headers, the secret's among them) back; CONNECT is the tunnel itself, not a request."""
+CA_FILE_LIMIT = 1024 * 1024  # bytes of one caCerts file at most (checked before reading)
 VALUE_LIMIT = 8192  # bytes of a secret's value at most (a file's size is checked before reading)
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-secret"
 """What a secret's `env` variable holds in the container: tools that refuse to start without a
@@ -229,3 +230,29 @@ def merge_secrets(
     merged = {entry.destination: entry for entry in ours}
     merged.update({entry.destination: entry for entry in theirs})
     return tuple(merged.values())
+
+
+def read_ca_certs(paths: Sequence[str], top: Path) -> str:
+    """The PEM certificates of `sandbox.caCerts`, joined; ConfigError (one line naming the file
+    and the fix) for one missing, over CA_FILE_LIMIT bytes or holding no certificate."""
+    texts = []
+    for text in paths:
+        path = secret_path(text, top)
+        try:
+            with path.open("rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size > CA_FILE_LIMIT:
+                    raise ConfigError(
+                        f"caCerts: {path} is {size} bytes, over {CA_FILE_LIMIT}; "
+                        "give the CA's PEM certificate"
+                    )
+                data = handle.read(CA_FILE_LIMIT + 1)
+        except OSError as exc:
+            raise ConfigError(
+                f"caCerts: cannot read {path} ({exc.strerror or exc}); fix the path"
+            ) from None
+        pem = data.decode("ascii", errors="replace")
+        if "-----BEGIN CERTIFICATE-----" not in pem or "\ufffd" in pem:
+            raise ConfigError(f"caCerts: {path} holds no PEM certificate; give the CA's PEM file")
+        texts.append(pem.strip() + "\n")
+    return "".join(texts)

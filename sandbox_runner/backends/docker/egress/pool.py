@@ -14,6 +14,7 @@ from sandbox_runner.backends.docker.runners.container import ContainerSettings, 
 from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV, needs_proxy, network_mode
 from sandbox_runner.labels import LABEL_REPO
 from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.plan.secrets import read_ca_certs, resolve_secrets
 
 if TYPE_CHECKING:
     import docker
@@ -30,7 +31,7 @@ class ProxyPool:
         self._client = client
         self._run_id = run_id
         self._stack = stack
-        self._proxies: dict[tuple[tuple[str, ...], bool], EgressProxy] = {}
+        self._proxies: dict[tuple[object, ...], EgressProxy] = {}
 
     def for_step(
         self, agent: AgentCommand, settings: SandboxSettings, repo: Repo
@@ -38,19 +39,28 @@ class ProxyPool:
         """The proxy this step goes out through (None: the network is as set)."""
         if not needs_proxy(settings, agent):
             return None
-        allow = tuple(settings.allow) if network_mode(settings) == ALLOWLIST else ()
+        allowlist = network_mode(settings) == ALLOWLIST
+        allow = tuple(settings.allow) if allowlist else ()
         api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
-        # Steps without the model API get a proxy without it: its socket would be a way to the key.
-        key = (allow, api is not None)
+        secrets = resolve_secrets(settings.secrets, os.environ, repo.top) if allowlist else ()
+        hosts = tuple(sorted(settings.hosts.items()))
+        origin_cas = read_ca_certs(settings.ca_certs, repo.top) if secrets else ""
+        # Steps without the model API get a proxy without it: its socket would be a way to the
+        # key; steps without a secret get one without that secret.
+        key = (allow, api is not None, tuple(settings.deny), secrets, hosts, origin_cas)
         if key not in self._proxies:
             proxy = EgressProxy(
                 self._client,
                 run_id=self._run_id,
                 allow=[AllowEntry.parse(entry) for entry in allow],
                 api=api,
+                deny=[AllowEntry.parse(entry) for entry in settings.deny],
+                secrets=secrets,
+                origin_cas=origin_cas,
                 labels={LABEL_REPO: str(repo.top)},
-                # Only the proxy resolves names: a local gateway's, and allowed host services.
-                extra_hosts={"host.docker.internal": "host-gateway"},
+                # Only the proxy resolves names: a local gateway's, allowed host services, and
+                # the names of sandbox.hosts.
+                extra_hosts={"host.docker.internal": "host-gateway", **dict(hosts)},
             )
             self._proxies[key] = self._stack.enter_context(proxy)
         return self._proxies[key]
@@ -70,4 +80,6 @@ def through_proxy(
         join_entry=tuple(proxy.wait_argv([])),
     )
     env = {k: v for k, v in env.items() if k not in CLAUDE_ENV or k in listed}
+    # A secret's source never enters the container, whatever sandbox.env lists.
+    env = {k: v for k, v in env.items() if k not in proxy.secret_variables}
     return container, {**proxy.env(), **env}

@@ -20,16 +20,20 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self
 from urllib.parse import urlsplit
 
 from sandbox_runner.backends.docker.egress.refusals import Refusals, denied_line
 from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
     API_PORT,
+    CA_DIR,
+    CA_PEM,
     CACHE_LOG,
+    CERT_DB,
     ERROR_PAGES_SCRIPT,
     FORWARD_PORT,
+    ORIGIN_CAS,
     squid_config,
 )
 from sandbox_runner.backends.docker.engine.client import with_retries
@@ -38,15 +42,36 @@ from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
 from sandbox_runner.plan.allow import AllowEntry, parse_host
+from sandbox_runner.plan.secrets import PLACEHOLDER as SECRET_PLACEHOLDER
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
     import docker
 
+    from sandbox_runner.plan.secrets import Secret
+
 SOCKET_DIR = "/fks-proxy"
 FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
 API_SOCKET = f"{SOCKET_DIR}/api.sock"
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
+RUN_CA = f"{SOCKET_DIR}/ca.crt"
+"""The run's CA certificate (not its key), for the agent to trust: in the socket volume."""
+CA_BUNDLE = "/tmp/fks-ca-bundle.pem"
+"""In the agent's container: its image's trusted CAs and the run's, made when it starts."""
+CA_VARIABLES = (
+    "SSL_CERT_FILE",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "PIP_CERT",
+)
+"""What the agent's tools read for a CA bundle; NODE_EXTRA_CA_CERTS (added to Node's own)
+gets the run's CA alone."""
+_SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+)
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 READY_LINE = "fks-proxy ready"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
@@ -132,9 +157,35 @@ def _listening(port: int) -> str:
     return f"grep -q ' 0100007F:{port:04X} 00000000:0000 0A ' /proc/net/tcp"
 
 
-def _proxy_script(*, with_api: bool) -> str:
+class Glue(NamedTuple):
+    """What the shell glue of both containers sets up besides the allow-list proxy."""
+
+    api: bool = False
+    """The model API's port."""
+    ca: bool = False
+    """The run's CA (for secrets): made by the proxy, trusted by the agent."""
+
+
+def _make_ca(run_id: str) -> str:
+    """The run's CA: key and certificate in CA_DIR (the proxy user's only), the certificate
+    copied to RUN_CA for the agent; Squid's certificate database made empty."""
+    subject = f"/O=fks/CN=fks egress proxy CA for run {run_id}"
+    return (
+        f"(umask 077 && mkdir -p {CA_DIR} && "
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 "
+        f"-keyout {CA_DIR}/key.pem -out {CA_DIR}/cert.pem -subj '{subject}' "
+        "-addext 'basicConstraints=critical,CA:TRUE,pathlen:0' "
+        "-addext 'keyUsage=critical,keyCertSign,cRLSign' 2>/dev/null && "
+        f"cat {CA_DIR}/key.pem {CA_DIR}/cert.pem > {CA_PEM} && "
+        f"/usr/lib/squid/security_file_certgen -c -s {CERT_DB} -M 4MB >/dev/null) || "
+        "{ echo 'fks: could not make the run CA (openssl)' >&2; exit 1; }; "
+        f"cp {CA_DIR}/cert.pem {RUN_CA}.new && chmod 0644 {RUN_CA}.new && mv {RUN_CA}.new {RUN_CA}; "
+    )
+
+
+def _proxy_script(glue: Glue, run_id: str) -> str:
     """Squid, then (once it listens) socat from the Unix sockets to it, then READY_LINE."""
-    pairs = _pairs(with_api=with_api)
+    pairs = _pairs(glue)
     listening = " && ".join(_listening(port) for _, port in pairs)
     sockets = " && ".join(f"[ -S {path} ]" for path, _ in pairs)
     forwarders = "".join(
@@ -143,6 +194,7 @@ def _proxy_script(*, with_api: bool) -> str:
     )
     return (
         f"{ERROR_PAGES_SCRIPT}; "
+        f"{_make_ca(run_id) if glue.ca else ''}"
         f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
         f"squid -N -f {SQUID_CONF} & squid=$!; "
         f"until {listening}; do "
@@ -156,24 +208,35 @@ def _proxy_script(*, with_api: bool) -> str:
     )
 
 
-def _agent_script(*, with_api: bool) -> str:
+def _agent_script(glue: Glue) -> str:
     """socat from 127.0.0.1 ports to the proxy's sockets, in the background; once they listen,
     exec the agent's argv ("$@")."""
     forwarders = "".join(
         f"socat TCP-LISTEN:{port},fork,bind=127.0.0.1,reuseaddr UNIX-CONNECT:{path} & "
-        for path, port in _pairs(with_api=with_api)
+        for path, port in _pairs(glue)
     )
-    return _wait_script(with_api=with_api, starting=forwarders)
+    return _wait_script(glue, starting=forwarders)
 
 
-def _wait_script(*, with_api: bool, starting: str = "") -> str:
+def _trust_script() -> str:
+    """CA_BUNDLE: the image's trusted CAs (the first bundle found), then the run's CA."""
+    bundles = " ".join(_SYSTEM_BUNDLES)
+    return (
+        f'for b in {bundles}; do [ -f "$b" ] && {{ cat "$b"; break; }}; done > {CA_BUNDLE} && '
+        f"cat {RUN_CA} >> {CA_BUNDLE} || "
+        "{ echo 'fks: could not trust the egress proxy CA' >&2; exit 125; }; "
+    )
+
+
+def _wait_script(glue: Glue, starting: str = "") -> str:
     """Run `starting` (the forwarders, or nothing: someone else starts them), wait until the
     forwarders listen, then exec "$@". socat is checked either way: the forwarders run it, in
     this image (a step's containers share it)."""
-    listening = " && ".join(_listening(port) for _, port in _pairs(with_api=with_api))
+    listening = " && ".join(_listening(port) for _, port in _pairs(glue))
     return (
         "command -v socat >/dev/null || "
         "{ echo 'fks: socat is not in the image; the egress proxy needs it' >&2; exit 127; }; "
+        f"{_trust_script() if glue.ca else ''}"
         f"{starting}"
         f"i=0; until {listening}; do i=$((i + 1)); "
         "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
@@ -181,9 +244,9 @@ def _wait_script(*, with_api: bool, starting: str = "") -> str:
     )
 
 
-def _pairs(*, with_api: bool) -> list[tuple[str, int]]:
+def _pairs(glue: Glue) -> list[tuple[str, int]]:
     """(socket, port) of each forwarder."""
-    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if with_api else [])
+    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if glue.api else [])
 
 
 # --- The proxy container ------------------------------------------------------------------------
@@ -205,6 +268,9 @@ class EgressProxy:
         run_id: str,
         allow: Sequence[AllowEntry],
         api: ApiUpstream | None = None,
+        deny: Sequence[AllowEntry] = (),
+        secrets: Sequence[Secret] = (),
+        origin_cas: str = "",
         labels: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
         network: str = "bridge",
@@ -214,6 +280,11 @@ class EgressProxy:
         self._client = client
         self._allow = tuple(allow)
         self._api = api
+        self._deny = tuple(deny)
+        self._secrets = tuple(secrets)
+        self._origin_cas = origin_cas
+        self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:60]
+        self._glue = Glue(api=api is not None, ca=bool(secrets))
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
@@ -245,12 +316,7 @@ class EgressProxy:
                 lambda: self._client.volumes.create(self.volume_name, labels=self._labels),
             )
             self._container = self._create_container()
-            self._container.put_archive(
-                "/etc",
-                _one_file_tar(
-                    SQUID_CONF.removeprefix("/etc/"), squid_config(self._allow, self._api)
-                ),
-            )
+            self._container.put_archive("/etc", self._config_tar())
             with_retries("start", self._container.start)
             self._wait_ready()
             threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
@@ -286,16 +352,36 @@ class EgressProxy:
         if self._api is not None:
             env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{API_PORT}"
             env[self._api.env_name] = PLACEHOLDER
+        if self._glue.ca:
+            env |= dict.fromkeys(CA_VARIABLES, CA_BUNDLE) | {"NODE_EXTRA_CA_CERTS": RUN_CA}
+        env |= {s.env: SECRET_PLACEHOLDER for s in self._secrets if s.env is not None}
         return env
+
+    @property
+    def secret_variables(self) -> frozenset[str]:
+        """Variables of fks's environment that are secrets' sources: never the agent's."""
+        return frozenset(s.env for s in self._secrets if s.env is not None)
 
     def wrap_argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run after the in-container forwarders listen (`sh -c '…; exec "$@"' sh argv…`)."""
-        return ["sh", "-c", _agent_script(with_api=self._api is not None), "sh", *argv]
+        return ["sh", "-c", _agent_script(self._glue), "sh", *argv]
 
     def wait_argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run once the forwarders of the network namespace it joined listen (started by
         the namespace's holder with `wrap_argv`)."""
-        return ["sh", "-c", _wait_script(with_api=self._api is not None), "sh", *argv]
+        return ["sh", "-c", _wait_script(self._glue), "sh", *argv]
+
+    def _config_tar(self) -> bytes:
+        """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: into /etc."""
+        config = squid_config(
+            self._allow,
+            self._api,
+            deny=self._deny,
+            secrets=self._secrets,
+            origin_cas=bool(self._origin_cas),
+        )
+        files = {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+        return _files_tar({name.removeprefix("/etc/"): text for name, text in files.items()})
 
     def take_denied(self, *, settled_at: float | None = None) -> Refusals:
         """Requests the allow-list refused since the last take (or the start), read from
@@ -320,7 +406,7 @@ class EgressProxy:
 
         kwargs: dict[str, Any] = {
             "image": self._image,
-            "command": ["sh", "-c", _proxy_script(with_api=self._api is not None)],
+            "command": ["sh", "-c", _proxy_script(self._glue, self._run_id)],
             "user": "proxy",
             "labels": self._labels,
             "mounts": [Mount(target=SOCKET_DIR, source=self.volume_name, type="volume")],
@@ -415,13 +501,14 @@ class EgressProxy:
                         ) from None
 
 
-def _one_file_tar(name: str, text: str) -> bytes:
-    data = text.encode()
+def _files_tar(files: Mapping[str, str]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mode = 0o644
-        info.mtime = int(time.time())
-        tar.addfile(info, io.BytesIO(data))
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

@@ -1,15 +1,19 @@
-"""Squid's configuration for the egress proxy: the allow-list forward proxy and the model API
-accelerator, which passes only the API calls Claude Code makes and puts the real credential on
-them. Nothing here starts anything; `egress` puts the text into the proxy container.
+"""Squid's configuration for the egress proxy: the allow-list forward proxy (with a deny list
+and, for destinations with secrets, TLS ended in the proxy and the secret's header added), and
+the model API accelerator, which passes only the API calls Claude Code makes and puts the real
+credential on them. Nothing here starts anything; `egress` puts the text into the proxy
+container.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.allow import AllowEntry
+    from sandbox_runner.plan.secrets import Secret
 
 
 class ApiUpstream(Protocol):
@@ -27,6 +31,12 @@ class ApiUpstream(Protocol):
     def credential(self) -> str: ...
 
 
+CA_DIR = "/dev/shm/fks-ca"
+"""The run's certificate authority, made in the proxy container when it starts: its key never
+leaves that directory (the proxy user's only)."""
+CA_PEM = f"{CA_DIR}/ca.pem"  # key and certificate, for Squid
+CERT_DB = "/dev/shm/fks-ssl_db"  # certificates Squid made for the destinations, this run's
+ORIGIN_CAS = "/etc/fks-origin-cas.pem"  # sandbox.caCerts: CAs the proxy trusts besides the system's
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
 API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
 ACCESS_LOG = "/var/log/squid/access.log"
@@ -39,10 +49,16 @@ _REFUSED = (
     "fks egress proxy: ERR_ACCESS_DENIED: refused; only the run's allowed hosts (sandbox.allow, "
     "--allow) and the model API's calls go through"
 )
+_METHOD_REFUSED = (
+    "fks egress proxy: ERR_FKS_METHOD: refused; this destination has a secret and takes only "
+    "the methods of its sandbox.secrets entry"
+)
 ERROR_PAGES_SCRIPT = (
     f"mkdir -p {ERROR_DIR} && for page in /usr/share/squid/errors/templates/ERR_*; do "
     f'name=${{page##*/}}; echo "fks egress proxy: $name" > {ERROR_DIR}/$name; done; '
-    f'echo "{_REFUSED}" > {ERROR_DIR}/ERR_ACCESS_DENIED'
+    f'echo "{_REFUSED}" > {ERROR_DIR}/ERR_ACCESS_DENIED; '
+    f'echo "{_METHOD_REFUSED}" > {ERROR_DIR}/ERR_FKS_METHOD; '
+    f": > {ERROR_DIR}/error-details.txt"
 )
 
 # What the API port passes on: (name, method, path and query). Anything else gets 403 before
@@ -61,24 +77,33 @@ def squid_config(
     allow: Sequence[AllowEntry],
     api: ApiUpstream | None,
     *,
+    deny: Sequence[AllowEntry] = (),
+    secrets: Sequence[Secret] = (),
+    origin_cas: bool = False,
     forward_port: int = FORWARD_PORT,
     api_port: int = API_PORT,
 ) -> str:
     """squid.conf for one run: a forward proxy on 127.0.0.1:`forward_port` that lets through
-    requests and CONNECTs to the allowed host:port pairs only (403 for the rest), and with
-    `api` an accelerator on 127.0.0.1:`api_port` that sends the API calls (API_CALLS) to the
-    API with the real credential in place of whatever the client sent (403 for the rest)."""
+    requests and CONNECTs to the allowed host:port pairs and the secrets' destinations only,
+    never to `deny` (403 for the rest); with `secrets`, TLS to their destinations ends in the
+    proxy, only their methods pass and each gets its header (`bump_lines`); and with `api` an
+    accelerator on 127.0.0.1:`api_port` that sends the API calls (API_CALLS) to the API with
+    the real credential in place of whatever the client sent (403 for the rest)."""
+    secrets = ordered_secrets(secrets)
+    bump = " ssl-bump tls-cert=" + CA_PEM + " generate-host-certificates=on" if secrets else ""
     lines = [
         "# fks egress proxy (generated for one run)",
-        f"http_port 127.0.0.1:{forward_port} name=forward",
+        f"http_port 127.0.0.1:{forward_port} name=forward{bump}",
         *_settings(),
         "acl CONNECT method CONNECT",
         "acl fks_api myportname api",
     ]
     unique = list(dict.fromkeys(allow))
-    for n, entry in enumerate(unique, start=1):
-        lines.append(f"acl allow{n}_host dstdomain -n {entry.host}")
-        lines.append(f"acl allow{n}_port port {' '.join(map(str, entry.ports))}")
+    denied = list(dict.fromkeys(deny))
+    for prefix, entries in (("allow", unique), ("deny", denied)):
+        for n, entry in enumerate(entries, start=1):
+            lines += _destination_acls(f"{prefix}{n}", entry)
+    lines += _secret_acls(secrets)
     # The cache manager would show this config, credential included, to anyone who asks.
     lines.append("http_access deny manager")
     if api is not None:
@@ -86,11 +111,97 @@ def squid_config(
         lines += ["http_access allow fks_api_call", "http_access allow fks_api_warm_up"]
     # Before the allow-list: the API's host may be on it, but not through this port.
     lines.append("http_access deny fks_api")
+    lines += [f"http_access deny deny{n}_host deny{n}_port" for n in range(1, len(denied) + 1)]
+    lines += _secret_access(secrets)
     lines += [f"http_access allow allow{n}_host allow{n}_port" for n in range(1, len(unique) + 1)]
     lines.append("http_access deny all")
+    if secrets:
+        lines += bump_lines(secrets, origin_cas=origin_cas)
     if api is not None:
         lines += _accelerator(api, api_port)
     return "\n".join(lines) + "\n"
+
+
+def _destination_acls(name: str, entry: AllowEntry) -> list[str]:
+    """`<name>_host` and `<name>_port` for a destination; a wildcard matches one label or more
+    before its domain, never the domain itself."""
+    if entry.wildcard:
+        host = f"acl {name}_host dstdom_regex -n -i ^([a-z0-9_-]+\\.)+{re.escape(entry.domain)}$"
+    else:
+        host = f"acl {name}_host dstdomain -n {entry.host}"
+    return [host, f"acl {name}_port port {' '.join(map(str, entry.ports))}"]
+
+
+def ordered_secrets(secrets: Sequence[Secret]) -> list[Secret]:
+    """The most specific first (a name before a wildcard, a longer domain before a shorter, a
+    port before none): a request two secrets' destinations match gets the first one's only."""
+    unique = list(dict.fromkeys(secrets))
+    return sorted(
+        unique,
+        key=lambda s: (
+            s.destination.wildcard,
+            -len(s.destination.domain),
+            s.destination.port is None,
+        ),
+    )
+
+
+def _secret_acls(secrets: Sequence[Secret]) -> list[str]:
+    if not secrets:
+        return []
+    lines = ["acl fks_forward myportname forward", "acl fks_https proto HTTPS"]
+    for n, secret in enumerate(secrets, start=1):
+        lines += _destination_acls(f"fks_s{n}", secret.destination)
+        lines += [
+            f"acl fks_s{n} all-of fks_s{n}_host fks_s{n}_port",
+            f"acl fks_s{n}_methods method {' '.join(secret.methods)}",
+            # Only over TLS and only on the agent's port: never in clear text, never to the API.
+            f"acl fks_s{n}_add all-of fks_s{n} fks_https fks_forward",
+        ]
+    return [*lines, f"acl fks_bump any-of {' '.join(f'fks_s{n}' for n in _numbers(secrets))}"]
+
+
+def _secret_access(secrets: Sequence[Secret]) -> list[str]:
+    """A secret's destination: its methods only (refused before the secret is added), then
+    allowed."""
+    lines = [f"deny_info ERR_FKS_METHOD fks_s{n}_methods" for n in _numbers(secrets)]
+    lines += [f"http_access deny fks_s{n} !CONNECT !fks_s{n}_methods" for n in _numbers(secrets)]
+    return lines + [f"http_access allow fks_s{n}" for n in _numbers(secrets)]
+
+
+def bump_lines(secrets: Sequence[Secret], *, origin_cas: bool) -> list[str]:
+    """TLS ended in the proxy for the secrets' destinations only (every other CONNECT is
+    spliced, untouched, before its first byte is read); the origin's certificate verified
+    (with `origin_cas`, against ORIGIN_CAS besides the system's); each destination's header
+    replaced by its secret, marked in the access log."""
+    lines = [
+        f"sslcrtd_program /usr/lib/squid/security_file_certgen -s {CERT_DB} -M 4MB",
+        "sslcrtd_children 4 startup=1 idle=1",
+        "acl fks_step1 at_step SslBump1",
+        "ssl_bump splice !fks_bump",
+        "ssl_bump peek fks_step1",
+        "ssl_bump bump all",
+        "sslproxy_cert_error deny all",
+        "on_unsupported_protocol respond all",
+        # The system's CAs are trusted too (default-ca); Debian's OpenSSL wants TLS 1.2 at least.
+        *([f"tls_outgoing_options cafile={ORIGIN_CAS}"] if origin_cas else []),
+    ]
+    numbers = _numbers(secrets)
+    for n, secret in zip(numbers, secrets, strict=True):
+        lines.append(f"request_header_access {secret.header} deny fks_s{n}")
+    for n, secret in zip(numbers, secrets, strict=True):
+        # A request two destinations match gets the most specific one's secret only.
+        earlier = "".join(f" !fks_s{m}" for m in range(1, n))
+        lines += [
+            f'request_header_add {secret.header} "{secret.value}" fks_s{n}_add{earlier}',
+            # Squid notes before it checks access: a refused method is no secret added.
+            f"note fks_secret {secret.destination} fks_s{n}_add fks_s{n}_methods{earlier}",
+        ]
+    return lines
+
+
+def _numbers(secrets: Sequence[Secret]) -> range:
+    return range(1, len(secrets) + 1)
 
 
 def _settings() -> list[str]:

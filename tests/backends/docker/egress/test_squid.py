@@ -14,6 +14,7 @@ from sandbox_runner.backends.docker.egress.squid import (
     squid_config,
 )
 from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.plan.secrets import Secret
 
 REAL_KEY = "sk-ant-api03-REAL-" + uuid.uuid4().hex
 REAL_TOKEN = "sk-ant-oat01-REAL-" + uuid.uuid4().hex
@@ -136,3 +137,84 @@ def test_api_calls_are_the_ones_claude_code_makes_and_nothing_near_them() -> Non
         return any(m == method and re.search(p, path) for _, m, p in API_CALLS)
 
     assert {call for call in allowed | refused if passes(*call)} == allowed
+
+
+# --- secrets by destination, deny, wildcards -----------------------------------------------------
+
+
+def _secret(host: str, value: str = "REAL", **kwargs: object) -> Secret:
+    entry = AllowEntry.parse(host)
+    fields: dict[str, object] = {"header": "Authorization", "methods": ("GET", "POST")}
+    fields |= kwargs
+    return Secret(destination=entry, value=f"Bearer {value}", source="env T", **fields)  # type: ignore[arg-type]
+
+
+def test_config_without_secrets_ends_no_tls() -> None:
+    config = squid_config([AllowEntry.parse("github.com")], None)
+    assert "ssl-bump" not in config and "ssl_bump" not in config and "sslcrtd" not in config
+
+
+def test_config_with_a_secret_ends_tls_for_its_destination_only() -> None:
+    token = "REAL-" + uuid.uuid4().hex
+    config = squid_config(
+        [AllowEntry.parse("pypi.org")],
+        None,
+        secrets=[_secret("api.openai.com", token)],
+        origin_cas=True,
+    )
+    lines = config.splitlines()
+    assert f"http_port 127.0.0.1:{FORWARD_PORT} name=forward ssl-bump" in config
+    assert "acl fks_s1_host dstdomain -n api.openai.com" in lines
+    assert "acl fks_s1_port port 80 443" in lines
+    assert "acl fks_bump any-of fks_s1" in lines
+    # Every other CONNECT spliced before its first byte is read; the secret's peeked, bumped.
+    bump = [line for line in lines if line.startswith("ssl_bump ")]
+    assert bump == ["ssl_bump splice !fks_bump", "ssl_bump peek fks_step1", "ssl_bump bump all"]
+    assert "sslproxy_cert_error deny all" in lines
+    assert "tls_outgoing_options cafile=/etc/fks-origin-cas.pem" in lines
+    # The secret only over TLS and only on the agent's port, the agent's header removed first.
+    assert "acl fks_s1_add all-of fks_s1 fks_https fks_forward" in lines
+    assert "request_header_access Authorization deny fks_s1" in lines
+    assert f'request_header_add Authorization "Bearer {token}" fks_s1_add' in lines
+    assert config.count(token) == 1
+    # Methods refused before anything is added; the destination allowed implicitly.
+    assert _access_rules(config) == [
+        "http_access deny manager",
+        "http_access deny fks_api",
+        "http_access deny fks_s1 !CONNECT !fks_s1_methods",
+        "http_access allow fks_s1",
+        "http_access allow allow1_host allow1_port",
+        "http_access deny all",
+    ]
+    assert "acl fks_s1_methods method GET POST" in lines
+
+
+def test_config_deny_wins_and_wildcards_match_subdomains_only() -> None:
+    config = squid_config(
+        [AllowEntry.parse("*.pythonhosted.org"), AllowEntry.parse("*.internal.example:8443")],
+        None,
+        deny=[AllowEntry.parse("bad.pythonhosted.org")],
+    )
+    lines = config.splitlines()
+    assert r"acl allow1_host dstdom_regex -n -i ^([a-z0-9_-]+\.)+pythonhosted\.org$" in lines
+    assert r"acl allow2_host dstdom_regex -n -i ^([a-z0-9_-]+\.)+internal\.example$" in lines
+    assert "acl allow2_port port 8443" in lines
+    assert "acl deny1_host dstdomain -n bad.pythonhosted.org" in lines
+    rules = _access_rules(config)
+    assert rules.index("http_access deny deny1_host deny1_port") < rules.index(
+        "http_access allow allow1_host allow1_port"
+    )
+    # Squid's dstdom_regex is POSIX extended; the pattern means the same in Python.
+    pattern = r"^([a-z0-9_-]+\.)+pythonhosted\.org$"
+    hits = [h for h in ("files.pythonhosted.org", "a.b.pythonhosted.org") if re.search(pattern, h)]
+    misses = ["pythonhosted.org", "evilpythonhosted.org", "files.pythonhosted.org.evil"]
+    assert len(hits) == 2 and not any(re.search(pattern, h) for h in misses)
+
+
+def test_config_a_request_two_secrets_match_gets_the_most_specific_one() -> None:
+    wide, narrow = _secret("*.internal.example", "WIDE"), _secret("api.internal.example", "NARROW")
+    config = squid_config([], None, secrets=[wide, narrow])
+    lines = config.splitlines()
+    assert "acl fks_s1_host dstdomain -n api.internal.example" in lines
+    assert 'request_header_add Authorization "Bearer NARROW" fks_s1_add' in lines
+    assert 'request_header_add Authorization "Bearer WIDE" fks_s2_add !fks_s1' in lines
