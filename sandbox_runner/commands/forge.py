@@ -106,7 +106,7 @@ def _setup(options: ForgeOptions) -> _Setup:
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
     from sandbox_runner.git.repo import open_repo
-    from sandbox_runner.records.masking import secrets_from_env
+    from sandbox_runner.records.masking import masked_names, secrets_from_env
     from sandbox_runner.steps.tap import LogLimits
     from sandbox_runner.ui.output import PlainReporter
 
@@ -117,7 +117,7 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         reporter=PlainReporter(out=sys.stdout, agent_out=sys.stdout.buffer),
         session=session,
         sandbox=setup.sandbox,
-        secrets=secrets_from_env(setup.sandbox.env if setup.sandbox else ()),
+        secrets=secrets_from_env(masked_names(setup.sandbox)),
         max_cost=options.max_cost,
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),

@@ -37,7 +37,8 @@ class SandboxSettings(ConfigModel):
     `network: allowlist` (ports default to 443 and 80; `*.domain` is its subdomains, not
     itself); joined with the chain's, the agent's and `--allow`."""
     deny: tuple[str, ...] = ()
-    """Destinations (the forms of `allow`) refused even when `allow` or a secret names them."""
+    """Destinations (the forms of `allow`) refused even when `allow` or a secret names them;
+    an entry without a port covers every port."""
     secrets: tuple[SecretEntry, ...] = ()
     """Credentials the egress proxy adds to the agent's HTTPS requests to one destination
     each; their values never enter the container. An agent's entry replaces the chain's for

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandbox_runner.plan.sandbox import SandboxSettings
 
 MASK = b"********"
 CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
@@ -16,6 +20,15 @@ def secrets_from_env(names: Iterable[str], env: Mapping[str, str] | None = None)
     env = os.environ if env is None else env
     values = {env[n] for n in (*CREDENTIAL_VARS, *names) if env.get(n, "")}
     return sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def masked_names(settings: SandboxSettings | None) -> list[str]:
+    """Variables whose values are masked for a run with these settings: `sandbox.env`'s and the
+    secrets' sources (their values never enter a container; should an origin echo one back to
+    the agent, it still never reaches a log)."""
+    if settings is None:
+        return []
+    return [*settings.env, *(entry.env for entry in settings.secrets if entry.env)]
 
 
 class Masker:

@@ -9,7 +9,8 @@ from contextlib import ExitStack
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.docker.egress.proxy import SOCKET_DIR, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress.glue import SOCKET_DIR
+from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
 from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV, needs_proxy, network_mode
 from sandbox_runner.labels import LABEL_REPO

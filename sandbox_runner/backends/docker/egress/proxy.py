@@ -20,18 +20,24 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
+from sandbox_runner.backends.docker.egress.glue import (
+    CA_BUNDLE,
+    CA_VARIABLES,
+    READY_LINE,
+    RUN_CA,
+    SOCKET_DIR,
+    SQUID_CONF,
+    Glue,
+    agent_script,
+    proxy_script,
+    wait_script,
+)
 from sandbox_runner.backends.docker.egress.refusals import Refusals, denied_line
 from sandbox_runner.backends.docker.egress.squid import (
-    ACCESS_LOG,
     API_PORT,
-    CA_DIR,
-    CA_PEM,
-    CACHE_LOG,
-    CERT_DB,
-    ERROR_PAGES_SCRIPT,
     FORWARD_PORT,
     ORIGIN_CAS,
     squid_config,
@@ -50,30 +56,7 @@ if TYPE_CHECKING:
 
     from sandbox_runner.plan.secrets import Secret
 
-SOCKET_DIR = "/fks-proxy"
-FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
-API_SOCKET = f"{SOCKET_DIR}/api.sock"
-SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
-RUN_CA = f"{SOCKET_DIR}/ca.crt"
-"""The run's CA certificate (not its key), for the agent to trust: in the socket volume."""
-CA_BUNDLE = "/tmp/fks-ca-bundle.pem"
-"""In the agent's container: its image's trusted CAs and the run's, made when it starts."""
-CA_VARIABLES = (
-    "SSL_CERT_FILE",
-    "CURL_CA_BUNDLE",
-    "REQUESTS_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "PIP_CERT",
-)
-"""What the agent's tools read for a CA bundle; NODE_EXTRA_CA_CERTS (added to Node's own)
-gets the run's CA alone."""
-_SYSTEM_BUNDLES = (
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/cert.pem",
-)
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
-READY_LINE = "fks-proxy ready"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 _LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
@@ -147,106 +130,6 @@ class ApiUpstream:
         except ValueError:
             raise SandboxError(f"API URL {self.url!r}: the port must be 1-65535") from None
         return port or (443 if self.tls else 80)
-
-
-# --- The shell glue in both containers --------------------------------------------------------
-
-
-def _listening(port: int) -> str:
-    """A test that 127.0.0.1:`port` is listening (no nc/ss in the images: /proc/net/tcp)."""
-    return f"grep -q ' 0100007F:{port:04X} 00000000:0000 0A ' /proc/net/tcp"
-
-
-class Glue(NamedTuple):
-    """What the shell glue of both containers sets up besides the allow-list proxy."""
-
-    api: bool = False
-    """The model API's port."""
-    ca: bool = False
-    """The run's CA (for secrets): made by the proxy, trusted by the agent."""
-
-
-def _make_ca(run_id: str) -> str:
-    """The run's CA: key and certificate in CA_DIR (the proxy user's only), the certificate
-    copied to RUN_CA for the agent; Squid's certificate database made empty."""
-    subject = f"/O=fks/CN=fks egress proxy CA for run {run_id}"
-    return (
-        f"(umask 077 && mkdir -p {CA_DIR} && "
-        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 "
-        f"-keyout {CA_DIR}/key.pem -out {CA_DIR}/cert.pem -subj '{subject}' "
-        "-addext 'basicConstraints=critical,CA:TRUE,pathlen:0' "
-        "-addext 'keyUsage=critical,keyCertSign,cRLSign' 2>/dev/null && "
-        f"cat {CA_DIR}/key.pem {CA_DIR}/cert.pem > {CA_PEM} && "
-        f"/usr/lib/squid/security_file_certgen -c -s {CERT_DB} -M 4MB >/dev/null) || "
-        "{ echo 'fks: could not make the run CA (openssl)' >&2; exit 1; }; "
-        f"cp {CA_DIR}/cert.pem {RUN_CA}.new && chmod 0644 {RUN_CA}.new && mv {RUN_CA}.new {RUN_CA}; "
-    )
-
-
-def _proxy_script(glue: Glue, run_id: str) -> str:
-    """Squid, then (once it listens) socat from the Unix sockets to it, then READY_LINE."""
-    pairs = _pairs(glue)
-    listening = " && ".join(_listening(port) for _, port in pairs)
-    sockets = " && ".join(f"[ -S {path} ]" for path, _ in pairs)
-    forwarders = "".join(
-        f"socat UNIX-LISTEN:{path},fork,mode=666,unlink-early TCP:127.0.0.1:{port} & "
-        for path, port in pairs
-    )
-    return (
-        f"{ERROR_PAGES_SCRIPT}; "
-        f"{_make_ca(run_id) if glue.ca else ''}"
-        f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
-        f"squid -N -f {SQUID_CONF} & squid=$!; "
-        f"until {listening}; do "
-        f'kill -0 "$squid" 2>/dev/null || {{ tail -n 20 {CACHE_LOG} >&2; exit 1; }}; '
-        "sleep 0.02; done; "
-        f"{forwarders}"
-        f"until {sockets}; do sleep 0.01; done; "
-        # The access log on the container's output, where fks follows it (no call per iteration).
-        f"tail -s 0.05 -n +1 -F {ACCESS_LOG} 2>/dev/null & "
-        f"echo '{READY_LINE}'; wait"
-    )
-
-
-def _agent_script(glue: Glue) -> str:
-    """socat from 127.0.0.1 ports to the proxy's sockets, in the background; once they listen,
-    exec the agent's argv ("$@")."""
-    forwarders = "".join(
-        f"socat TCP-LISTEN:{port},fork,bind=127.0.0.1,reuseaddr UNIX-CONNECT:{path} & "
-        for path, port in _pairs(glue)
-    )
-    return _wait_script(glue, starting=forwarders)
-
-
-def _trust_script() -> str:
-    """CA_BUNDLE: the image's trusted CAs (the first bundle found), then the run's CA."""
-    bundles = " ".join(_SYSTEM_BUNDLES)
-    return (
-        f'for b in {bundles}; do [ -f "$b" ] && {{ cat "$b"; break; }}; done > {CA_BUNDLE} && '
-        f"cat {RUN_CA} >> {CA_BUNDLE} || "
-        "{ echo 'fks: could not trust the egress proxy CA' >&2; exit 125; }; "
-    )
-
-
-def _wait_script(glue: Glue, starting: str = "") -> str:
-    """Run `starting` (the forwarders, or nothing: someone else starts them), wait until the
-    forwarders listen, then exec "$@". socat is checked either way: the forwarders run it, in
-    this image (a step's containers share it)."""
-    listening = " && ".join(_listening(port) for _, port in _pairs(glue))
-    return (
-        "command -v socat >/dev/null || "
-        "{ echo 'fks: socat is not in the image; the egress proxy needs it' >&2; exit 127; }; "
-        f"{_trust_script() if glue.ca else ''}"
-        f"{starting}"
-        f"i=0; until {listening}; do i=$((i + 1)); "
-        "[ $i -lt 500 ] || { echo 'fks: the egress forwarder did not start' >&2; exit 125; }; "
-        'sleep 0.01; done; exec "$@"'
-    )
-
-
-def _pairs(glue: Glue) -> list[tuple[str, int]]:
-    """(socket, port) of each forwarder."""
-    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if glue.api else [])
 
 
 # --- The proxy container ------------------------------------------------------------------------
@@ -364,12 +247,12 @@ class EgressProxy:
 
     def wrap_argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run after the in-container forwarders listen (`sh -c '…; exec "$@"' sh argv…`)."""
-        return ["sh", "-c", _agent_script(self._glue), "sh", *argv]
+        return ["sh", "-c", agent_script(self._glue), "sh", *argv]
 
     def wait_argv(self, argv: Sequence[str]) -> list[str]:
         """`argv` run once the forwarders of the network namespace it joined listen (started by
         the namespace's holder with `wrap_argv`)."""
-        return ["sh", "-c", _wait_script(self._glue), "sh", *argv]
+        return ["sh", "-c", wait_script(self._glue), "sh", *argv]
 
     def _config_tar(self) -> bytes:
         """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: into /etc."""
@@ -406,7 +289,7 @@ class EgressProxy:
 
         kwargs: dict[str, Any] = {
             "image": self._image,
-            "command": ["sh", "-c", _proxy_script(self._glue, self._run_id)],
+            "command": ["sh", "-c", proxy_script(self._glue, self._run_id)],
             "user": "proxy",
             "labels": self._labels,
             "mounts": [Mount(target=SOCKET_DIR, source=self.volume_name, type="volume")],

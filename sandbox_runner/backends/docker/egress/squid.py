@@ -111,7 +111,11 @@ def squid_config(
         lines += ["http_access allow fks_api_call", "http_access allow fks_api_warm_up"]
     # Before the allow-list: the API's host may be on it, but not through this port.
     lines.append("http_access deny fks_api")
-    lines += [f"http_access deny deny{n}_host deny{n}_port" for n in range(1, len(denied) + 1)]
+    # A deny entry without a port covers every port.
+    lines += [
+        f"http_access deny deny{n}_host" + (f" deny{n}_port" if entry.port else "")
+        for n, entry in enumerate(denied, start=1)
+    ]
     lines += _secret_access(secrets)
     lines += [f"http_access allow allow{n}_host allow{n}_port" for n in range(1, len(unique) + 1)]
     lines.append("http_access deny all")
