@@ -3,6 +3,7 @@ curl, a raw TLS socket and git, each trusting the origin's own CA and nothing el
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import ssl
@@ -167,8 +168,8 @@ def git(
     argv = ["git", "-c", f"http.sslCAInfo={server.ca_path}"]
     argv += ["-c", f"http.curloptResolve=git.test:{server.port}:127.0.0.1"]
     if token is not None:
-        user = GitHttpsServer(user=server.user, token=token)  # only for its header value
-        argv += ["-c", f"http.extraHeader=Authorization: {user.authorization}"]
+        basic = base64.b64encode(f"{server.user}:{token}".encode()).decode()
+        argv += ["-c", f"http.extraHeader=Authorization: Basic {basic}"]
     return subprocess.run(
         [*argv, *args], cwd=cwd, capture_output=True, text=True, env=_env(server.workdir)
     )
@@ -179,6 +180,10 @@ def test_git_clone_and_push_work_with_the_token_only(
 ) -> None:
     seeded = git_server.branch("main")
     assert seeded is not None
+    assert (
+        git_server.authorization
+        == "Basic " + base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    )
     refused = git(git_server, "clone", git_server.clone_url, str(tmp_path / "no"), token="bad")
     assert refused.returncode != 0 and not (tmp_path / "no").exists()
     assert git(git_server, "clone", git_server.clone_url, str(tmp_path / "anon")).returncode
