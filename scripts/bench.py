@@ -54,6 +54,7 @@ from benches.forge import bench_forge, bench_swarm
 from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
 from benches.sandbox import bench_exit, bench_image, bench_network, bench_output, bench_sandbox
+from benches.secrets import bench_secrets
 from benches.workspace import bench_import, bench_workspace
 
 BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
@@ -61,6 +62,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "local": bench_local,
     "sandbox": bench_sandbox,
     "network": bench_network,
+    "secrets": bench_secrets,
     "workspace": bench_workspace,
     "import": bench_import,
     "output": bench_output,

@@ -37,7 +37,9 @@ class Lab:
     second: HttpsOrigin
     """Another origin on another port, same names: the secret's host on a port without it."""
 
-    def proxy(self, *, allow: tuple[str, ...] = (), deny: tuple[str, ...] = ()) -> EgressProxy:
+    def proxy(
+        self, *, allow: tuple[str, ...] = (), deny: tuple[str, ...] = (), trust: bool = True
+    ) -> EgressProxy:
         entry = SecretEntry(
             host=f"origin.test:{self.origin.port}", env="FKS_TEST_SECRET", methods=("GET", "POST")
         )
@@ -49,7 +51,7 @@ class Lab:
             allow=[AllowEntry.parse(a) for a in allow],
             deny=[AllowEntry.parse(d) for d in deny],
             secrets=secrets,
-            origin_cas=cas,
+            origin_cas=cas if trust else "",
             labels={"fks.test": "secrets"},
             network=self.network,
             extra_hosts=dict.fromkeys(NAMES, self.gateway),
@@ -150,6 +152,17 @@ curl -sS --cacert /etc/ssl/certs/ca-certificates.crt -o /dev/null https://origin
     with lab.proxy() as proxy:
         _code, out, _ = lab.agent(proxy, script)
     assert "SSL certificate problem" in out, out
+    assert lab.origin.requests[before:] == []
+
+
+def test_the_proxy_sends_no_secret_to_an_origin_it_cannot_verify(lab: Lab) -> None:
+    """Without the origin's CA in sandbox.caCerts, the proxy refuses to talk to it."""
+    port = lab.origin.port
+    before = len(lab.origin.requests)
+    script = f"curl -sS -o /dev/null -w 'code=%{{http_code}}\\n' https://origin.test:{port}/"
+    with lab.proxy(trust=False) as proxy:
+        _code, out, _ = lab.agent(proxy, script)
+    assert "code=200" not in out and "code=" in out, out
     assert lab.origin.requests[before:] == []
 
 
