@@ -13,6 +13,11 @@ Benchmarks:
   local      `fks run "noop:50"` against 50 bare spawns of the same agent         (target: +10 ms per iteration)
   sandbox    per iteration of `fks run "noop:N" --sandbox` against `docker run --rm IMAGE true`:
              warm containers (target: <= 0.6x); cold ones, `sandbox.warm: false` (target: <= 1.25x)
+  network    per iteration with `network: allowlist` (the egress proxy) against `open`
+                                                                                   (target: <= 1.10x)
+  secrets    per request to a local HTTPS origin with a secret (TLS ended in the proxy) against
+             one tunnelled untouched (reported); per iteration with a secret configured against
+             `open`                                                                (target: <= 1.10x)
   workspace  preparing a step's workspace volume on a 20,000-file repo, timed inside the real
              iteration container: step 2+ (recycled volume) against step 1 (full checkout)
                                                                                    (target: <= 10%)
