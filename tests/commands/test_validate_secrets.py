@@ -201,3 +201,41 @@ def test_a_ca_link_out_of_the_repository_is_refused(repo: Path, tmp_path: Path) 
     path.symlink_to(outside)
     _config(repo, {"caCerts": ["certs/ca.crt"]})
     assert "is a symlink that leads out of the repository" in _validate(repo)
+
+
+def test_a_ca_file_that_is_a_symlink_loop_is_one_line(repo: Path) -> None:
+    path = repo / "certs" / "ca.crt"
+    path.unlink()
+    path.symlink_to(repo / "certs" / "other.crt")
+    (repo / "certs" / "other.crt").symlink_to(path)
+    _config(repo, {"caCerts": ["certs/ca.crt"]})
+    line = _validate(repo)
+    assert line.startswith("fks: ") and "sandbox.caCerts: certs/ca.crt: " in line
+    assert "symlink loop" in line or "Too many levels of symbolic links" in line
+
+
+def test_a_secret_file_that_is_a_pipe_is_refused_without_waiting(repo: Path) -> None:
+    path = repo / "token"
+    path.unlink()
+    os.mkfifo(path)
+    _config(repo, {"secrets": [{"host": "api.example.com", "file": "token"}]})
+    assert _validate(repo).endswith(
+        f"sandbox: secret for api.example.com: {path} is not a regular file; "
+        "give a file holding the value"
+    )
+
+
+def test_a_secret_file_linking_out_of_the_repository_is_not_read(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A step's merged commit may have replaced the file by a link to another of the user's
+    files: its content would go out as the header."""
+    outside = tmp_path / "other-credential"
+    outside.write_text("not-for-this-destination\n")
+    path = repo / "token"
+    path.unlink()
+    path.symlink_to(outside)
+    _config(repo, {"secrets": [{"host": "api.example.com", "file": "token"}]})
+    line = _validate(repo)
+    assert f"secret for api.example.com: file {path} is a symlink that leads out of the" in line
+    assert "not-for-this-destination" not in line

@@ -120,6 +120,8 @@ def _read_bounded(path: Path, limit: int) -> bytes:
         raise ConfigError(
             f"cannot read {path} ({exc.strerror or exc}); create it or fix the entry"
         ) from None
+    except RuntimeError:  # Path.resolve's symlink loop (before Python 3.13)
+        raise ConfigError(f"{path} is a symlink loop; give a PEM file") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
