@@ -20,6 +20,7 @@ def make_backend(
     base: str | None = None,
     checked_base: bool = False,
     keep_interrupted: bool = True,
+    dry_run: bool = False,
     local_sandbox: Sandbox | None = None,
 ) -> Backend:
     """A backend for the steps of `agents` in `cwd`.
@@ -28,7 +29,8 @@ def make_backend(
     `checked_base` and `keep_interrupted` do not apply). `base`: the branch a sandboxed run
     starts from and lands on (None: the checked-out one), `checked_base`: the caller has
     checked it already, `keep_interrupted`: keep an interrupted step's workspace for
-    `--resume`. `local_sandbox`: where local processes run (tests pass a fake).
+    `--resume`, `dry_run`: the steps are only shown (a secret not set here is shown so,
+    not refused). `local_sandbox`: where local processes run (tests pass a fake).
     """
     if sandbox is not None:
         from sandbox_runner.backends.docker.backend import SandboxBackend
@@ -40,6 +42,7 @@ def make_backend(
             base=base,
             checked_base=checked_base,
             keep_interrupted=keep_interrupted,
+            dry_run=dry_run,
         )
     from sandbox_runner.backends.local import LocalBackend
 

@@ -166,7 +166,7 @@ def _run_planned(
     LogLimits.of_config(
         planned.config
     )  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
-    backend = _backend(planned)
+    backend = _backend(planned, dry_run=dry_run)
     commands = [backend.resolve(step) for step in planned.plan.steps]
     backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
     if dry_run:
@@ -282,7 +282,7 @@ def _write_junit(path: Path | None, record: RunRecord) -> None:
         write_junit(path, record)
 
 
-def _backend(planned: Planned) -> Backend:
+def _backend(planned: Planned, *, dry_run: bool = False) -> Backend:
     if not planned.options.sandbox:
         if planned.options.base:
             raise UsageError("--base only applies to --sandbox runs")
@@ -293,6 +293,7 @@ def _backend(planned: Planned) -> Backend:
         agents=planned.agents,
         sandbox=planned.sandbox_settings() if planned.options.sandbox else None,
         base=planned.options.base,
+        dry_run=dry_run,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
         if step.agent not in cfg.agents and missing_vars([step.agent], {})
     ]
     problems += static_sandbox_problems(cfg)
+    problems += sandbox_secret_problems(cfg, _repo_top(workdir))
     if problems:
         raise problems_error(str(path), problems)
     engine = check_sandbox_settings(cfg, path)
@@ -77,6 +79,39 @@ def _places(cfg: ChainsConfig) -> list[tuple[str, SandboxSettings]]:
     places += [(f"chains.{n}.sandbox", top.merged(c.sandbox)) for n, c in cfg.chains.items()]
     places += [(f"agents.{n}.sandbox", top.merged(a.sandbox)) for n, a in cfg.agents.items()]
     return places
+
+
+def _step_places(cfg: ChainsConfig) -> list[tuple[str, SandboxSettings]]:
+    """Each chain step's settings as a run merges them: the top level's, the chain's, the
+    agent's."""
+    top = cfg.sandbox or SandboxSettings()
+    places = []
+    for name, chain in cfg.chains.items():
+        for i, step in enumerate(chain.steps):
+            agent = cfg.agents.get(step.agent)
+            merged = top.merged(chain.sandbox).merged(agent.sandbox if agent else None)
+            places.append((f"chains.{name}.steps[{i}] ({step.agent})", merged))
+    return places
+
+
+def sandbox_secret_problems(cfg: ChainsConfig, top: Path) -> list[str]:
+    """Secrets, `deny` and `caCerts` checked on this machine wherever settings are merged; a
+    problem the top level's settings carry into every place is named once, at the first."""
+    from sandbox_runner.backends.docker.secret_checks import secret_problems
+
+    problems: dict[str, str] = {}
+    for where, settings in [*_places(cfg), *_step_places(cfg)]:
+        for problem in secret_problems(settings, where, top, os.environ):
+            problems.setdefault(problem.removeprefix(where), problem)
+    return list(problems.values())
+
+
+def _repo_top(workdir: Path) -> Path:
+    """What secret files and `caCerts` are relative to: the repository's top (else the
+    project directory)."""
+    from sandbox_runner.git.runner import git_toplevel
+
+    return git_toplevel(workdir) or workdir
 
 
 def static_sandbox_problems(cfg: ChainsConfig) -> list[str]:

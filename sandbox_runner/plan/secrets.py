@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,10 +201,22 @@ def secret_path(text: str, top: Path) -> Path:
 
 
 def _read_file(entry: SecretEntry, top: Path) -> str:
+    from sandbox_runner.paths import inside_project
+
     path = secret_path(entry.file or "", top)
     try:
-        with path.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        # Never through a link out of the repository (a merged step may have made one), and
+        # never waiting on a pipe.
+        shown = inside_project(path, f"secret for {entry.host}: file")
+        fd = os.open(shown, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError(
+                    f"secret for {entry.host}: {path} is not a regular file; "
+                    "give a file holding the value"
+                )
+            size = info.st_size
             if size > VALUE_LIMIT + 2:
                 raise ConfigError(
                     f"secret for {entry.host}: {path} is {size} bytes, over the "
@@ -212,6 +225,10 @@ def _read_file(entry: SecretEntry, top: Path) -> str:
             data = handle.read(VALUE_LIMIT + 3)
     except ConfigError:
         raise
+    except RuntimeError:  # Path.resolve's symlink loop (before Python 3.13)
+        raise ConfigError(
+            f"secret for {entry.host}: {path} is a symlink loop; fix 'file'"
+        ) from None
     except OSError as exc:
         raise ConfigError(
             f"secret for {entry.host}: cannot read {path} ({exc.strerror or exc}); "

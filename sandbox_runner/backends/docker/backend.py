@@ -72,10 +72,13 @@ class SandboxBackend:
         base: str | None,
         checked_base: bool = False,
         keep_interrupted: bool = True,
+        dry_run: bool = False,
     ) -> None:
         """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
-        resumes from the task's branch in a new run, so it has no use for it)."""
+        resumes from the task's branch in a new run, so it has no use for it). `dry_run`: the
+        steps are only shown, so a secret whose value cannot be read here is shown so, not
+        refused."""
         from sandbox_runner.backends.docker.engine.connect import supported_engine
         from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
@@ -103,6 +106,7 @@ class SandboxBackend:
         self._image_warnings: list[str] = []
         """Images that hold another fks or Claude Code than expected: said once per run."""
         self._keep_interrupted = keep_interrupted
+        self._dry_run = dry_run
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -141,10 +145,11 @@ class SandboxBackend:
         return f"{Path(WORKSPACE) / relative} (in the container)"
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
-        return planned_network(self.settings_for(step.agent), command)
+        return planned_network(self.settings_for(step.agent), command, self._repo.top)
 
     def preflight(self, steps: list[Step]) -> None:
-        """Before anything starts: Docker answers, every setting holds, images and agents exist."""
+        """Before anything starts: every setting holds (secrets readable here), Docker answers,
+        images and agents exist."""
         from sandbox_runner.backends.docker.checks import check_engine, check_static
         from sandbox_runner.backends.docker.preflight import (
             check_agents,
@@ -152,10 +157,12 @@ class SandboxBackend:
             check_networks,
             prepare_image,
         )
+        from sandbox_runner.backends.docker.secret_checks import check_secrets
 
         for step in steps:
             settings, where = self.settings_for(step.agent), self._where(step.agent)
             check_static(settings, where)
+            check_secrets(settings, where, self._repo.top, os.environ, values=not self._dry_run)
             agent = self.resolve(step)
             check_committed(agent, step.agent, self._repo, self._base)
             self._target.check_step(settings, where, agent)

@@ -120,13 +120,26 @@ def describe_sandbox(settings: SandboxSettings, image: str, base: str) -> list[s
     ]
 
 
-def planned_network(settings: SandboxSettings, agent: AgentCommand) -> str:
-    """For --dry-run and -v: what the step's agent may reach."""
+def planned_network(settings: SandboxSettings, agent: AgentCommand, top: Path) -> str:
+    """For --dry-run and -v: what the step's agent may reach; its secrets by destination,
+    header and source (never a value), those not set here marked so."""
+    from sandbox_runner.backends.docker.secret_checks import describe_secret
+
     mode = network_mode(settings)
     api = " and the model API (key added by the proxy)" if agent.stream_json else ""
     if mode == ALLOWLIST:
-        allowed = ", ".join(settings.allow) or "nothing"
-        return f"allowlist: {allowed}{api}; everything else refused"
+        secrets = ", ".join(describe_secret(e, os.environ, top) for e in settings.secrets)
+        allowed = ", ".join(settings.allow) or (
+            "the secrets' destinations" if secrets else "nothing"
+        )
+        hosts = ", ".join(f"{name} at {address}" for name, address in settings.hosts.items())
+        return (
+            f"allowlist: {allowed}{api}; "
+            + (f"secrets added by the proxy: {secrets}; " if secrets else "")
+            + (f"names looked up as: {hosts}; " if hosts else "")
+            + (f"refused even so: {', '.join(settings.deny)}; " if settings.deny else "")
+            + "everything else refused"
+        )
     if mode == "none":
         return f"none: no network{api.replace(' and', ' but')}"
     return f"{mode}: any address the host reaches" if mode == OPEN else f"Docker network {mode}"
