@@ -55,6 +55,15 @@ def _claude_may_run_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IS_SANDBOX", "1")
 
 
+@pytest.fixture(autouse=True)
+def _own_state_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fks's per-user state (the projects `fks ui --all` lists) in a folder of the test run's,
+    never the machine's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.getbasetemp() / "state"))
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty project directory with the fake agent on PATH as `fake`, `planner`, `builder`…"""

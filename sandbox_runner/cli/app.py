@@ -22,6 +22,7 @@ from sandbox_runner.cli import (
     run,
     runs,
     schema,
+    ui,
     validate,
 )
 from sandbox_runner.errors import EXIT_INTERRUPTED, Interrupted
@@ -88,6 +89,7 @@ app.command(
 )(_tasks_cmd)
 forge.register(app)
 schema.register(app)
+ui.register(app)
 
 
 def main() -> None:

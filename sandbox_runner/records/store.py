@@ -18,6 +18,7 @@ from pydantic import Field, ValidationError
 from sandbox_runner import __version__
 from sandbox_runner.errors import FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.projects import remember_project
 from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, RecordModel
 
 if TYPE_CHECKING:
@@ -241,6 +242,7 @@ class RunStore:
         directory.mkdir(parents=True, exist_ok=False)
         run = ActiveRun(directory, record)
         run.save()
+        remember_project(self.project)
         return run
 
     def open(self, record: RunRecord) -> ActiveRun:

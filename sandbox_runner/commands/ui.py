@@ -1,0 +1,57 @@
+"""`fks ui`: serve the web view on 127.0.0.1 with a fresh token until Ctrl-C."""
+
+from __future__ import annotations
+
+import importlib.util
+import secrets
+import socket
+import sys
+from pathlib import Path
+
+from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+
+_NEEDED = ("starlette", "uvicorn", "jinja2", "sse_starlette")
+
+
+def run(*, port: int, open_browser: bool, every: bool, cwd: Path | None) -> int:
+    missing = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"fks ui needs the ui extra ({', '.join(missing)} missing): pip install 'fks[ui]'"
+        )
+    import uvicorn
+
+    from sandbox_runner.commands.runs import open_store
+    from sandbox_runner.web.app import create_app
+    from sandbox_runner.web.security import Guard
+    from sandbox_runner.web.sources import Sources
+
+    sources = Sources.everywhere() if every else Sources((open_store(cwd).project,))
+    listener = _listen(port)
+    guard = Guard(token=secrets.token_urlsafe(24), port=listener.getsockname()[1])
+    app = create_app(sources, guard)
+    print(f"fks ui: {guard.url()}  (Ctrl-C stops it)", flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(guard.url())
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    uvicorn.Server(config).run(sockets=[listener])
+    return EXIT_COMPLETE
+
+
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:`port` (0: any free port); one line if it is taken."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listener.close()
+        raise UsageError(
+            f"--port {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
+            "give another port or leave it out"
+        ) from None
+    listener.listen(128)
+    sys.stdout.flush()
+    return listener

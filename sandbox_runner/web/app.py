@@ -1,0 +1,36 @@
+"""The `fks ui` application: Starlette routes from each page module, the guard, the templates
+and the packaged static files."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from sandbox_runner.web.security import Guard, GuardMiddleware
+from sandbox_runner.web.sources import Sources
+from sandbox_runner.web.templating import STATIC_DIR
+
+
+def create_app(sources: Sources, guard: Guard) -> Starlette:
+    """The app for `sources`, answering only what `guard` allows."""
+    from sandbox_runner.web.pages import forge, live, run, runs
+
+    routes = [
+        *runs.routes,
+        *run.routes,
+        *forge.routes,
+        *live.routes,
+        Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
+            Middleware(GuardMiddleware, guard=guard),
+        ],
+    )
+    app.state.sources = sources
+    return app

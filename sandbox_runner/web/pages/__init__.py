@@ -1,0 +1,1 @@
+"""The pages of `fks ui`, one module each; each exposes `routes` (Starlette routes)."""

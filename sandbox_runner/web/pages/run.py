@@ -1,0 +1,7 @@
+"""The run page of `fks ui` (to be written)."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+routes: list[Route] = []
