@@ -1,0 +1,89 @@
+"""`fks ui` in Debian's chromium, as a user sees it: runs that a sandboxed agent made, a run's
+timeline and diff, a run that updates live, and the forge board answering a question."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from sandbox_runner.testing.browser import UiServer, Watched, serve
+from sandbox_runner.testing.helpers import fks, init_repo
+from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser")]
+
+OpenPage = Callable[[UiServer], Watched]
+
+
+@dataclass(frozen=True)
+class Made:
+    """A repository and the runs a sandboxed agent made in it."""
+
+    repo: Path
+    runs: tuple[str, ...]
+    env: dict[str, str]
+
+
+def sandboxed_runs(repo: Path, env: dict[str, str], *dsls: str) -> tuple[str, ...]:
+    made: list[str] = []
+    for dsl in dsls:
+        done = fks("run", dsl, "--sandbox", cwd=repo, env=env, timeout=300)
+        assert done.code == 0, done.output
+        made += [p.name for p in (repo / ".forge" / "runs").iterdir() if p.name not in made]
+    return tuple(made)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
+    """Two runs of a sandboxed agent that commits a file each iteration."""
+    base = tmp_path_factory.mktemp("made")
+    env = {"XDG_STATE_HOME": str(base / "state"), "MARK_AT": "2"}
+    repo = init_repo(base / "repo", {"README.md": "hello\n"})
+    add_script(repo, "commit.sh", COMMIT_AGENT)
+    configure(repo, {})
+    return Made(
+        repo, sandboxed_runs(repo, env, "./scripts/commit.sh:2", "./scripts/commit.sh:1"), env
+    )
+
+
+def test_the_runs_page_lists_the_runs_a_sandboxed_agent_made(
+    made: Made, open_page: OpenPage
+) -> None:
+    with serve(made.repo, env=made.env) as server:
+        page = open_page(server)
+        for run_id in made.runs:
+            expect(page.page.get_by_text(run_id).first).to_be_visible()
+        expect(page.page.locator("footer")).to_contain_text("fks runs")
+        page.screenshot("runs")
+        page.assert_clean()
+
+
+def test_the_page_works_without_javascript(made: Made, browser: object) -> None:
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        with serve(made.repo, env=made.env) as server:
+            tab = context.new_page()
+            response = tab.goto(server.url)
+            assert response is not None and response.status == 200
+            expect(tab.get_by_text(made.runs[0]).first).to_be_visible()
+    finally:
+        context.close()
+
+
+def test_artifacts_go_where_ci_keeps_them(
+    made: Made, open_page: OpenPage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FKS_TEST_ARTIFACTS", str(tmp_path / "kept"))
+    with serve(made.repo, env=made.env) as server:
+        shot = open_page(server).screenshot("runs")
+    assert shot.parent == tmp_path / "kept" / "screenshots"
+    assert shot.name.startswith("test_artifacts_go_where_ci_keeps_them")
+    assert shot.read_bytes().startswith(b"\x89PNG")
+    assert shot.stat().st_size > 1000

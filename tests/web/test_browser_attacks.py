@@ -1,0 +1,148 @@
+"""What an agent wrote, shown by `fks ui` in Debian's chromium, runs nothing and fetches
+nothing: a sandboxed agent's output, commit subject and file names, the branch it worked on and
+a forge task's title carry script, event-handler, `javascript:`, CSS and SVG payloads and
+terminal escapes; every payload would change the page's title or fetch from a marker server.
+And the server answers no one but the user who started it: no token, another Host, another
+Origin or a cross-site form post get 403 and change nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sandbox_runner.testing.browser import MarkerServer, UiServer, Watched, serve
+from sandbox_runner.testing.helpers import fks, git, init_repo
+from sandbox_runner.testing.sandboxed import add_script, configure
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser-attacks")]
+
+OpenPage = Callable[[UiServer], Watched]
+PWNED = "PWNED"
+
+
+def payloads(marker: str) -> dict[str, str]:
+    """Each payload, if rendered as HTML or followed, sets the title to PWNED or fetches from
+    the marker server."""
+    touch = f"document.title='{PWNED}';fetch('{marker}/js')"
+    return {
+        "script": f"<script>{touch}</script>",
+        "img": f'<img src=x onerror="{touch}">',
+        "link": f'<a id=pwn href="javascript:{touch}">{marker}/link</a>',
+        "css": f"</style><style>body{{display:none}}</style><link rel=stylesheet href={marker}/css>",
+        "svg": f'<svg onload="{touch}"><image href="{marker}/svg"/></svg>',
+        "frame": f"<iframe src={marker}/frame></iframe><base href={marker}/base/>",
+        "terminal": "\x1b]0;PWNED\x07\x1b[2J\x1b]8;;javascript:alert(1)\x1b\\link\x1b]8;;\x1b\\"
+        "\x1b[31mred\x1b[0m \u202egpj.exe",
+    }
+
+
+# File names and branch names cannot hold '/' or spaces: payloads that fit.
+FILE_NAME = "<img src=x onerror=document.title='PWNED'>.txt"
+BRANCH = "evil<svg_onload=document.title='PWNED'>"
+
+
+def hostile_agent(marker: str) -> str:
+    lines = "\n".join(f"printf '%s\\n' {_sh(p)}" for p in payloads(marker).values())
+    subject = _sh(payloads(marker)["script"] + payloads(marker)["img"])
+    return (
+        "#!/bin/sh\n"
+        f"{lines}\n"
+        f"echo pwned > {_sh(FILE_NAME)}\n"
+        f"echo svg > {_sh('<svg onload=fetch(1)>.md')}\n"
+        f"git add -A && git commit -qm {subject}\n"
+        "echo FORKHESTRA_COMPLETE\n"
+    )
+
+
+def _sh(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+@dataclass(frozen=True)
+class Hostile:
+    repo: Path
+    run_id: str
+    env: dict[str, str]
+    marker: MarkerServer
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
+    """A run of a sandboxed agent that wrote payloads everywhere it can, on a branch whose
+    name is one, and the marker server every payload would reach."""
+    base = tmp_path_factory.mktemp("hostile")
+    env = {"XDG_STATE_HOME": str(base / "state")}
+    with MarkerServer() as marker:
+        repo = init_repo(base / "repo", {"README.md": "hello\n"})
+        add_script(repo, "evil.sh", hostile_agent(marker.url))
+        configure(repo, {})
+        git(repo, "checkout", "-qb", BRANCH)
+        done = fks("run", "./scripts/evil.sh:1", "--sandbox", cwd=repo, env=env, timeout=300)
+        assert done.code == 0, done.output
+        (run_id,) = [p.name for p in (repo / ".forge" / "runs").iterdir()]
+        yield Hostile(repo, run_id, env, marker)
+
+
+def assert_harmless(page: Watched, marker: MarkerServer) -> None:
+    """No payload ran, rendered as HTML or fetched anything, and the page is whole."""
+    tab = page.page
+    assert PWNED not in tab.title()
+    assert tab.evaluate("() => window.__pwned") is None
+    assert tab.locator("body").is_visible()
+    for hostile_element in ("img[src=x]", "svg[onload]", "iframe", "base", "a#pwn", "style"):
+        assert tab.locator(hostile_element).count() == 0, hostile_element
+    assert tab.locator("a[href^='javascript:' i]").count() == 0
+    for kind, attribute in (("script", "src"), ("link", "href")):
+        found = tab.eval_on_selector_all(kind, f"all => all.map(e => e.{attribute})")
+        packaged = [url for url in found if url != "data:,"]  # the empty favicon
+        assert all(url.startswith(page.origin + "/static/") for url in packaged), (kind, found)
+    assert "\x1b" not in tab.content() and "\u202e" not in tab.content()
+    assert marker.hits == [], marker.hits
+    page.assert_clean()
+
+
+def test_the_runs_page_shows_a_hostile_run_as_text(hostile: Hostile, open_page: OpenPage) -> None:
+    with serve(hostile.repo, env=hostile.env) as server:
+        page = open_page(server)
+        page.page.get_by_text(hostile.run_id).first.wait_for()
+        page.screenshot("runs")
+        assert_harmless(page, hostile.marker)
+
+
+# --- who may talk to fks ui ----------------------------------------------------------------------
+
+
+def test_a_browser_without_the_token_gets_nothing(hostile: Hostile, open_page: OpenPage) -> None:
+    with serve(hostile.repo, env=hostile.env) as server:
+        page = open_page(server)
+        stranger = page.page.context.browser
+        assert stranger is not None
+        context = stranger.new_context()
+        try:
+            tab = context.new_page()
+            for path in ("/", f"/?token={server.token[:-1]}x", "/static/fks.css"):
+                response = tab.goto(server.origin + path)
+                assert response is not None and response.status == 403, path
+                assert "open the URL that `fks ui` printed" in tab.content()
+                assert hostile.run_id not in tab.content()
+        finally:
+            context.close()
+
+
+def test_another_host_or_origin_is_refused(hostile: Hostile) -> None:
+    with serve(hostile.repo, env=hostile.env) as server:
+        client = httpx.Client(base_url=server.origin)
+        assert client.get(f"/?token={server.token}").status_code == 303  # the cookie is set
+        assert client.get("/").status_code == 200
+        rebinding = client.get("/", headers={"host": f"evil.example:{server.port}"})
+        assert rebinding.status_code in (400, 403) and hostile.run_id not in rebinding.text
+        foreign = client.get("/", headers={"origin": "http://evil.example"})
+        assert foreign.status_code == 403 and hostile.run_id not in foreign.text
+        other_port = client.get("/", headers={"origin": f"http://127.0.0.1:{server.port + 1}"})
+        assert other_port.status_code == 403
+        posted = client.post("/", headers={"sec-fetch-site": "cross-site"}, data={"a": "b"})
+        assert posted.status_code == 403
