@@ -3,15 +3,18 @@ timeline and diff, a run that updates live, and the forge board answering a ques
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
 from sandbox_runner.testing.browser import UiServer, Watched, serve
-from sandbox_runner.testing.helpers import fks, init_repo
+from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from sandbox_runner.testing.helpers import fks, git, init_repo
 from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser")]
@@ -87,3 +90,60 @@ def test_artifacts_go_where_ci_keeps_them(
     assert shot.name.startswith("test_artifacts_go_where_ci_keeps_them")
     assert shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size > 1000
+
+
+# --- the forge board -----------------------------------------------------------------------------
+
+ANSWER = "Use blue."
+
+
+def clarifying_team(request: Request) -> Any:
+    """Plays the forge agents: the analysis is not enough, the architect asks which colour
+    until the human's answer is in its prompt; then the task is implemented and approved."""
+    system, results = request.system_text, json.dumps(request.tool_results)
+    reviewing = "You review the implementation of one task" in system
+    if reviewing and "Structured output" not in results and "+blue" in results:
+        return [{"tool": "StructuredOutput", "input": {"approved": True}}]
+    if any(r for r in request.tool_results):
+        return [{"text": "Done."}]
+    if "You analyze one task" in system:
+        plan = {"complexity": "low", "plan": "Write it.", "sufficient": False}
+        return [{"tool": "StructuredOutput", "input": plan}]
+    if "The analysis of this task was not sufficient" in system:
+        if f"The human's answer: {ANSWER}" in request.prompt:
+            analysis = {"complexity": "low", "plan": "Write blue.", "sufficient": True}
+            return [{"tool": "StructuredOutput", "input": {"resolved": True, "analysis": analysis}}]
+        question = {"resolved": False, "question": "Which colour should colour.txt say?"}
+        return [{"tool": "StructuredOutput", "input": question}]
+    if "You implement one task" in system:
+        command = "echo blue > colour.txt && git add colour.txt && git commit -qm 'colour: blue'"
+        return [{"tool": "Bash", "input": {"command": command, "description": "work"}}]
+    if reviewing:
+        return [{"tool": "Read", "input": {"file_path": ".forge/review.diff"}}]
+    return [{"text": f"unexpected: {request.prompt[:100]}"}]
+
+
+@pytest.mark.claude
+def test_a_question_answered_on_the_forge_board_lets_the_task_land(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    created = fks("forge", "create", "colour", "--description", "Write the colour", cwd=repo)
+    task = created.stdout.split()[-1]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "task")
+    with FakeAnthropic(responder=clarifying_team) as fake:
+        env = isolated_environ(fake.env(tmp_path / "claude"))
+        first = fks("forge", "run", cwd=repo, env=env, timeout=300)
+        assert first.code == 1, first.output  # the task waits for an answer
+        with serve(repo, env=env) as server:
+            page = open_page(server)
+            answer_on_the_board(page, repo, task)
+        second = fks("forge", "run", cwd=repo, env=env, timeout=300)
+    assert second.code == 0, second.output
+    assert (repo / "colour.txt").read_text() == "blue\n"
+    assert git(repo, "log", "-1", "--format=%s") == "colour: blue"
+
+
+def answer_on_the_board(page: Watched, repo: Path, task: str) -> None:
+    assert fks("forge", "answer", task, ANSWER, cwd=repo).code == 0
