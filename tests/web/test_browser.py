@@ -4,7 +4,11 @@ timeline and diff, a run that updates live, and the forge board answering a ques
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +18,8 @@ from playwright.sync_api import expect
 
 from sandbox_runner.testing.browser import UiServer, Watched, serve
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo
-from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure
+from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
+from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure, waiting_agent
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser")]
 
@@ -47,7 +51,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
     env = {"XDG_STATE_HOME": str(base / "state"), "MARK_AT": "2"}
     repo = init_repo(base / "repo", {"README.md": "hello\n"})
     add_script(repo, "commit.sh", COMMIT_AGENT)
-    configure(repo, {})
+    flags = base / "flags"
+    flags.mkdir()
+    add_script(repo, "wait.sh", waiting_agent(flags, "echo waiting; echo live > live.txt"))
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
     return Made(
         repo, sandboxed_runs(repo, env, "./scripts/commit.sh:2", "./scripts/commit.sh:1"), env
     )
@@ -90,6 +97,58 @@ def test_artifacts_go_where_ci_keeps_them(
     assert shot.name.startswith("test_artifacts_go_where_ci_keeps_them")
     assert shot.read_bytes().startswith(b"\x89PNG")
     assert shot.stat().st_size > 1000
+
+
+@contextmanager
+def waiting_run(repo: Path, env: dict[str, str], flags: Path) -> Iterator[str]:
+    """`fks run --sandbox` of an agent that waits for `flags/go`: yields the run's id once its
+    first iteration has started; the run must have finished when the block ends."""
+    runs = repo / ".forge" / "runs"
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    proc = subprocess.Popen(
+        [FKS, "run", "./scripts/wait.sh:1", "--sandbox"],
+        cwd=repo,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (started := [p for p in set(runs.glob("*")) - before if _iterating(p)]):
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "the run never started its first iteration"
+            time.sleep(0.1)
+        yield started[0].name
+        out, _ = proc.communicate(timeout=240)
+        assert proc.returncode == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _iterating(run: Path) -> bool:
+    try:
+        record = json.loads((run / "run.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return any(step.get("iterations") for step in record.get("steps", []))
+
+
+def test_a_running_run_updates_its_page_live(made: Made, open_page: OpenPage) -> None:
+    flags = made.repo.parent / "flags"
+    with serve(made.repo, env=made.env) as server:
+        page = open_page(server)
+        with waiting_run(made.repo, made.env, flags) as run_id:
+            page.page.get_by_role("link", name=run_id).first.click()
+            status = page.page.locator("dl.facts dd.status")
+            expect(status).to_contain_text("running")
+            page.screenshot("running")
+            (flags / "go").touch()
+            expect(status).to_contain_text("complete", timeout=120_000)
+        page.screenshot("finished")
+        page.assert_clean()
 
 
 # --- the forge board -----------------------------------------------------------------------------
@@ -138,12 +197,24 @@ def test_a_question_answered_on_the_forge_board_lets_the_task_land(
         assert first.code == 1, first.output  # the task waits for an answer
         with serve(repo, env=env) as server:
             page = open_page(server)
-            answer_on_the_board(page, repo, task)
+            answer_on_the_board(page, task)
         second = fks("forge", "run", cwd=repo, env=env, timeout=300)
     assert second.code == 0, second.output
     assert (repo / "colour.txt").read_text() == "blue\n"
     assert git(repo, "log", "-1", "--format=%s") == "colour: blue"
 
 
-def answer_on_the_board(page: Watched, repo: Path, task: str) -> None:
-    assert fks("forge", "answer", task, ANSWER, cwd=repo).code == 0
+def answer_on_the_board(page: Watched, task: str) -> None:
+    """From the runs page to the forge board; the task waits there with its question, and
+    the answer typed in its form is recorded."""
+    tab = page.page
+    tab.get_by_role("navigation").get_by_role("link", name="forge").click()
+    waiting = tab.get_by_role("region", name="waiting for an answer")
+    card = waiting.locator(f"article[id='{task}']")
+    expect(card).to_contain_text("Which colour should colour.txt say?")
+    page.screenshot("question")
+    card.locator("textarea[name=answer]").fill(ANSWER)
+    card.get_by_role("button", name="Answer").click()
+    expect(tab.locator(f"article[id='{task}']")).to_contain_text(ANSWER)
+    page.screenshot("answered")
+    page.assert_clean()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from playwright.sync_api import expect
 
 from sandbox_runner.testing.browser import MarkerServer, UiServer, Watched, serve
 from sandbox_runner.testing.helpers import fks, git, init_repo
@@ -58,6 +60,31 @@ def hostile_agent(marker: str) -> str:
     )
 
 
+def hostile_task(repo: Path, marker: str, env: dict[str, str]) -> str:
+    """A forge task whose title, branch, question and review are payloads (what agents can
+    write: task files and the stages' structured answers), waiting for an answer."""
+    every = "".join(payloads(marker).values())
+    created = fks("forge", "create", every, "--description", every, cwd=repo, env=env)
+    assert created.code == 0, created.output
+    task = created.stdout.split()[-1]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a hostile task")
+    work = repo / ".forge" / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    item = {
+        "task_id": task,
+        "title": every,
+        "status": "waiting",
+        "stage": "analyze",
+        "branch": BRANCH,
+        "question": f"which one?\n[fks] Landed {every}",
+        "feedback": every,
+        "review": {"approved": False, "issues": [every], "suggestions": [every]},
+    }
+    (work / f"{task}-001.yaml").write_text(yaml.safe_dump(item))
+    return task
+
+
 def _sh(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
@@ -68,6 +95,7 @@ class Hostile:
     run_id: str
     env: dict[str, str]
     marker: MarkerServer
+    task: str
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +112,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
         done = fks("run", "./scripts/evil.sh:1", "--sandbox", cwd=repo, env=env, timeout=300)
         assert done.code == 0, done.output
         (run_id,) = [p.name for p in (repo / ".forge" / "runs").iterdir()]
-        yield Hostile(repo, run_id, env, marker)
+        task = hostile_task(repo, marker.url, env)
+        yield Hostile(repo, run_id, env, marker, task)
 
 
 def assert_harmless(page: Watched, marker: MarkerServer) -> None:
@@ -110,6 +139,44 @@ def test_the_runs_page_shows_a_hostile_run_as_text(hostile: Hostile, open_page: 
         page = open_page(server)
         page.page.get_by_text(hostile.run_id).first.wait_for()
         page.screenshot("runs")
+        assert_harmless(page, hostile.marker)
+
+
+def test_a_hostile_run_its_iteration_log_and_raw_log_run_nothing(
+    hostile: Hostile, open_page: OpenPage
+) -> None:
+    with serve(hostile.repo, env=hostile.env) as server:
+        page = open_page(server)
+        tab = page.page
+        tab.get_by_role("link", name=hostile.run_id).first.click()
+        expect(tab.locator("table.commits")).to_contain_text("<script>")  # the subject, as text
+        expect(tab.locator("pre.diff")).to_contain_text(FILE_NAME)
+        page.screenshot("run")
+        assert_harmless(page, hostile.marker)
+        tab.get_by_role("link", name="#1").first.click()
+        expect(tab.locator("main")).to_contain_text("onerror=")  # the output, as text
+        page.screenshot("iteration")
+        assert_harmless(page, hostile.marker)
+        with tab.expect_response(lambda r: r.url.endswith("raw") or "raw" in r.url) as raw:
+            tab.get_by_role("link", name="raw").first.click()
+        assert raw.value.headers["content-type"].startswith("text/plain")
+        assert raw.value.headers["x-content-type-options"] == "nosniff"
+        expect(tab.locator("body")).to_contain_text("<script>")
+        assert PWNED not in tab.title() and tab.locator("img, svg, iframe, a").count() == 0
+        assert hostile.marker.hits == [] and page.foreign_requests() == []
+        assert page.errors == []
+
+
+def test_the_forge_board_shows_a_hostile_task_as_text(
+    hostile: Hostile, open_page: OpenPage
+) -> None:
+    with serve(hostile.repo, env=hostile.env) as server:
+        page = open_page(server)
+        page.page.get_by_role("navigation").get_by_role("link", name="forge").click()
+        card = page.page.locator(f"article[id='{hostile.task}']")
+        expect(card).to_contain_text("<svg onload=")
+        expect(card.locator("textarea[name=answer]")).to_be_visible()
+        page.screenshot("forge")
         assert_harmless(page, hostile.marker)
 
 
@@ -146,3 +213,28 @@ def test_another_host_or_origin_is_refused(hostile: Hostile) -> None:
         assert other_port.status_code == 403
         posted = client.post("/", headers={"sec-fetch-site": "cross-site"}, data={"a": "b"})
         assert posted.status_code == 403
+
+
+def test_a_cross_site_form_post_is_refused_and_changes_nothing(
+    hostile: Hostile, open_page: OpenPage
+) -> None:
+    """A page on another local port (same site, another origin) that the logged-in user
+    visits posts an answer to fks ui as soon as it loads."""
+    work = sorted((hostile.repo / ".forge" / "work").iterdir())
+    before = {p: p.read_bytes() for p in work}
+    with serve(hostile.repo, env=hostile.env) as server:
+        target = f"{server.origin}/forge/0/tasks/{hostile.task}/answer"
+        attack = (
+            f'<form id="f" method="post" action="{target}">'
+            '<input name="answer" value="the attacker\'s answer"></form>'
+            '<script>document.getElementById("f").submit()</script>'
+        )
+        with MarkerServer(page=attack) as attacker:
+            page = open_page(server)  # the user's browser, with fks ui's cookie
+            with page.page.expect_response(target) as posted:
+                page.page.goto(f"{attacker.url}/attack")
+            assert posted.value.request.method == "POST"
+            assert posted.value.status == 403, posted.value.text()
+            assert "fks ui: refused" in posted.value.text()
+    assert {p: p.read_bytes() for p in work} == before
+    assert sorted((hostile.repo / ".forge" / "work").iterdir()) == work
