@@ -213,7 +213,8 @@ def _status(watched: Watched, response: PageResponse) -> None:
 
 def _console(watched: Watched, message: ConsoleMessage) -> None:
     if message.type == "error":
-        watched.errors.append(message.text)
+        where = message.location.get("url") or "?"
+        watched.errors.append(f"{message.text} ({where})")
 
 
 class MarkerServer:
