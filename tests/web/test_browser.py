@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 
 from sandbox_runner.testing.browser import UiServer, Watched, serve
 from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
@@ -72,17 +72,37 @@ def test_the_runs_page_lists_the_runs_a_sandboxed_agent_made(
         page.assert_clean()
 
 
-def test_the_page_works_without_javascript(made: Made, browser: object) -> None:
-    from playwright.sync_api import Browser
+def test_a_run_page_shows_the_timeline_commits_and_diff(made: Made, open_page: OpenPage) -> None:
+    with serve(made.repo, env=made.env) as server:
+        page = open_page(server)
+        tab = page.page
+        tab.get_by_role("link", name=made.runs[0]).first.click()
+        expect(tab.locator("h1")).to_contain_text(made.runs[0])
+        expect(tab.locator("svg.timeline rect.bar")).to_have_count(2)  # two iterations
+        expect(tab.locator("svg.timeline rect.o-incomplete")).to_have_count(1)
+        expect(tab.locator("svg.timeline rect.o-complete")).to_have_count(1)
+        commits = tab.locator("table.commits")
+        expect(commits).to_contain_text("agent: work 1")
+        expect(commits).to_contain_text("agent: work 2")
+        expect(tab.locator("pre.diff")).to_contain_text("+work 2")
+        page.screenshot("run")
+        tab.locator("svg.timeline a").nth(1).click()  # the second iteration's bar
+        expect(tab.locator("main")).to_contain_text("iteration 2 as")
+        page.screenshot("iteration")
+        page.assert_clean()
 
-    assert isinstance(browser, Browser)
+
+def test_the_pages_work_without_javascript(made: Made, browser: Browser) -> None:
     context = browser.new_context(java_script_enabled=False)
     try:
         with serve(made.repo, env=made.env) as server:
             tab = context.new_page()
             response = tab.goto(server.url)
             assert response is not None and response.status == 200
-            expect(tab.get_by_text(made.runs[0]).first).to_be_visible()
+            tab.get_by_role("link", name=made.runs[0]).first.click()
+            expect(tab.locator("table.commits")).to_contain_text("agent: work 2")
+            tab.get_by_role("navigation").get_by_role("link", name="forge").click()
+            expect(tab.locator("h1")).to_contain_text("Forge")
     finally:
         context.close()
 
