@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -139,6 +140,16 @@ def test_the_runs_page_shows_a_hostile_run_as_text(hostile: Hostile, open_page: 
         page = open_page(server)
         page.page.get_by_text(hostile.run_id).first.wait_for()
         page.screenshot("runs")
+        assert_harmless(page, hostile.marker)
+        # A link into fks ui that carries payloads in its query: shown back only as text.
+        every = "".join(payloads(hostile.marker.url).values())
+        page.goto(f"/?{urlencode({'chain': every})}")
+        page.screenshot("query")
+        assert_harmless(page, hostile.marker)
+        page.goto(f"/?{urlencode({'status': every})}", status=400)  # named in the error
+        refused = ("400 ", "Failed to load resource: the server responded with a status of 400")
+        page.errors[:] = [e for e in page.errors if not e.startswith(refused)]  # that answer
+        page.screenshot("bad-query")
         assert_harmless(page, hostile.marker)
 
 
