@@ -161,7 +161,10 @@ def test_a_running_run_updates_its_page_live(made: Made, open_page: OpenPage) ->
     with serve(made.repo, env=made.env) as server:
         page = open_page(server)
         with waiting_run(made.repo, made.env, flags) as run_id:
-            page.page.get_by_role("link", name=run_id).first.click()
+            # The runs page was open before the run began: it shows the run by itself.
+            new_run = page.page.get_by_role("link", name=run_id).first
+            expect(new_run).to_be_visible(timeout=60_000)
+            new_run.click()
             status = page.page.locator("dl.facts dd.status")
             expect(status).to_contain_text("running")
             page.screenshot("running")
@@ -222,6 +225,12 @@ def test_a_question_answered_on_the_forge_board_lets_the_task_land(
     assert second.code == 0, second.output
     assert (repo / "colour.txt").read_text() == "blue\n"
     assert git(repo, "log", "-1", "--format=%s") == "colour: blue"
+    with serve(repo, env=env) as server:
+        page = open_page(server)
+        page.goto("/forge")
+        expect(page.page.get_by_role("region", name="landed")).to_contain_text(task)
+        page.screenshot("landed")
+        page.assert_clean()
 
 
 def answer_on_the_board(page: Watched, task: str) -> None:
