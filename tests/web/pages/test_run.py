@@ -1,0 +1,253 @@
+"""The run page and the iteration page of `fks ui`: real runs' steps, iterations, commits and
+patches, logs made readable, the raw log as plain text, and everything an agent wrote shown
+escaped (never as markup, never with its escape sequences)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient
+
+from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
+from sandbox_runner.testing.records import write_run
+from sandbox_runner.web.app import create_app
+from sandbox_runner.web.security import Guard
+from sandbox_runner.web.sources import Sources
+
+PORT = 48765
+SCRIPT = "<script>window.__pwned=1</script>"
+IMG = "<img src=x onerror=window.__pwned=1>"
+LINK = '<a href="javascript:window.__pwned=1">x</a>'
+TITLE = "</title><script>window.__pwned=2</script>"
+SVG = "<svg onload=window.__pwned=3>"
+STYLE = "</style><style>body{display:none}</style>"
+BIDI = "evil\u202egpj.sh"
+PAYLOADS = (SCRIPT, IMG, LINK, TITLE, SVG, STYLE)
+
+COLOUR_AGENT = f"""#!/bin/sh
+printf '\\033[31mred words\\033[0m plain \\033]0;window title\\007 {BIDI}\\n'
+printf '%s\\n' '{SCRIPT}' '{IMG}' '{LINK}' '{TITLE}' '{SVG}' '{STYLE}'
+echo FORKHESTRA_COMPLETE
+"""
+
+ATTACK_AGENT = f"""#!/bin/sh
+printf '\\033[32mgreen\\033[0m %s\\n' '{SCRIPT}'
+printf 'x\\n' > '{IMG.replace("/", "")}.txt'
+printf '%s\\n' '{SVG}' '{STYLE}' > payload.txt
+git add -A && git commit -qm '{TITLE} {LINK}'
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def client_for(*projects: Path) -> TestClient:
+    guard = Guard(token=secrets.token_urlsafe(16), port=PORT)
+    client = TestClient(create_app(Sources(projects), guard), base_url=f"http://127.0.0.1:{PORT}")
+    assert client.get(f"/static/fks.css?token={guard.token}").status_code == 200
+    return client
+
+
+def assert_escaped(html: str) -> None:
+    """No payload is in the page as markup; each is there as text."""
+    for payload in PAYLOADS:
+        assert payload not in html, payload
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
+    assert "\x1b" not in html and "\u202e" not in html
+    assert "<script>" not in html.replace('<script src="/static/live.js" defer></script>', "")
+
+
+def run_id_of(project: Path) -> str:
+    runs = project / ".forge" / "runs"
+    return max(
+        runs.iterdir(), key=lambda d: json.loads((d / "run.json").read_text())["started"]
+    ).name
+
+
+@pytest.fixture
+def local_run(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    project = commit_scripts(init_repo(tmp_path / "proj"), {"colour.sh": COLOUR_AGENT})
+    done = fks("run", "./scripts/colour.sh -> ./scripts/colour.sh", cwd=project)
+    assert done.code == 0, done.output
+    yield project, run_id_of(project)
+
+
+def test_run_page_shows_steps_and_iterations(local_run: tuple[Path, str]) -> None:
+    project, run_id = local_run
+    client = client_for(project)
+    page = client.get(f"/runs/0/{run_id}")
+    assert page.status_code == 200
+    html = page.text
+    assert f"Run <code>{run_id}</code>" in html
+    assert "Step 1: <code>./scripts/colour.sh</code>" in html
+    assert "Step 2: <code>./scripts/colour.sh</code>" in html
+    assert html.count('class="bar o-complete"') == 2  # one bar per iteration, coloured
+    assert f'href="/runs/0/{run_id}/steps/2/iterations/1"' in html
+    assert "2 of 2" in html  # steps done
+    assert f"fks show {run_id}" in html
+    assert f"fks review {run_id} --diff" in html
+    assert page.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_iteration_page_colours_and_escapes_output(local_run: tuple[Path, str]) -> None:
+    project, run_id = local_run
+    client = client_for(project)
+    page = client.get(f"/runs/0/{run_id}/steps/1/iterations/1")
+    assert page.status_code == 200
+    html = page.text
+    assert '<span class="fg1">red words</span> plain' in html
+    assert "window title" not in html
+    assert "evil&lt;U+202E&gt;gpj.sh" in html
+    assert f"fks logs {run_id} 1 --iteration 1" in html
+    assert_escaped(html)
+
+
+def test_raw_log_is_plain_text(local_run: tuple[Path, str]) -> None:
+    project, run_id = local_run
+    raw = client_for(project).get(f"/runs/0/{run_id}/steps/1/iterations/1?raw=1")
+    assert raw.status_code == 200
+    assert raw.headers["content-type"] == "text/plain; charset=utf-8"
+    assert raw.headers["content-disposition"] == "inline"
+    assert raw.headers["x-content-type-options"] == "nosniff"
+    assert "default-src 'none'" in raw.headers["content-security-policy"]
+    assert SCRIPT.encode() in raw.content  # the bytes as written
+    assert b"\x1b[31mred words" in raw.content
+
+
+def test_unknown_run_step_or_iteration_is_one_line_404(local_run: tuple[Path, str]) -> None:
+    project, run_id = local_run
+    client = client_for(project)
+    for url, says in (
+        ("/runs/0/20990101-000000-beef", "has no record"),
+        ("/runs/7/" + run_id, "no project 7"),
+        ("/runs/0/.hidden", "not a run id"),
+        (f"/runs/0/{run_id}/steps/9/iterations/1", "has no step 9"),
+        (f"/runs/0/{run_id}/steps/1/iterations/5", "has no iteration 5"),
+    ):
+        page = client.get(url)
+        assert page.status_code == 404, url
+        assert says in page.text, url
+        assert "Traceback" not in page.text
+
+
+def hostile_branch(tmp_path: Path) -> tuple[Path, str, str]:
+    """A repository whose step branch, file names and commit subject carry payloads."""
+    project = init_repo(tmp_path / "proj")
+    base = git(project, "rev-parse", "main")
+    branch = "fks/<script>window.__pwned=1</script>"
+    git(project, "switch", "-q", "-c", branch)
+    (project / f"{IMG.replace('/', '')}.py").write_text(f"print('{SCRIPT}')\n\x1b[31mred\n")
+    (project / "style.css").write_text(f"{STYLE}\n{SVG}\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", f"{TITLE} {LINK} {BIDI}")
+    git(project, "switch", "-q", "main")
+    return project, branch, base
+
+
+def test_step_branch_commits_and_patch_escaped(tmp_path: Path) -> None:
+    project, branch, base = hostile_branch(tmp_path)
+    write_run(project, "20260102-030405-abcd", steps=[2], branches=[branch], base_commit=base)
+    page = client_for(project).get("/runs/0/20260102-030405-abcd")
+    assert page.status_code == 200
+    html = page.text
+    assert "<code>fks/&lt;script&gt;window.__pwned=1&lt;/script&gt;</code>" in html
+    sha = git(project, "rev-parse", branch)
+    assert f"<code>{sha[:12]}</code>" in html
+    assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html
+    assert "evil&lt;U+202E&gt;gpj.sh" in html
+    assert "2 files changed, 4 insertions(+)" in html
+    # The patch, highlighted by class: the added lines, escaped.
+    assert '<span class="gi">+print(\'&lt;script&gt;window' in html
+    assert '<span class="gh">diff --git' in html or '<span class="gu">' in html
+    assert_escaped(html)
+
+
+def test_big_patch_is_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox_runner.web import branch as branch_module
+
+    monkeypatch.setattr(branch_module, "DIFF_BYTES", 2000)
+    project = init_repo(tmp_path / "proj")
+    base = git(project, "rev-parse", "main")
+    git(project, "switch", "-q", "-c", "fks/big")
+    (project / "big.txt").write_text("".join(f"line {n}\n" for n in range(5000)))
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "big")
+    write_run(project, "20260102-030405-abcd", steps=[1], branches=["fks/big"], base_commit=base)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert "The patch is cut here" in html
+    assert "line 10" in html and "line 4999" not in html
+
+
+def test_transcript_shown_as_messages_and_tool_calls(tmp_path: Path) -> None:
+    events = [
+        {"type": "system", "subtype": "init", "session_id": "s1", "model": "m"},
+        {
+            "type": "assistant",
+            "message": {"content": [{"type": "text", "text": f"I will {SCRIPT} {IMG}"}]},
+        },
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": SVG}}
+                ]
+            },
+        },
+        {
+            "type": "user",
+            "message": {"content": [{"type": "tool_result", "content": f"{STYLE}\x1b]0;t\x07"}]},
+        },
+    ]
+    log = "".join(json.dumps(e) + "\n" for e in events).encode()
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[1], log_text=log)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
+    assert "(a Claude session)" in html
+    assert '<span class="l-agent">I will &lt;script&gt;' in html
+    assert '<span class="l-tool">→ Bash' in html
+    assert '<span class="l-result">  ← &lt;/style&gt;' in html
+    assert_escaped(html)
+
+
+def test_step_of_1000_iterations(tmp_path: Path) -> None:
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[1000, 3])
+    client = client_for(project)
+    client.get("/runs/0/20260102-030405-abcd")  # templates compiled
+    began = time.perf_counter()
+    page = client.get("/runs/0/20260102-030405-abcd")
+    took = time.perf_counter() - began
+    print(
+        f"\nrun page with a step of 1,000 iterations: {took * 1000:.0f} ms, {len(page.content)} bytes"
+    )
+    assert page.status_code == 200
+    assert page.text.count('<rect class="bar ') == 1003
+    assert page.text.count('class="bar o-failed"') == 1000 // 7 + 0
+    assert "1 request to blocked.example:443" not in page.text  # 2 each
+    assert "2 requests to blocked.example:443" in page.text
+
+
+@pytest.mark.docker
+def test_sandboxed_run_attacker_branch(tmp_path: Path) -> None:
+    project = commit_scripts(
+        init_repo(tmp_path / "proj"), {"attack.sh": ATTACK_AGENT, "colour.sh": COLOUR_AGENT}
+    )
+    done = fks("run", "./scripts/colour.sh -> ./scripts/attack.sh", "--sandbox", cwd=project)
+    assert done.code == 0, done.output
+    run_id = run_id_of(project)
+    client = client_for(project)
+    html = client.get(f"/runs/0/{run_id}").text
+    assert f"fks/{run_id}/2-attack.sh" in html
+    assert 'class="merge"' in html  # the steps merged
+    assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html
+    assert '<span class="gi">' in html
+    assert_escaped(html)
+    log = client.get(f"/runs/0/{run_id}/steps/2/iterations/1").text
+    assert '<span class="fg2">green</span> &lt;script&gt;' in log
+    assert_escaped(log)
