@@ -54,11 +54,12 @@ def client_for(*projects: Path) -> TestClient:
     return client
 
 
-def assert_escaped(html: str) -> None:
-    """No payload is in the page as markup; each is there as text."""
+def assert_escaped(html: str, shown: str = "&lt;script&gt;window.__pwned=1&lt;/script&gt;") -> None:
+    """No payload is in the page as markup, nor an escape or bidi character; `shown` (a
+    payload, escaped) is there as text."""
     for payload in PAYLOADS:
         assert payload not in html, payload
-    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
+    assert shown in html
     assert "\x1b" not in html and "\u202e" not in html
     assert "<script>" not in html.replace('<script src="/static/live.js" defer></script>', "")
 
@@ -247,7 +248,8 @@ def test_sandboxed_run_attacker_branch(tmp_path: Path) -> None:
     assert 'class="merge"' in html  # the steps merged
     assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html
     assert '<span class="gi">' in html
-    assert_escaped(html)
+    assert_escaped(html, shown="&lt;img src=x onerror=window.__pwned=1&gt;.txt")
+    assert "&lt;svg onload=window.__pwned=3&gt;" in html  # in the patch
     log = client.get(f"/runs/0/{run_id}/steps/2/iterations/1").text
     assert '<span class="fg2">green</span> &lt;script&gt;' in log
     assert_escaped(log)
