@@ -47,8 +47,9 @@ class AccessLine:
 
     @property
     def refused(self) -> bool:
-        """Refused by the allow-list (a refusal of the API port is not one: fks's own rule)."""
-        return self.result == "TCP_DENIED" and self.local_port == FORWARD_PORT
+        """Refused by the allow-list (TCP_DENIED, or TCP_DENIED_ABORTED when the agent did not
+        wait for the answer); a refusal of the API port is not one: fks's own rule."""
+        return _denied(self.result) and self.local_port == FORWARD_PORT
 
 
 def access_line(line: str) -> AccessLine | None:
@@ -89,9 +90,11 @@ def access_line(line: str) -> AccessLine | None:
 def _api_call(line: AccessLine) -> bool:
     """A call the API port let through: the proxy added the credential (its warm-up HEAD and
     what it refuses get none)."""
-    return (
-        line.local_port == API_PORT and line.result != "TCP_DENIED" and line.method in _API_METHODS
-    )
+    return line.local_port == API_PORT and not _denied(line.result) and line.method in _API_METHODS
+
+
+def _denied(result: str) -> bool:
+    return result == "TCP_DENIED" or result.startswith("TCP_DENIED_")
 
 
 def _bounded(text: str, limit: int) -> str:

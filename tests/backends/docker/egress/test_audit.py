@@ -53,6 +53,10 @@ def test_every_field_of_a_line() -> None:
             None,
         )
     )
+    # Refused, and the agent did not wait for the answer: still refused.
+    aborted = access_line(f"2.0 TCP_DENIED_ABORTED/403 GET evil.test 80 {F} 71 0 -")
+    assert aborted is not None and aborted.refused
+    assert not access_line(f"2.0 TCP_DENIEDX/403 GET evil.test 80 {F} 71 0 -").refused  # type: ignore[union-attr]
     # The format before bytes and secrets were logged.
     old = access_line(f"3.0 TCP_DENIED/403 GET evil.test 80 {F}")
     assert old is not None and (old.sent, old.received, old.secret) == (0, 0, None)
