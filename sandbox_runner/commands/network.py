@@ -59,8 +59,8 @@ def describe_network(record: RunRecord) -> Iterator[str]:
         why = (
             "it ran without the sandbox"
             if not record.options.sandbox
-            else "its sandbox had no egress proxy (network open or none), or it ran before fks "
-            "recorded requests"
+            else "its steps went out without it (network open, or none without the model API), "
+            "or an older fks ran it"
         )
         yield f"Run {record.id} made no requests through an egress proxy: {why}"
         return

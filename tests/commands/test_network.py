@@ -128,7 +128,7 @@ def test_a_run_without_a_proxy_says_so_in_one_line(project: Path) -> None:
     ]
     sandboxed = audited_run(project, sandbox=True)
     [line] = fks("show", sandboxed, "--network", cwd=project).stdout.splitlines()
-    assert line.startswith(f"Run {sandboxed} made no requests through an egress proxy: its sandbox")
+    assert line.startswith(f"Run {sandboxed} made no requests through an egress proxy: its steps")
 
 
 def test_json_goes_with_network(project: Path) -> None:
