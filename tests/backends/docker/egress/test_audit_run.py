@@ -9,12 +9,22 @@ import ipaddress
 import json
 import subprocess
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from sandbox_runner.backends.docker.egress.access_log import MODEL_API
+from sandbox_runner.backends.docker.egress.audit import merged
+from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress.refusals import Refusals
+from sandbox_runner.docker_daemon import docker_client
+from sandbox_runner.images import lookup as images
+from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.records.reported import NetworkRecord
 from sandbox_runner.testing.helpers import agent_lines, fks
 from sandbox_runner.testing.sandboxed import add_script, configure, sandbox
 
@@ -61,6 +71,11 @@ class _Hello(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BODY)))
         self.end_headers()
         self.wfile.write(BODY)
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -142,3 +157,82 @@ def test_every_request_is_listed_and_shown_safely(
         assert any(row in line for line in lines), (row, text)
     heads = [line for line in lines if line.startswith("#")]
     assert sum(int(head.split()[2]) for head in heads) == 7 + len(HOSTILE), heads
+
+
+def _api_server() -> http.server.ThreadingHTTPServer:
+    class Api(_Hello):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.do_GET()
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _in_agent_container(proxy: EgressProxy, script: str) -> str:
+    """`script` as the sandbox runs an agent: network none, the proxy's sockets and env."""
+    client = docker_client()
+    container = client.containers.create(
+        images.DEFAULT_AGENT_IMAGE,
+        proxy.wrap_argv(["sh", "-c", script]),
+        network_mode="none",
+        mounts=[proxy.mount()],
+        environment=proxy.env(),
+        user="12345:12345",
+        cap_drop=["ALL"],
+        init=True,
+        labels={"fks.test": "egress"},
+    )
+    try:
+        container.start()
+        assert int(container.wait(timeout=120)["StatusCode"]) == 0
+        return str(container.logs(stdout=True, stderr=True).decode(errors="replace"))
+    finally:
+        container.remove(force=True)
+
+
+def test_the_model_apis_calls_are_marked_as_carrying_its_credential(
+    servers: tuple[str, int, int],
+) -> None:
+    """Calls through the API port get the credential added (secret "model API"); its warm-up
+    HEAD and what it refuses get none, and a refusal there is none of the allow-list's."""
+    address, ok, _other = servers
+    api_server = _api_server()
+    api = ApiUpstream(f"http://{address}:{api_server.server_address[1]}", "sk-ant-test-key")
+    script = (
+        "c() { curl -s -o /dev/null -w '%{http_code} ' \"$@\"; }; "
+        'c -X POST -d "{}" "$ANTHROPIC_BASE_URL/v1/messages"; c -I "$ANTHROPIC_BASE_URL/"; '
+        'c "$ANTHROPIC_BASE_URL/other"; c "$ANTHROPIC_BASE_URL/v1/models"; '
+        f"c http://{address}:{ok}/x"
+    )
+    try:
+        with EgressProxy(
+            docker_client(),
+            run_id=f"audit-test-{uuid.uuid4().hex[:8]}",
+            allow=[AllowEntry.parse(f"{address}:{ok}")],
+            api=api,
+            labels={"fks.test": "egress"},
+        ) as proxy:
+            output = _in_agent_container(proxy, script)
+            assert output.split() == ["200", "200", "403", "200", "200"], output
+            network, refusals = NetworkRecord(), Refusals()
+            deadline = time.monotonic() + 60
+            while network.total < 5 and time.monotonic() < deadline:  # until all lines came
+                taken = proxy.take_traffic(settled_at=time.time() + SETTLE_S)
+                network, refusals = merged(network, taken.network), refusals.plus(taken.refusals)
+    finally:
+        api_server.shutdown()
+        api_server.server_close()
+    assert network.total == 5, network
+    marked = {
+        (r.method, r.status, r.result.startswith("TCP_DENIED"), r.secret) for r in network.requests
+    }
+    assert marked == {
+        ("POST", 200, False, MODEL_API),
+        ("GET", 200, False, MODEL_API),
+        ("HEAD", 200, False, None),
+        ("GET", 403, True, None),
+        ("GET", 200, False, None),
+    }, network
+    assert refusals == Refusals()
