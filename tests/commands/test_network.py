@@ -86,8 +86,11 @@ def test_show_network_lists_each_iterations_requests(project: Path) -> None:
     assert iterations[0]["network"]["requests"][1]["secret"] == "model API"
     assert iterations[1]["network"] == NetworkRecord().model_dump()
     assert iterations[2]["network"] is None
-    # The plain view is unchanged by the audit.
-    assert "REQUESTS" not in fks("show", run_id, cwd=project).stdout
+    # The plain view counts them and says where to look.
+    plain = fks("show", run_id, cwd=project).stdout
+    assert "REQUESTS" not in plain
+    counted = [line.strip() for line in plain.splitlines() if "network:" in line]
+    assert counted == ["network: 13 requests through the egress proxy (fks show --network)"]
 
 
 def test_hostile_host_names_are_shown_neutralised(project: Path) -> None:

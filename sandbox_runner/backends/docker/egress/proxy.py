@@ -375,9 +375,9 @@ class EgressProxy:
                 *lines, pending = pending.split(b"\n")
                 pending = pending[-_LINE_LIMIT:]
                 for raw in lines:
-                    self._count_denied(raw[:_LINE_LIMIT].decode(errors="replace"))
+                    self._count_line(raw[:_LINE_LIMIT].decode(errors="replace"))
 
-    def _count_denied(self, line: str) -> None:
+    def _count_line(self, line: str) -> None:
         """Count the request of one line of the access log (any other line is ignored)."""
         found = access_line(line)
         if found is None:
