@@ -56,7 +56,8 @@ def test_every_field_of_a_line() -> None:
     # Refused, and the agent did not wait for the answer: still refused.
     aborted = access_line(f"2.0 TCP_DENIED_ABORTED/403 GET evil.test 80 {F} 71 0 -")
     assert aborted is not None and aborted.refused
-    assert not access_line(f"2.0 TCP_DENIEDX/403 GET evil.test 80 {F} 71 0 -").refused  # type: ignore[union-attr]
+    other = access_line(f"2.0 TCP_DENIEDX/403 GET evil.test 80 {F} 71 0 -")
+    assert other is not None and not other.refused
     # The format before bytes and secrets were logged.
     old = access_line(f"3.0 TCP_DENIED/403 GET evil.test 80 {F}")
     assert old is not None and (old.sent, old.received, old.secret) == (0, 0, None)
@@ -232,7 +233,7 @@ def test_the_proxy_counts_every_line_of_its_output() -> None:
         + f"1.1 TCP_DENIED/403 GET {'x' * 200_000}.test 80 {F} 1 2 -\n".encode()
         + f"1.2 TCP_DENIED/403 GET evil.test 80 {F} 100 300 -\n".encode()
     )
-    proxy = EgressProxy(object(), run_id="r", allow=[])  # type: ignore[arg-type]
+    proxy = EgressProxy(object(), run_id="r", allow=[])
     proxy._container = _LogContainer([lines[i : i + 7] for i in range(0, len(lines), 7)])
     proxy._follow_log()
     taken = proxy.take_traffic()
