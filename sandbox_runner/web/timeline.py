@@ -135,6 +135,8 @@ def _title(step: StepRecord, it: IterationRecord, kind: str, took: float) -> str
         parts.append(f"reason {it.reason}")
     if it.claude is not None and it.claude.cost_usd is not None:
         parts.append(f"${it.claude.cost_usd:.4f}")
+    if it.network is not None and it.network.total:
+        parts.append(f"{it.network.total} requests through the egress proxy")
     denied = [d.describe() for d in it.denied]
     if it.denied_more:
         denied.append(f"{it.denied_more} more")

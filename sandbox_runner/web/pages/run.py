@@ -150,7 +150,7 @@ def iteration_page(request: Request) -> Response:
         took=_took(it),
         base=_base(request, project, record),
         log=view,
-        egress=getattr(it, "egress", None),
+        network_terminal=f"fks show {record.id} --network{where}",
         live=f"run:{project}:{record.id}",
         terminal=f"fks logs {record.id} {step.index} --iteration {it.number}{where}",
         raw_terminal=f"fks logs {record.id} {step.index} --iteration {it.number} --raw{where}",

@@ -216,6 +216,50 @@ def test_transcript_shown_as_messages_and_tool_calls(tmp_path: Path) -> None:
     assert_escaped(html)
 
 
+def test_iteration_denied_hosts_and_requests_escaped(tmp_path: Path) -> None:
+    from sandbox_runner.records.reported import DeniedRecord, NetworkRecord, RequestsRecord
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[1])
+    path = project / ".forge" / "runs" / "20260102-030405-abcd" / "run.json"
+    record = RunRecord.model_validate_json(path.read_text())
+    it = record.steps[0].iterations[0]
+    it.denied = [DeniedRecord(host=f"{SCRIPT}.example", port=443, count=3)]
+    it.denied_more = 4
+    it.network = NetworkRecord(
+        requests=[
+            RequestsRecord(host=SVG, port=80, method=IMG, status=403, result="TCP_DENIED", count=3),
+            RequestsRecord(
+                host="api.anthropic.com",
+                port=443,
+                method="CONNECT",
+                status=200,
+                result="TCP_TUNNEL",
+                secret="model API",
+                count=5,
+                sent=10,
+                received=20,
+            ),
+        ],
+        more=2,
+    )
+    write_atomic(path, record.model_dump_json())
+    client = client_for(project)
+    html = client.get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
+    assert "3 requests to &lt;script&gt;window.__pwned=1&lt;/script&gt;.example:443" in html
+    assert "4 more requests to other destinations" in html
+    assert "<code>&lt;svg onload=window.__pwned=3&gt;:80</code>" in html
+    assert "<td>model API</td>" in html
+    assert "and 2 more requests of other kinds" in html
+    assert "fks show 20260102-030405-abcd --network" in html
+    assert_escaped(html)
+    run = client.get("/runs/0/20260102-030405-abcd").text
+    assert "denied: 3 requests to &lt;script&gt;window.__pwned=1&lt;/script&gt;.example:443" in run
+    assert "10 requests through the egress proxy" in run  # in the bar's tooltip
+    assert_escaped(run)
+
+
 def test_step_of_1000_iterations(tmp_path: Path) -> None:
     project = init_repo(tmp_path / "proj")
     write_run(project, "20260102-030405-abcd", steps=[1000, 3])
