@@ -5,6 +5,7 @@ classes and every other escape, control and bidi character neutralised. Only the
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,11 +55,12 @@ def read_log(path: Path, *, claude: bool) -> LogView:
         view.missing = True
         return view
     with stream:
-        size = path.stat().st_size
-        renderer: TranscriptRenderer | None = TranscriptRenderer() if claude else None
+        size = os.fstat(stream.fileno()).st_size
+        renderer: TranscriptRenderer | None = None
         first = True
         for raw, cut in bounded_lines(stream, EVENT_BYTES):
-            if first and renderer is None and is_transcript(raw):
+            # As `fks logs`: a Claude step's log is its stream-json, whatever its first event.
+            if first and (is_transcript(raw) or (claude and raw.startswith(b"{"))):
                 renderer = TranscriptRenderer()
             first = False
             view.lines += _transcript(renderer, raw, cut) if renderer else [_plain(raw, cut)]

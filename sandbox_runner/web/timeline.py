@@ -15,6 +15,8 @@ LABEL = 150.0
 """Width of the lane labels at the left."""
 LANE = 26.0
 """Height of one lane."""
+LABEL_CHARS = 20
+"""Characters of a lane's label (the step's number and agent) that fit in `LABEL`."""
 MIN_BAR = 0.6
 """The narrowest bar: an iteration of a second in a run of hours stays visible."""
 
@@ -108,7 +110,9 @@ def _lane(step: StepRecord, y: float, start: datetime, scale: float) -> Lane:
         merge_x = LABEL + (step.ended - start).total_seconds() * scale
         at = f" at {step.merge_commit[:12]}" if step.merge_commit else ""
         title = f"step {step.index} merged into {step.base_branch or 'its base'}{at}"
-    return Lane(y=y, label=f"{step.index}: {step.agent}", merge_x=merge_x, merge_title=title)
+    label = f"{step.index}: {step.agent}"
+    label = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+    return Lane(y=y, label=label, merge_x=merge_x, merge_title=title)
 
 
 def _bar(

@@ -93,6 +93,7 @@ def test_run_page_shows_steps_and_iterations(local_run: tuple[Path, str]) -> Non
     assert "2 of 2" in html  # steps done
     assert f"fks show {run_id}" in html
     assert f"fks review {run_id} --diff" in html
+    assert f'<body data-live="run:0:{run_id}">' in html  # updated live while it runs
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
 
 
@@ -167,6 +168,25 @@ def test_step_branch_commits_and_patch_escaped(tmp_path: Path) -> None:
     assert '<span class="gi">+print(\'&lt;script&gt;window' in html
     assert '<span class="gh">diff --git' in html or '<span class="gu">' in html
     assert_escaped(html)
+
+
+def test_run_of_a_second_project(tmp_path: Path) -> None:
+    first, second = init_repo(tmp_path / "one"), init_repo(tmp_path / "two")
+    write_run(second, "20260102-030405-abcd", steps=[1])
+    client = client_for(first, second)
+    assert client.get("/runs/0/20260102-030405-abcd").status_code == 404
+    html = client.get("/runs/1/20260102-030405-abcd").text
+    assert f"fks show 20260102-030405-abcd --cwd {second}" in html
+    log = client.get("/runs/1/20260102-030405-abcd/steps/1/iterations/1").text
+    assert f"fks logs 20260102-030405-abcd 1 --iteration 1 --cwd {second}" in log
+
+
+def test_claude_step_with_plain_output_keeps_its_colours(tmp_path: Path) -> None:
+    project = init_repo(tmp_path / "proj")  # a Claude step whose CLI printed no stream-json
+    write_run(project, "20260102-030405-abcd", steps=[1], log_text=b"\x1b[1;32mok\x1b[0m <b>\n")
+    html = client_for(project).get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
+    assert '<span class="fg2 bold">ok</span> &lt;b&gt;' in html
+    assert "(a Claude session)" not in html
 
 
 def test_big_patch_is_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
