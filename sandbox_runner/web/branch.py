@@ -19,7 +19,9 @@ MAX_COMMITS = 200
 SUBJECT_BYTES = 200
 MAX_STAT_LINES = 200
 DIFF_BYTES = 1 << 20
-"""Bytes of the patch read for the page (more is cut, saying so)."""
+"""Bytes of a step's patch read for the page (more is cut, saying so)."""
+PAGE_DIFF_BYTES = 2 << 20
+"""Bytes of patches read for one page, all steps together (later steps then show none)."""
 DIFF_LINE_BYTES = 1000
 """Bytes shown of one line of the patch."""
 
@@ -45,22 +47,36 @@ class BranchView:
     stat: list[str] = field(default_factory=list)
     diff: Markup | None = None
     diff_cut: bool = False
+    diff_read: int = 0
+    diff_skipped: bool = False
+    """The patch was not read: the page already holds `PAGE_DIFF_BYTES` of patches."""
 
 
-def branch_view(record: RunRecord, step: StepRecord, *, diff: bool) -> BranchView | None:
-    """The step's branch (None: it has none); `diff` adds the highlighted patch."""
+def branch_views(record: RunRecord) -> dict[int, BranchView | None]:
+    """The branch of each step (by index), with patches up to `PAGE_DIFF_BYTES` in all."""
+    views: dict[int, BranchView | None] = {}
+    budget = PAGE_DIFF_BYTES
+    for step in record.steps:
+        view = views[step.index] = branch_view(record, step, diff_bytes=min(DIFF_BYTES, budget))
+        if view is not None:
+            budget = 0 if view.diff_cut else budget - view.diff_read
+    return views
+
+
+def branch_view(record: RunRecord, step: StepRecord, *, diff_bytes: int) -> BranchView | None:
+    """The step's branch (None: it has none) with the first `diff_bytes` of its patch."""
     if not step.branch:
         return None
     repo = Path(step.repo or record.cwd)
     view = BranchView(branch=step.branch, base=step.base_branch or record.base_branch)
     try:
-        _fill(view, repo, step, diff=diff)
+        _fill(view, repo, step, diff_bytes=diff_bytes)
     except GitError as exc:
         view.problem = f"git could not read it: {exc}"
     return view
 
 
-def _fill(view: BranchView, repo: Path, step: StepRecord, *, diff: bool) -> None:
+def _fill(view: BranchView, repo: Path, step: StepRecord, *, diff_bytes: int) -> None:
     if not repo.is_dir():
         view.problem = f"the repository {repo} no longer exists"
         return
@@ -76,8 +92,12 @@ def _fill(view: BranchView, repo: Path, step: StepRecord, *, diff: bool) -> None
         view.problem = f"the branch no longer exists; its recorded commits up to {view.tip[:12]}"
     _commits(view, repo, view.since, view.tip)
     _stat(view, repo, view.since, view.tip)
-    if diff and view.stat:
-        view.diff, view.diff_cut = highlighted_diff(repo, view.since, view.tip)
+    if view.stat and diff_bytes <= 0:
+        view.diff_skipped = True
+    elif view.stat:
+        view.diff, view.diff_cut, view.diff_read = highlighted_diff(
+            repo, view.since, view.tip, diff_bytes
+        )
 
 
 def _tip(repo: Path, step: StepRecord) -> str | None:
@@ -134,8 +154,9 @@ def _stat(view: BranchView, repo: Path, since: str, tip: str) -> None:
         view.stat.append(last)
 
 
-def highlighted_diff(repo: Path, since: str, tip: str) -> tuple[Markup, bool]:
-    """The patch from `since` to `tip` as escaped, highlighted HTML (True: it was cut)."""
+def highlighted_diff(repo: Path, since: str, tip: str, limit: int) -> tuple[Markup, bool, int]:
+    """The first `limit` bytes of the patch from `since` to `tip` as escaped, highlighted HTML;
+    whether it was cut, and the bytes read."""
     from pygments import highlight  # type: ignore[import-untyped]
     from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
     from pygments.lexers import DiffLexer  # type: ignore[import-untyped]
@@ -144,10 +165,10 @@ def highlighted_diff(repo: Path, since: str, tip: str) -> tuple[Markup, bool]:
     read, cut = 0, False
     with git_output(repo, "diff", "--no-color", "--no-ext-diff", since, tip) as out:
         for raw, dropped in bounded_lines(out, DIFF_LINE_BYTES):
-            read += len(raw) + dropped + 1
-            if read > DIFF_BYTES:
+            if read + len(raw) + dropped + 1 > limit:
                 cut = True
                 break
+            read += len(raw) + dropped + 1
             lines.append(shown_line(raw, dropped, limit=DIFF_LINE_BYTES))
     html = highlight("\n".join(lines) + "\n", DiffLexer(), HtmlFormatter(nowrap=True))
-    return Markup(html), cut  # pygments escaped every character of the patch
+    return Markup(html), cut, read  # pygments escaped every character of the patch

@@ -73,7 +73,7 @@ def _missing(request: Request, message: str) -> Response:
 
 def run_page(request: Request) -> Response:
     from sandbox_runner.commands.runs import run_status, step_status
-    from sandbox_runner.web.branch import DIFF_BYTES, branch_view
+    from sandbox_runner.web.branch import branch_views
     from sandbox_runner.web.timeline import outcome, timeline
 
     try:
@@ -81,7 +81,6 @@ def run_page(request: Request) -> Response:
     except _NotFound as exc:
         return _missing(request, str(exc))
     state = run_status(record)
-    branches = {s.index: branch_view(record, s, diff=True) for s in record.steps}
     sources: Sources = request.app.state.sources
     return render(
         request,
@@ -92,11 +91,10 @@ def run_page(request: Request) -> Response:
         seconds=_seconds(record.started, record.ended),
         base=_base(request, project, record),
         chart=timeline(record),
-        branches=branches,
+        branches=branch_views(record),
         step_status=step_status,
         outcome=outcome,
         took=_took,
-        diff_limit=DIFF_BYTES,
         live=f"run:{project}:{record.id}",
         terminal=f"fks show {record.id}{_in(sources, project)}",
         review=f"fks review {record.id} --diff{_in(sources, project)}",

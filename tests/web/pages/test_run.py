@@ -5,6 +5,7 @@ escaped (never as markup, never with its escape sequences)."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -93,7 +94,7 @@ def test_run_page_shows_steps_and_iterations(local_run: tuple[Path, str]) -> Non
     assert "2 of 2" in html  # steps done
     assert f"fks show {run_id}" in html
     assert f"fks review {run_id} --diff" in html
-    assert f'<body data-live="run:0:{run_id}">' in html  # updated live while it runs
+    assert '<body data-live="">' in html  # finished: nothing to update
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
 
 
@@ -170,6 +171,27 @@ def test_step_branch_commits_and_patch_escaped(tmp_path: Path) -> None:
     assert_escaped(html)
 
 
+def test_running_run_updates_live(tmp_path: Path) -> None:
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[2])
+    path = project / ".forge" / "runs" / "20260102-030405-abcd" / "run.json"
+    record = RunRecord.model_validate_json(path.read_text())
+    record.status, record.ended, record.pid = "running", None, os.getpid()
+    last = record.steps[0].iterations[-1]
+    last.ended, last.reason, last.marker, last.exit_code = None, None, False, None
+    write_atomic(path, record.model_dump_json())
+    client = client_for(project)
+    html = client.get("/runs/0/20260102-030405-abcd").text
+    assert '<body data-live="run:0:20260102-030405-abcd">' in html
+    assert 'class="bar o-running"' in html
+    log = client.get("/runs/0/20260102-030405-abcd/steps/1/iterations/2").text
+    assert '<body data-live="run:0:20260102-030405-abcd">' in log
+    done = client.get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
+    assert '<body data-live="">' in done
+
+
 def test_run_of_a_second_project(tmp_path: Path) -> None:
     first, second = init_repo(tmp_path / "one"), init_repo(tmp_path / "two")
     write_run(second, "20260102-030405-abcd", steps=[1])
@@ -201,8 +223,34 @@ def test_big_patch_is_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     git(project, "commit", "-qm", "big")
     write_run(project, "20260102-030405-abcd", steps=[1], branches=["fks/big"], base_commit=base)
     html = client_for(project).get("/runs/0/20260102-030405-abcd").text
-    assert "The patch is cut here" in html
+    assert "The patch is cut here, after " in html
     assert "line 10" in html and "line 4999" not in html
+
+
+def test_patches_of_a_page_are_bounded_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runner.web import branch as branch_module
+
+    monkeypatch.setattr(branch_module, "PAGE_DIFF_BYTES", 3000)
+    project = init_repo(tmp_path / "proj")
+    base = git(project, "rev-parse", "main")
+    for name in ("one", "two"):
+        git(project, "switch", "-q", "-c", f"fks/{name}", base)
+        (project / f"{name}.txt").write_text("".join(f"{name} {n}\n" for n in range(400)))
+        git(project, "add", "-A")
+        git(project, "commit", "-qm", name)
+    write_run(
+        project,
+        "20260102-030405-abcd",
+        steps=[1, 1],
+        branches=["fks/one", "fks/two"],
+        base_commit=base,
+    )
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert "+one 199" in html
+    assert "+one 399" not in html and "+two 0" not in html
+    assert "The patch is not shown: the page already shows the patches of the steps before" in html
 
 
 def test_transcript_shown_as_messages_and_tool_calls(tmp_path: Path) -> None:
