@@ -5,13 +5,16 @@ the log as plain text that no browser renders)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from sandbox_runner.errors import FksError
@@ -25,6 +28,7 @@ from sandbox_runner.records.store import (
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render
 
+_CHUNK = 64 * 1024
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
@@ -156,11 +160,26 @@ def iteration_page(request: Request) -> Response:
 
 
 def _raw(request: Request, path: Path | None) -> Response:
-    """The log's bytes as plain text, shown inline, never sniffed as anything else."""
-    headers = {"content-disposition": "inline"}
-    if path is None or not path.is_file():
+    """The log's bytes as plain text, shown inline, never sniffed as anything else: as much of
+    it as there is when asked (a running iteration's log goes on growing)."""
+    try:
+        stream = path.open("rb") if path is not None else None  # closed by _chunks
+    except OSError:
+        stream = None
+    if stream is None:
         return _missing(request, "this iteration has no log")
-    return FileResponse(path, media_type="text/plain; charset=utf-8", headers=headers)
+    size = os.fstat(stream.fileno()).st_size
+    headers = {"content-disposition": "inline", "content-length": str(size)}
+    return StreamingResponse(
+        _chunks(stream, size), media_type="text/plain; charset=utf-8", headers=headers
+    )
+
+
+def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    with stream:
+        while size > 0 and (chunk := stream.read(min(size, _CHUNK))):
+            size -= len(chunk)
+            yield chunk
 
 
 routes = [

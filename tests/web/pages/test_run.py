@@ -121,6 +121,7 @@ def test_raw_log_is_plain_text(local_run: tuple[Path, str]) -> None:
     assert "default-src 'none'" in raw.headers["content-security-policy"]
     assert SCRIPT.encode() in raw.content  # the bytes as written
     assert b"\x1b[31mred words" in raw.content
+    assert raw.headers["content-length"] == str(len(raw.content))
 
 
 def test_unknown_run_step_or_iteration_is_one_line_404(local_run: tuple[Path, str]) -> None:
