@@ -1,7 +1,6 @@
 """What a step left on its branch, for the run page: its commits, diffstat and the patch
-highlighted as HTML. Read as `fks review` reads it (in the user's repository, never in anything
-the agent wrote; every output bounded, every line neutralised); the highlighted patch is made
-by pygments, which escapes it, with CSS classes only (the packaged `diff.css`)."""
+highlighted as HTML (`patch`). Read as `fks review` reads it: in the user's repository, never
+in anything the agent wrote; every output bounded, every line neutralised."""
 
 from __future__ import annotations
 
@@ -157,9 +156,7 @@ def _stat(view: BranchView, repo: Path, since: str, tip: str) -> None:
 def highlighted_diff(repo: Path, since: str, tip: str, limit: int) -> tuple[Markup, bool, int]:
     """The first `limit` bytes of the patch from `since` to `tip` as escaped, highlighted HTML;
     whether it was cut, and the bytes read."""
-    from pygments import highlight  # type: ignore[import-untyped]
-    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-    from pygments.lexers import DiffLexer  # type: ignore[import-untyped]
+    from sandbox_runner.web.patch import highlight_patch
 
     lines: list[str] = []
     read, cut = 0, False
@@ -170,5 +167,4 @@ def highlighted_diff(repo: Path, since: str, tip: str, limit: int) -> tuple[Mark
                 break
             read += len(raw) + dropped + 1
             lines.append(shown_line(raw, dropped, limit=DIFF_LINE_BYTES))
-    html = highlight("\n".join(lines) + "\n", DiffLexer(), HtmlFormatter(nowrap=True))
-    return Markup(html), cut, read  # pygments escaped every character of the patch
+    return highlight_patch(lines), cut, read

@@ -166,9 +166,10 @@ def test_step_branch_commits_and_patch_escaped(tmp_path: Path) -> None:
     assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html
     assert "evil&lt;U+202E&gt;gpj.sh" in html
     assert "2 files changed, 4 insertions(+)" in html
-    # The patch, highlighted by class: the added lines, escaped.
-    assert '<span class="gi">+print(\'&lt;script&gt;window' in html
-    assert '<span class="gh">diff --git' in html or '<span class="gu">' in html
+    # The patch, highlighted in its file's language by class, escaped.
+    assert '<span class="add">+<span class="nb">print</span><span class="p">(</span>' in html
+    assert "<span class=\"s1\">'&lt;script&gt;window.__pwned=1&lt;/script&gt;'</span>" in html
+    assert '<span class="gh">diff --git a/&lt;img src=x onerror=window.__pwned=1&gt;.py' in html
     assert_escaped(html)
 
 
@@ -210,6 +211,36 @@ def test_claude_step_with_plain_output_keeps_its_colours(tmp_path: Path) -> None
     html = client_for(project).get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
     assert '<span class="fg2 bold">ok</span> &lt;b&gt;' in html
     assert "(a Claude session)" not in html
+
+
+def test_patch_lines_that_look_like_headers(tmp_path: Path) -> None:
+    project = init_repo(tmp_path / "proj", {"q.sql": "-- old\nselect 1;\n++ x\n"})
+    base = git(project, "rev-parse", "main")
+    git(project, "switch", "-q", "-c", "fks/sql")
+    (project / "q.sql").write_text("select 1;\n+++ y\n")
+    git(project, "commit", "-qam", "sql")
+    write_run(project, "20260102-030405-abcd", steps=[1], branches=["fks/sql"], base_commit=base)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert '<span class="del">-<span class="c1">-- old</span></span>' in html
+    assert '<span class="del">-<span class="o">++</span>' in html
+    assert '<span class="add">+<span class="o">+++</span>' in html
+    assert '<span class="gh">--- a/q.sql</span>' in html
+
+
+def test_past_its_budget_a_patch_is_marked_not_lexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runner.web import patch
+
+    monkeypatch.setattr(patch, "LANGUAGE_BYTES", 10)
+    project, branch, base = hostile_branch(tmp_path)
+    write_run(project, "20260102-030405-abcd", steps=[1], branches=[branch], base_commit=base)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert (
+        '<span class="add">+print(&#39;&lt;script&gt;window.__pwned=1&lt;/script&gt;&#39;)' in html
+    )
+    assert '<span class="nb">' not in html
+    assert_escaped(html)
 
 
 def test_big_patch_is_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -360,7 +391,7 @@ def test_sandboxed_run_attacker_branch(tmp_path: Path) -> None:
     assert f"fks/{run_id}/2-attack.sh" in html
     assert 'class="merge"' in html  # the steps merged
     assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html
-    assert '<span class="gi">' in html
+    assert '<span class="add">+' in html
     assert_escaped(html, shown="&lt;img src=x onerror=window.__pwned=1&gt;.txt")
     assert "&lt;svg onload=window.__pwned=3&gt;" in html  # in the patch
     log = client.get(f"/runs/0/{run_id}/steps/2/iterations/1").text
