@@ -10,37 +10,29 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from markupsafe import Markup, escape
+
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
 from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
 
-LOG_BYTES = 2 << 20
+LOG_BYTES = 1 << 20
 """Bytes of a log read for its page (the raw log has all of it)."""
 EVENT_BYTES = 1 << 20
 """Bytes of one stream-json event read for rendering."""
 
 _SGR = re.compile(r"\x1b\[([0-9;]{0,32})m")
+_MARK = "\ue000"  # a private-use character: where a colour escape was
 _COLOURS = {**{30 + n: f"fg{n}" for n in range(8)}, **{90 + n: f"fg{n}" for n in range(8)}}
-
-
-@dataclass(frozen=True)
-class Segment:
-    text: str
-    css: str = ""
-
-
-@dataclass(frozen=True)
-class LogLine:
-    kind: str
-    """agent (what the agent wrote), tool (a call), result (a tool's result), meta (fks's)."""
-    segments: tuple[Segment, ...]
 
 
 @dataclass
 class LogView:
     transcript: bool = False
-    lines: list[LogLine] = field(default_factory=list)
+    html: Markup = field(default_factory=Markup)
+    """The lines, each a `<span class="l-KIND">` (agent: what the agent wrote; tool: a call;
+    result: a tool's result; meta: the session's own lines), escaped."""
     unread: int = 0
     """Bytes of the log past `LOG_BYTES`, not shown here."""
     missing: bool = False
@@ -54,74 +46,88 @@ def read_log(path: Path, *, claude: bool) -> LogView:
     except FileNotFoundError:
         view.missing = True
         return view
+    out: list[str] = []
     with stream:
         size = os.fstat(stream.fileno()).st_size
         renderer: TranscriptRenderer | None = None
-        first = True
+        read = 0
         for raw, cut in bounded_lines(stream, EVENT_BYTES):
             # As `fks logs`: a Claude step's log is its stream-json, whatever its first event.
-            if first and (is_transcript(raw) or (claude and raw.startswith(b"{"))):
+            if read == 0 and (is_transcript(raw) or (claude and raw.startswith(b"{"))):
                 renderer = TranscriptRenderer()
-            first = False
-            view.lines += _transcript(renderer, raw, cut) if renderer else [_plain(raw, cut)]
-            if stream.tell() >= LOG_BYTES:
+            read += len(raw) + cut + 1
+            if renderer is not None:
+                out += [_classified(line) for line in renderer.lines(raw, cut)]
+            else:
+                out.append(_plain(raw, cut))
+            if read >= LOG_BYTES:
                 break
-        view.unread = max(size - stream.tell(), 0)
+        view.unread = max(size - read, 0)
     view.transcript = renderer is not None
+    view.html = Markup("".join(out))  # every piece escaped by _line
     return view
 
 
-def _transcript(renderer: TranscriptRenderer, raw: bytes, cut: int) -> list[LogLine]:
-    return [_classified(line) for line in renderer.lines(raw, cut)]
+def _line(kind: str, html: str) -> str:
+    return f'<span class="l-{kind}">{html}</span>\n'
 
 
-def _classified(line: str) -> LogLine:
+def _classified(line: str) -> str:
     if line.startswith(AGENT_PREFIX):
-        return LogLine("agent", (Segment(line.removeprefix(AGENT_PREFIX)),))
+        return _line("agent", escape(line.removeprefix(AGENT_PREFIX)))
     if line.startswith("→ "):
-        return LogLine("tool", (Segment(line),))
-    if line.startswith("  "):
-        return LogLine("result", (Segment(line),))
-    return LogLine("meta", (Segment(line),))
+        return _line("tool", escape(line))
+    return _line("result" if line.startswith("  ") else "meta", escape(line))
 
 
-def _plain(raw: bytes, cut: int) -> LogLine:
+def _plain(raw: bytes, cut: int) -> str:
     if len(raw) > LINE_BYTES:
         raw, cut = raw[:LINE_BYTES], cut + len(raw) - LINE_BYTES
-    segments = coloured(raw.decode("utf-8", "replace"))
+    html = coloured(raw.decode("utf-8", "replace"))
     if cut:
-        segments.append(Segment(f"… ({cut} more bytes not shown)", "cut"))
-    return LogLine("agent", tuple(segments))
+        html += f'<span class="cut">… ({cut} more bytes not shown)</span>'
+    return _line("agent", html)
 
 
-def coloured(text: str) -> list[Segment]:
-    """`text` in pieces, each with the CSS classes of the colours its SGR escapes gave it; the
-    text of each piece is neutralised (no escape, control or bidi character is left)."""
-    segments: list[Segment] = []
+def coloured(text: str) -> str:
+    """`text` as HTML: escaped, its SGR colours as CSS classes, every other escape, control and
+    bidi character neutralised."""
+    if "\x1b" not in text:
+        return str(escape(strip_escapes(text, keep="\t")))
+    # Neutralised in one pass: each colour escape stands in as a mark the pass keeps; should
+    # another escape have swallowed a mark, each piece is neutralised on its own.
+    text = text.replace(_MARK, "")
+    codes = [m.group(1) for m in _SGR.finditer(text)]
+    pieces = strip_escapes(_SGR.sub(_MARK, text), keep="\t").split(_MARK)
+    if len(pieces) != len(codes) + 1:
+        pieces = [strip_escapes(piece, keep="\t") for piece in _SGR.split(text)[::2]]
+    out = [_piece(pieces[0], None, False)]
     colour: str | None = None
     bold = False
-    at = 0
-    for match in _SGR.finditer(text):
-        _add(segments, text[at : match.start()], colour, bold)
-        at = match.end()
-        for part in match.group(1).split(";") or ["0"]:
-            code = int(part) if part.isdigit() else 0
-            if code == 0:
-                colour, bold = None, False
-            elif code == 1:
-                bold = True
-            elif code == 22:
-                bold = False
-            elif code == 39:
-                colour = None
-            elif code in _COLOURS:
-                colour = _COLOURS[code]
-    _add(segments, text[at:], colour, bold)
-    return segments
+    for code_list, piece in zip(codes, pieces[1:], strict=True):
+        colour, bold = _sgr(code_list, colour, bold)
+        out.append(_piece(piece, colour, bold))
+    return "".join(out)
 
 
-def _add(segments: list[Segment], text: str, colour: str | None, bold: bool) -> None:
-    clean = strip_escapes(text, keep="\t")
-    if clean:
-        css = " ".join(c for c in (colour, "bold" if bold else None) if c)
-        segments.append(Segment(clean, css))
+def _sgr(codes: str, colour: str | None, bold: bool) -> tuple[str | None, bool]:
+    """The colour and weight after the SGR escape with parameters `codes`."""
+    for part in codes.split(";"):
+        code = int(part) if part.isdigit() else 0
+        if code == 0:
+            colour, bold = None, False
+        elif code == 1:
+            bold = True
+        elif code == 22:
+            bold = False
+        elif code == 39:
+            colour = None
+        elif code in _COLOURS:
+            colour = _COLOURS[code]
+    return colour, bold
+
+
+def _piece(text: str, colour: str | None, bold: bool) -> str:
+    clean = str(escape(text))
+    css = " ".join(c for c in (colour, "bold" if bold else None) if c)
+    return f'<span class="{css}">{clean}</span>' if css and clean else clean

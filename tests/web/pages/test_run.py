@@ -35,6 +35,7 @@ PAYLOADS = (SCRIPT, IMG, LINK, TITLE, SVG, STYLE)
 
 COLOUR_AGENT = f"""#!/bin/sh
 printf '\\033[31mred words\\033[0m plain \\033]0;window title\\007 {BIDI}\\n'
+printf '\\033Pdcs\\033[33myellow\\033[0m tail\\n'
 printf '%s\\n' '{SCRIPT}' '{IMG}' '{LINK}' '{TITLE}' '{SVG}' '{STYLE}'
 echo FORKHESTRA_COMPLETE
 """
@@ -105,6 +106,7 @@ def test_iteration_page_colours_and_escapes_output(local_run: tuple[Path, str]) 
     assert page.status_code == 200
     html = page.text
     assert '<span class="fg1">red words</span> plain' in html
+    assert '<span class="fg3">yellow</span> tail' in html
     assert "window title" not in html
     assert "evil&lt;U+202E&gt;gpj.sh" in html
     assert f"fks logs {run_id} 1 --iteration 1" in html
