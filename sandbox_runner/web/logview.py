@@ -6,13 +6,12 @@ classes and every other escape, control and bidi character neutralised. Only the
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from markupsafe import Markup, escape
 
-from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.ansi import coloured_pieces
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
 from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
@@ -22,8 +21,6 @@ LOG_BYTES = 1 << 20
 EVENT_BYTES = 1 << 20
 """Bytes of one stream-json event read for rendering."""
 
-_SGR = re.compile(r"\x1b\[([0-9;]{0,32})m")
-_MARK = "\ue000"  # a private-use character: where a colour escape was
 _COLOURS = {**{30 + n: f"fg{n}" for n in range(8)}, **{90 + n: f"fg{n}" for n in range(8)}}
 
 
@@ -90,29 +87,20 @@ def _plain(raw: bytes, cut: int) -> str:
 
 
 def coloured(text: str) -> str:
-    """`text` as HTML: escaped, its SGR colours as CSS classes, every other escape, control and
+    """`text` as HTML: escaped, its colours as CSS classes, every other escape, control and
     bidi character neutralised."""
-    if "\x1b" not in text:
-        return str(escape(strip_escapes(text, keep="\t")))
-    # Neutralised in one pass: each colour escape stands in as a mark the pass keeps; should
-    # another escape have swallowed a mark, each piece is neutralised on its own.
-    text = text.replace(_MARK, "")
-    codes = [m.group(1) for m in _SGR.finditer(text)]
-    pieces = strip_escapes(_SGR.sub(_MARK, text), keep="\t").split(_MARK)
-    if len(pieces) != len(codes) + 1:
-        pieces = [strip_escapes(piece, keep="\t") for piece in _SGR.split(text)[::2]]
-    out = [_piece(pieces[0], None, False)]
+    out: list[str] = []
     colour: str | None = None
     bold = False
-    for code_list, piece in zip(codes, pieces[1:], strict=True):
-        colour, bold = _sgr(code_list, colour, bold)
+    for codes, piece in coloured_pieces(text):
+        colour, bold = _sgr(codes, colour, bold)
         out.append(_piece(piece, colour, bold))
     return "".join(out)
 
 
-def _sgr(codes: str, colour: str | None, bold: bool) -> tuple[str | None, bool]:
+def _sgr(codes: str | None, colour: str | None, bold: bool) -> tuple[str | None, bool]:
     """The colour and weight after the SGR escape with parameters `codes`."""
-    for part in codes.split(";"):
+    for part in codes.split(";") if codes is not None else ():
         code = int(part) if part.isdigit() else 0
         if code == 0:
             colour, bold = None, False

@@ -11,12 +11,12 @@ from sandbox_runner.records.store import IterationRecord, RunRecord, StepRecord,
 
 WIDTH = 1000.0
 """Width of the chart's drawing area in SVG units (the chart scales to the page)."""
-LABEL = 150.0
+NAME_WIDTH = 150.0
 """Width of the lane labels at the left."""
 LANE = 26.0
 """Height of one lane."""
-LABEL_CHARS = 20
-"""Characters of a lane's label (the step's number and agent) that fit in `LABEL`."""
+NAME_CHARS = 20
+"""Characters of a lane's label (the step's number and agent) that fit in `NAME_WIDTH`."""
 MIN_BAR = 0.6
 """The narrowest bar: an iteration of a second in a run of hours stays visible."""
 
@@ -85,9 +85,9 @@ def timeline(record: RunRecord) -> Timeline:
         lanes.append(_lane(step, y, start, scale))
         bars += [_bar(step, it, y, start, scale, end) for it in step.iterations]
     return Timeline(
-        width=LABEL + WIDTH,
+        width=NAME_WIDTH + WIDTH,
         height=max(len(lanes), 1) * LANE,
-        label_width=LABEL,
+        label_width=NAME_WIDTH,
         lane_height=LANE,
         lanes=lanes,
         bars=bars,
@@ -107,11 +107,11 @@ def _lane(step: StepRecord, y: float, start: datetime, scale: float) -> Lane:
     merge_x = None
     title = ""
     if step.merged and step.ended is not None:
-        merge_x = LABEL + (step.ended - start).total_seconds() * scale
+        merge_x = NAME_WIDTH + (step.ended - start).total_seconds() * scale
         at = f" at {step.merge_commit[:12]}" if step.merge_commit else ""
         title = f"step {step.index} merged into {step.base_branch or 'its base'}{at}"
     label = f"{step.index}: {step.agent}"
-    label = label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+    label = label if len(label) <= NAME_CHARS else label[: NAME_CHARS - 1] + "…"
     return Lane(y=y, label=label, merge_x=merge_x, merge_title=title)
 
 
@@ -122,7 +122,7 @@ def _bar(
     took = ((it.ended or end) - it.started).total_seconds()
     kind = outcome(it)
     return Bar(
-        x=round(LABEL + max(began, 0.0) * scale, 2),
+        x=round(NAME_WIDTH + max(began, 0.0) * scale, 2),
         width=round(max(took * scale, MIN_BAR), 2),
         y=y + 4,
         step=step.index,
