@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shlex
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -111,6 +114,25 @@ def test_iteration_page_colours_and_escapes_output(local_run: tuple[Path, str]) 
     assert "evil&lt;U+202E&gt;gpj.sh" in html
     assert f"fks logs {run_id} 1 --iteration 1" in html
     assert_escaped(html)
+
+
+def test_the_commands_shown_do_the_same(local_run: tuple[Path, str]) -> None:
+    project, run_id = local_run
+    client = client_for(project)
+    shown = {
+        url: re.findall(r'<code class="terminal">([^<]*)</code>', client.get(url).text)
+        for url in (f"/runs/0/{run_id}", f"/runs/0/{run_id}/steps/2/iterations/1")
+    }
+    commands = [unescape(c) for found in shown.values() for c in found]
+    assert f"fks show {run_id}" in commands
+    assert f"fks logs {run_id} 2 --iteration 1" in commands
+    for command in commands:
+        done = fks(*shlex.split(command)[1:], cwd=project)
+        assert done.code == 0, (command, done.output)
+        if " logs " in f" {command} ":
+            assert "red words" in done.stdout
+        if command.startswith("fks show"):
+            assert f"Run {run_id}" in done.stdout
 
 
 def test_raw_log_is_plain_text(local_run: tuple[Path, str]) -> None:
