@@ -421,3 +421,39 @@ def test_sandboxed_run_attacker_branch(tmp_path: Path) -> None:
     log = client.get(f"/runs/0/{run_id}/steps/2/iterations/1").text
     assert '<span class="fg2">green</span> &lt;script&gt;' in log
     assert_escaped(log)
+
+
+@pytest.mark.docker
+@pytest.mark.claude
+def test_claude_transcript_of_a_real_run(tmp_path: Path) -> None:
+    from sandbox_runner.plan.prompts import MARKER
+    from sandbox_runner.testing.claude import bash, claude_env, run_fks
+    from sandbox_runner.testing.fakeapi import FakeAnthropic
+    from sandbox_runner.testing.helpers import write_config
+
+    project = init_repo(tmp_path / "proj")
+    write_config(project, {"agents": {"worker": {"systemPromptText": "Work.", "maxTurns": 5}}})
+    git(project, "add", "forge")
+    git(project, "commit", "-qm", "config")
+    with FakeAnthropic(host="0.0.0.0") as fake:
+        fake.add_conversation(
+            [
+                [bash(f"printf '%s\\n' '{STYLE}' '{SVG}'", IMG)],
+                [{"text": f"Done {SCRIPT} {LINK}\n{MARKER}"}],
+            ]
+        )
+        done = run_fks(
+            "run", "worker:1", "--prompt", "Go.", "--sandbox", cwd=project, env=claude_env(fake)
+        )
+    assert done.code == 0, done.tail()
+    run_id = run_id_of(project)
+    client = client_for(project)
+    html = client.get(f"/runs/0/{run_id}/steps/1/iterations/1").text
+    assert "(a Claude session)" in html
+    assert '<span class="l-tool">→ Bash' in html
+    assert '<span class="l-result">  ← &lt;/style&gt;&lt;style&gt;body{display:none}' in html
+    assert '<span class="l-agent">Done &lt;script&gt;window.__pwned=1&lt;/script&gt;' in html
+    assert_escaped(html)
+    run = client.get(f"/runs/0/{run_id}").text
+    assert 'class="bar o-complete"' in run
+    assert_escaped(run, shown=f"fks show {run_id}")
