@@ -13,6 +13,7 @@ from sandbox_runner.git.repo import branch_exists
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
 from sandbox_runner.records.store import RunRecord, StepRecord
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
+from sandbox_runner.web.patch import Budget, highlight_patch
 
 MAX_COMMITS = 200
 SUBJECT_BYTES = 200
@@ -55,27 +56,34 @@ def branch_views(record: RunRecord) -> dict[int, BranchView | None]:
     """The branch of each step (by index), with patches up to `PAGE_DIFF_BYTES` in all."""
     views: dict[int, BranchView | None] = {}
     budget = PAGE_DIFF_BYTES
+    language = Budget()
     for step in record.steps:
-        view = views[step.index] = branch_view(record, step, diff_bytes=min(DIFF_BYTES, budget))
+        view = branch_view(record, step, diff_bytes=min(DIFF_BYTES, budget), language=language)
+        views[step.index] = view
         if view is not None:
             budget = 0 if view.diff_cut else budget - view.diff_read
     return views
 
 
-def branch_view(record: RunRecord, step: StepRecord, *, diff_bytes: int) -> BranchView | None:
-    """The step's branch (None: it has none) with the first `diff_bytes` of its patch."""
+def branch_view(
+    record: RunRecord, step: StepRecord, *, diff_bytes: int, language: Budget | None = None
+) -> BranchView | None:
+    """The step's branch (None: it has none) with the first `diff_bytes` of its patch, its code
+    highlighted within `language`."""
     if not step.branch:
         return None
     repo = Path(step.repo or record.cwd)
     view = BranchView(branch=step.branch, base=step.base_branch or record.base_branch)
     try:
-        _fill(view, repo, step, diff_bytes=diff_bytes)
+        _fill(view, repo, step, diff_bytes=diff_bytes, language=language or Budget())
     except GitError as exc:
         view.problem = f"git could not read it: {exc}"
     return view
 
 
-def _fill(view: BranchView, repo: Path, step: StepRecord, *, diff_bytes: int) -> None:
+def _fill(
+    view: BranchView, repo: Path, step: StepRecord, *, diff_bytes: int, language: Budget
+) -> None:
     if not repo.is_dir():
         view.problem = f"the repository {repo} no longer exists"
         return
@@ -95,7 +103,7 @@ def _fill(view: BranchView, repo: Path, step: StepRecord, *, diff_bytes: int) ->
         view.diff_skipped = True
     elif view.stat:
         view.diff, view.diff_cut, view.diff_read = highlighted_diff(
-            repo, view.since, view.tip, diff_bytes
+            repo, view.since, view.tip, diff_bytes, language
         )
 
 
@@ -153,11 +161,11 @@ def _stat(view: BranchView, repo: Path, since: str, tip: str) -> None:
         view.stat.append(last)
 
 
-def highlighted_diff(repo: Path, since: str, tip: str, limit: int) -> tuple[Markup, bool, int]:
+def highlighted_diff(
+    repo: Path, since: str, tip: str, limit: int, language: Budget
+) -> tuple[Markup, bool, int]:
     """The first `limit` bytes of the patch from `since` to `tip` as escaped, highlighted HTML;
     whether it was cut, and the bytes read."""
-    from sandbox_runner.web.patch import highlight_patch
-
     lines: list[str] = []
     read, cut = 0, False
     with git_output(repo, "diff", "--no-color", "--no-ext-diff", since, tip) as out:
@@ -167,4 +175,4 @@ def highlighted_diff(repo: Path, since: str, tip: str, limit: int) -> tuple[Mark
                 break
             read += len(raw) + dropped + 1
             lines.append(shown_line(raw, dropped, limit=DIFF_LINE_BYTES))
-    return highlight_patch(lines), cut, read
+    return highlight_patch(lines, language), cut, read

@@ -1,18 +1,19 @@
 """A patch as highlighted HTML: its headers as a diff, the lines of each hunk in the language
 of their file (chosen by its name), added and removed lines marked. pygments escapes every
 character and marks tokens with CSS classes only (the packaged `run.css`); the lines given are
-already neutralised (no escape, control or bidi character). pygments' lexers are slow (about
-100 KB a second for Python here): only the first `LANGUAGE_BYTES` of a patch's code are
-highlighted by language, the rest only marked added or removed."""
+already neutralised (no escape, control or bidi character). pygments' lexers are slow (Python's
+about 70 KB a second here): a page has its first `LANGUAGE_BYTES` of code highlighted by
+language (`Budget`), the rest only marked added or removed."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup, escape
 
-LANGUAGE_BYTES = 32 * 1024
+LANGUAGE_BYTES = 6 * 1024
 _HUNK_LINE = {"+": "add", "-": "del", " ": "ctx"}
 # The languages patches are highlighted in, by file suffix (a lookup among all of pygments'
 # lexers imports every one of them: most of a second).
@@ -54,20 +55,25 @@ _NAME_CHARS = 200
 """Characters of a file name matched against the lexers' file patterns."""
 
 
-def highlight_patch(lines: Iterable[str]) -> Markup:
+@dataclass
+class Budget:
+    """Bytes of code a page may still have lexed."""
+
+    left: int = field(default_factory=lambda: LANGUAGE_BYTES)
+
+
+def highlight_patch(lines: Iterable[str], budget: Budget) -> Markup:
     """`lines` of a unified diff (neutralised) as HTML for a `<pre class="diff">`."""
     out: list[str] = []
     block: list[str] = []
     lexer_name: str | None = None
     in_hunk = False
-    budget = LANGUAGE_BYTES
     for line in lines:
         if in_hunk and line[:1] in _HUNK_LINE:
             block.append(line)
             continue
         if block:
-            budget -= sum(len(b) for b in block)
-            out.append(_hunk(block, lexer_name if budget >= 0 else None))
+            out.append(_hunk(block, _within(budget, block, lexer_name)))
             block = []
         if line.startswith("diff "):
             in_hunk, lexer_name = False, None
@@ -77,9 +83,16 @@ def highlight_patch(lines: Iterable[str]) -> Markup:
             lexer_name = _lexer_for(line[4:].strip('"')[2:][-_NAME_CHARS:]) or lexer_name
         out.append(_header(line))
     if block:
-        budget -= sum(len(b) for b in block)
-        out.append(_hunk(block, lexer_name if budget >= 0 else None))
+        out.append(_hunk(block, _within(budget, block, lexer_name)))
     return Markup("".join(out))  # every piece escaped by pygments or markupsafe
+
+
+def _within(budget: Budget, block: list[str], lexer_name: str | None) -> str | None:
+    """`lexer_name` if the budget has room for `block` (then charged for it), else None."""
+    if lexer_name is None:
+        return None
+    budget.left -= sum(len(line) for line in block)
+    return lexer_name if budget.left >= 0 else None
 
 
 def _header(line: str) -> str:
