@@ -129,7 +129,6 @@ def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
 
 
 def _commits(view: BranchView, repo: Path, since: str, tip: str) -> None:
-    count = int(git(repo, "rev-list", "--count", f"{since}..{tip}"))
     fmt = "--format=%H %aI %s"
     with git_output(
         repo, "log", f"-n{MAX_COMMITS}", "--no-decorate", fmt, f"{since}..{tip}"
@@ -144,7 +143,9 @@ def _commits(view: BranchView, repo: Path, since: str, tip: str) -> None:
                     subject=shown_line(subject, cut, limit=SUBJECT_BYTES),
                 )
             )
-    view.more_commits = max(count - MAX_COMMITS, 0)
+    if len(view.commits) >= MAX_COMMITS:  # else they are all there
+        count = int(git(repo, "rev-list", "--count", f"{since}..{tip}"))
+        view.more_commits = max(count - MAX_COMMITS, 0)
 
 
 def _stat(view: BranchView, repo: Path, since: str, tip: str) -> None:

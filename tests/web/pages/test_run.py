@@ -237,6 +237,22 @@ def test_claude_step_with_plain_output_keeps_its_colours(tmp_path: Path) -> None
     assert "(a Claude session)" not in html
 
 
+def test_many_commits_are_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sandbox_runner.web import branch as branch_module
+
+    monkeypatch.setattr(branch_module, "MAX_COMMITS", 3)
+    project = init_repo(tmp_path / "proj")
+    base = git(project, "rev-parse", "main")
+    git(project, "switch", "-q", "-c", "fks/many")
+    for n in range(5):
+        git(project, "commit", "-q", "--allow-empty", "-m", f"commit number {n}")
+    write_run(project, "20260102-030405-abcd", steps=[1], branches=["fks/many"], base_commit=base)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert "commit number 4" in html and "commit number 2" in html
+    assert "commit number 1" not in html
+    assert "… and 2 more commits" in html
+
+
 def test_patch_lines_that_look_like_headers(tmp_path: Path) -> None:
     project = init_repo(tmp_path / "proj", {"q.sql": "-- old\nselect 1;\n++ x\n"})
     base = git(project, "rev-parse", "main")
