@@ -115,6 +115,13 @@ def _iteration(record: RunRecord, n: int, k: int) -> tuple[StepRecord, Iteration
     return step, found[-1]  # a retried attempt after a back-off has the same number
 
 
+def _neighbours(step: StepRecord, k: int) -> tuple[int | None, int | None]:
+    """The numbers of the iterations before and after iteration `k` of `step`."""
+    numbers = sorted({it.number for it in step.iterations})
+    at = numbers.index(k)
+    return (numbers[at - 1] if at else None), (numbers[at + 1] if at + 1 < len(numbers) else None)
+
+
 def _log_path(store: RunStore, record: RunRecord, it: IterationRecord) -> Path | None:
     """The iteration's log, if it lies in the run's directory."""
     run_dir = store.run_dir(record.id).resolve()
@@ -148,6 +155,7 @@ def iteration_page(request: Request) -> Response:
         state=run_status(record),
         step=step,
         it=it,
+        numbers=_neighbours(step, it.number),
         outcome=outcome(it),
         took=_took(it),
         base=_base(request, project, record),

@@ -237,6 +237,31 @@ def test_claude_step_with_plain_output_keeps_its_colours(tmp_path: Path) -> None
     assert "(a Claude session)" not in html
 
 
+def test_deleted_branch_and_missing_repository_say_so(tmp_path: Path) -> None:
+    from sandbox_runner.records.store import RunRecord, write_atomic
+
+    project, branch, base = hostile_branch(tmp_path)
+    tip = git(project, "rev-parse", branch)
+    write_run(
+        project,
+        "20260102-030405-abcd",
+        steps=[1, 1],
+        branches=[branch, "fks/gone"],
+        base_commit=base,
+    )
+    path = project / ".forge" / "runs" / "20260102-030405-abcd" / "run.json"
+    record = RunRecord.model_validate_json(path.read_text())
+    record.steps[0].head_commit = tip
+    record.steps[1].repo = str(tmp_path / "nowhere")
+    write_atomic(path, record.model_dump_json())
+    git(project, "branch", "-D", branch)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert f"the branch no longer exists; its recorded commits up to {tip[:12]}" in html
+    assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html  # still shown
+    assert f"the repository {tmp_path / 'nowhere'} no longer exists" in html
+    assert_escaped(html)
+
+
 def test_many_commits_are_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox_runner.web import branch as branch_module
 
@@ -416,6 +441,11 @@ def test_step_of_1000_iterations(tmp_path: Path) -> None:
     assert page.text.count('class="bar o-failed"') == 1000 // 7 + 0
     assert "1 request to blocked.example:443" not in page.text  # 2 each
     assert "2 requests to blocked.example:443" in page.text
+    middle = client.get("/runs/0/20260102-030405-abcd/steps/1/iterations/500").text
+    assert 'rel="prev" href="/runs/0/20260102-030405-abcd/steps/1/iterations/499"' in middle
+    assert 'rel="next" href="/runs/0/20260102-030405-abcd/steps/1/iterations/501"' in middle
+    last = client.get("/runs/0/20260102-030405-abcd/steps/1/iterations/1000").text
+    assert 'rel="next"' not in last
 
 
 @pytest.mark.docker
