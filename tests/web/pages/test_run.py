@@ -21,7 +21,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
 from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
-from sandbox_runner.testing.records import write_run
+from sandbox_runner.testing.runlogs import write_run
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
