@@ -1,5 +1,6 @@
 """The timeline of a run as the geometry of an SVG chart: one lane per step, one bar per
-iteration (its width its duration, its class its outcome) and a mark where a step merged. The
+iteration (its width its duration, its class its outcome) and a mark where a step merged (or
+failed to). The
 template draws it; every text here is data that autoescaping makes safe."""
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Lane:
     label: str
     merge_x: float | None
     merge_title: str
+    merge_kind: str = "merge"
+    """merge (the step landed on its base) or conflict (it could not)."""
 
 
 @dataclass(frozen=True)
@@ -106,13 +109,19 @@ def _end(record: RunRecord) -> datetime:
 def _lane(step: StepRecord, y: float, start: datetime, scale: float) -> Lane:
     merge_x = None
     title = ""
-    if step.merged and step.ended is not None:
+    base = step.base_branch or "its base"
+    if (step.merged or step.conflicts) and step.ended is not None:
         merge_x = NAME_WIDTH + (step.ended - start).total_seconds() * scale
+    if step.merged:
         at = f" at {step.merge_commit[:12]}" if step.merge_commit else ""
-        title = f"step {step.index} merged into {step.base_branch or 'its base'}{at}"
+        title = f"step {step.index} merged into {base}{at}"
+    elif step.conflicts:
+        title = f"step {step.index} could not merge into {base}: conflicts in "
+        title += ", ".join(step.conflicts[:20])
     label = f"{step.index}: {step.agent}"
     label = label if len(label) <= NAME_CHARS else label[: NAME_CHARS - 1] + "…"
-    return Lane(y=y, label=label, merge_x=merge_x, merge_title=title)
+    kind = "merge" if step.merged else "conflict"
+    return Lane(y=y, label=label, merge_x=merge_x, merge_title=title, merge_kind=kind)
 
 
 def _bar(

@@ -253,12 +253,18 @@ def test_deleted_branch_and_missing_repository_say_so(tmp_path: Path) -> None:
     record = RunRecord.model_validate_json(path.read_text())
     record.steps[0].head_commit = tip
     record.steps[1].repo = str(tmp_path / "nowhere")
+    record.steps[1].conflicts = [f"{IMG}.py"]
     write_atomic(path, record.model_dump_json())
     git(project, "branch", "-D", branch)
     html = client_for(project).get("/runs/0/20260102-030405-abcd").text
     assert f"the branch no longer exists; its recorded commits up to {tip[:12]}" in html
     assert "&lt;/title&gt;&lt;script&gt;window.__pwned=2&lt;/script&gt;" in html  # still shown
     assert f"the repository {tmp_path / 'nowhere'} no longer exists" in html
+    assert '<g class="conflict">' in html
+    assert (
+        "could not merge into main: conflicts in &lt;img src=x onerror=window.__pwned=1&gt;.py"
+        in html
+    )
     assert_escaped(html)
 
 
