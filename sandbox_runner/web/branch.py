@@ -91,7 +91,7 @@ def _fill(
     if view.tip is None:
         view.problem = "the branch no longer exists, nor the commits its record names"
         return
-    view.since = _start(repo, step, view.base)
+    view.since = _start(repo, step, view.base, view.tip)
     if view.since is None:
         view.problem = "cannot tell where the step started: its start commit and base are gone"
         return
@@ -117,12 +117,13 @@ def _tip(repo: Path, step: StepRecord) -> str | None:
     return None
 
 
-def _start(repo: Path, step: StepRecord, base: str | None) -> str | None:
+def _start(repo: Path, step: StepRecord, base: str | None, tip: str) -> str | None:
+    """The commit the step started from, or where its commits fork off its base."""
     if step.start_commit and git_ok(repo, "cat-file", "-e", f"{step.start_commit}^{{commit}}"):
         return step.start_commit
-    if base is not None and step.branch is not None:
+    if base is not None:
         try:
-            return git(repo, "merge-base", base, step.branch)
+            return git(repo, "merge-base", f"refs/heads/{base}", tip)
         except GitError:
             return None
     return None

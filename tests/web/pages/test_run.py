@@ -268,6 +268,14 @@ def test_deleted_branch_and_missing_repository_say_so(tmp_path: Path) -> None:
     assert_escaped(html)
 
 
+def test_without_a_start_commit_the_fork_point(tmp_path: Path) -> None:
+    project, branch, _ = hostile_branch(tmp_path)
+    write_run(project, "20260102-030405-abcd", steps=[1], branches=[branch], base_commit=None)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert "2 files changed, 4 insertions(+)" in html
+    assert_escaped(html)
+
+
 def test_many_commits_are_cut_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sandbox_runner.web import branch as branch_module
 
