@@ -76,7 +76,7 @@ def test_a_run_page_shows_the_timeline_commits_and_diff(made: Made, open_page: O
     with serve(made.repo, env=made.env) as server:
         page = open_page(server)
         tab = page.page
-        tab.get_by_role("link", name=made.runs[0]).first.click()
+        page.goto(f"/runs/0/{made.runs[0]}")
         expect(tab.locator("h1")).to_contain_text(made.runs[0])
         expect(tab.locator("svg.timeline rect.bar")).to_have_count(2)  # two iterations
         expect(tab.locator("svg.timeline rect.o-incomplete")).to_have_count(1)
