@@ -153,7 +153,12 @@ def ordered_secrets(secrets: Sequence[Secret]) -> list[Secret]:
 def _secret_acls(secrets: Sequence[Secret]) -> list[str]:
     if not secrets:
         return []
-    lines = ["acl fks_forward myportname forward", "acl fks_https proto HTTPS"]
+    lines = [
+        "acl fks_forward myportname forward",
+        "acl fks_https proto HTTPS",
+        # A request that came inside a TLS tunnel the proxy ended (a secret's destination).
+        "acl fks_in_tls connections_encrypted",
+    ]
     for n, secret in enumerate(secrets, start=1):
         lines += _destination_acls(f"fks_s{n}", secret.destination)
         lines += [
@@ -167,8 +172,12 @@ def _secret_acls(secrets: Sequence[Secret]) -> list[str]:
 
 def _secret_access(secrets: Sequence[Secret]) -> list[str]:
     """A secret's destination: its methods only (refused before the secret is added), then
-    allowed."""
-    lines = [f"deny_info ERR_FKS_METHOD fks_s{n}_methods" for n in _numbers(secrets)]
+    allowed. A CONNECT inside a secret's tunnel is refused: it would open a raw tunnel over
+    the proxy's connection to the destination, past the methods and every other check."""
+    if not secrets:
+        return []
+    lines = ["http_access deny CONNECT fks_in_tls"]
+    lines += [f"deny_info ERR_FKS_METHOD fks_s{n}_methods" for n in _numbers(secrets)]
     lines += [f"http_access deny fks_s{n} !CONNECT !fks_s{n}_methods" for n in _numbers(secrets)]
     return lines + [f"http_access allow fks_s{n}" for n in _numbers(secrets)]
 
