@@ -51,6 +51,7 @@ class Lab:
         allow: tuple[str, ...] = (),
         deny: tuple[str, ...] = (),
         hosts: dict[str, str] | None = None,
+        trust: bool = True,
     ) -> EgressProxy:
         """A proxy with `entries` (default: TOKEN for origin.test on the origin's port, GET and
         POST); FKS_TEST_SECRET holds TOKEN, FKS_OTHER_SECRET OTHER_TOKEN."""
@@ -67,7 +68,7 @@ class Lab:
             allow=[AllowEntry.parse(a) for a in allow],
             deny=[AllowEntry.parse(d) for d in deny],
             secrets=resolve_secrets(entries, environ, Path("/")),
-            origin_cas=self.origin.ca_pem.decode(),
+            origin_cas=self.origin.ca_pem.decode() if trust else "",
             labels={"fks.test": "secrets-attacks"},
             network=self.network,
             extra_hosts=dict.fromkeys(NAMES, self.gateway) | {CLOSED: "127.0.0.1"} | (hosts or {}),
@@ -474,3 +475,27 @@ def _logged_refusals(proxy: EgressProxy) -> list[str]:
         if len(found) >= 10 or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def test_no_secret_to_an_origin_whose_certificate_is_for_other_names(lab: Lab) -> None:
+    """The secret's name leads to an origin the proxy trusts (its CA is in caCerts) but whose
+    certificate is not for that name: through the tunnel or as an https:// URL asked of the
+    proxy in clear, the secret never leaves the proxy."""
+    p, unlisted = lab.port, f"unlisted.test:{lab.port}"
+    secrets = [SecretEntry(host=unlisted, env="FKS_TEST_SECRET")]
+    before = len(lab.origin.requests)
+    script = attack(
+        f"curl -sS https://{unlisted}/v1/models; echo\n",
+        raw(unlisted, request("/v1/models", unlisted)),
+        f"curl -sS -x http://127.0.0.1:3128 --request-target https://{unlisted}/v1/models "
+        f"http://{unlisted}/; echo\n",
+        f"curl -sS -x http://127.0.0.1:3128 --request-target https://origin.test:{p}/v1/models "
+        f"http://origin.test:{p}/; echo\n",
+    )
+    with lab.proxy(
+        secrets, allow=(f"origin.test:{p}",), hosts={"unlisted.test": lab.gateway}
+    ) as proxy:
+        _code, out = lab.agent(proxy, script)
+    assert "ERR_SECURE_CONNECT_FAIL" in out, out
+    assert holding(lab.seen(before), TOKEN) == []
+    assert [r.host for r in lab.seen(before)] == [f"origin.test:{p}"]  # allowed, no secret
