@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from sandbox_runner.errors import ConfigError
+
 if TYPE_CHECKING:
     from sandbox_runner.plan.allow import AllowEntry
     from sandbox_runner.plan.secrets import Secret
@@ -39,6 +41,9 @@ CERT_DB = "/dev/shm/fks-ssl_db"  # certificates Squid made for the destinations,
 ORIGIN_CAS = "/etc/fks-origin-cas.pem"  # sandbox.caCerts: CAs the proxy trusts besides the system's
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
 API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
+QUOTED_LIMIT = 2048
+"""Characters of a quoted squid.conf value at most: Squid refuses a longer one, and its error
+shows it (a secret's header value among them)."""
 ACCESS_LOG = "/var/log/squid/access.log"
 CACHE_LOG = "/var/log/squid/cache.log"
 ERROR_DIR = "/dev/shm/fks-squid-errors"
@@ -90,6 +95,7 @@ def squid_config(
     accelerator on 127.0.0.1:`api_port` that sends the API calls (API_CALLS) to the API with
     the real credential in place of whatever the client sent (403 for the rest)."""
     secrets = ordered_secrets(secrets)
+    _check_values(secrets)
     bump = " ssl-bump tls-cert=" + CA_PEM + " generate-host-certificates=on" if secrets else ""
     lines = [
         "# fks egress proxy (generated for one run)",
@@ -124,6 +130,17 @@ def squid_config(
     if api is not None:
         lines += _accelerator(api, api_port)
     return "\n".join(lines) + "\n"
+
+
+def _check_values(secrets: Sequence[Secret]) -> None:
+    """ConfigError, before Squid sees one, for a header value longer than Squid reads."""
+    for secret in secrets:
+        if len(secret.value) > QUOTED_LIMIT:
+            raise ConfigError(
+                f"secret for {secret.destination}: its {secret.header} header would be "
+                f"{len(secret.value)} characters; the egress proxy passes at most "
+                f"{QUOTED_LIMIT}; check the value in {secret.source}"
+            )
 
 
 def _destination_acls(name: str, entry: AllowEntry) -> list[str]:

@@ -23,6 +23,7 @@ from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets
 from sandbox_runner.testing.origins import HttpsOrigin, Request
+from sandbox_runner.testing.sandboxed import configure, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
 
@@ -499,3 +500,21 @@ def test_no_secret_to_an_origin_whose_certificate_is_for_other_names(lab: Lab) -
     assert "ERR_SECURE_CONNECT_FAIL" in out, out
     assert holding(lab.seen(before), TOKEN) == []
     assert [r.host for r in lab.seen(before)] == [f"origin.test:{p}"]  # allowed, no secret
+
+
+def test_a_secret_longer_than_the_proxy_reads_is_refused_without_showing_it(
+    repo: Path, tmp_path: Path
+) -> None:
+    """A long token (a JWT of a few KiB): Squid would refuse its config and print the value
+    in its error, which fks shows. The run stops first, with one line that names the
+    destination and the limit, never the value, and leaves nothing behind."""
+    value = "eyJ" + "A" * 3000 + uuid.uuid4().hex
+    configure(repo, {"sandbox": {"secrets": [{"host": "api.test", "env": "LONG_TOKEN"}]}})
+    result = sandbox("./scripts/commit.sh:1", env={"LONG_TOKEN": value})
+    assert result.code == 2, result.output
+    assert value[:64] not in result.output and value[-32:] not in result.output
+    assert "secret for api.test" in result.output and "at most 2048" in result.output
+    assert "Traceback" not in result.output
+    nothing_started(repo)
+    stored = [p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts]
+    assert not any(value[:64].encode() in data for data in stored)
