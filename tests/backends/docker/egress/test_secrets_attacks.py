@@ -518,3 +518,31 @@ def test_a_secret_longer_than_the_proxy_reads_is_refused_without_showing_it(
     nothing_started(repo)
     stored = [p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts]
     assert not any(value[:64].encode() in data for data in stored)
+
+
+def test_a_wildcard_secret_reaches_its_subdomains_only(lab: Lab) -> None:
+    """`*.wild.test`: the domain itself, a longer name that only starts like a subdomain,
+    a name with `_`, the address, the name in capitals with a trailing dot: the secret goes to
+    a subdomain's origin under the subdomain's name, nowhere else."""
+    p = lab.port
+    secrets = [SecretEntry(host=f"*.wild.test:{p}", env="FKS_TEST_SECRET")]
+    names = ("a.wild.test", "A.WILD.TEST.", "wild.test", "a.wild.test.evil.test", "_x.wild.test")
+    script = "".join(
+        f"echo \"{n}=$(curl -sS -o /dev/null -w '%{{http_code}}' https://{n}:{p}/v1/models)\"\n"
+        for n in (*names, lab.gateway)
+    ) + (
+        f"echo \"connect-to=$(curl -sS -o /dev/null -w '%{{http_code}}' "
+        f'--connect-to a.wild.test:{p}:{lab.gateway}:{p} https://a.wild.test:{p}/v1/models)"\n'
+    )
+    hosts = dict.fromkeys(("a.wild.test.evil.test", "_x.wild.test"), lab.gateway)
+    before = len(lab.origin.requests)
+    with lab.proxy(secrets, hosts=hosts) as proxy:
+        _code, out = lab.agent(proxy, script)
+    found = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    assert found["a.wild.test"] == "200", out
+    for refused in ("wild.test", "a.wild.test.evil.test", lab.gateway, "connect-to"):
+        assert found[refused] in ("000", "403"), out
+    assert found["_x.wild.test"] != "200", out
+    seen = lab.seen(before)
+    assert {r.host for r in seen} == {f"a.wild.test:{p}"}, seen
+    only_the_secret(seen, "Authorization", f"Bearer {TOKEN}")
