@@ -22,8 +22,9 @@ from sandbox_runner.errors import SandboxError
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets
+from sandbox_runner.testing.helpers import git
 from sandbox_runner.testing.origins import HttpsOrigin, Request
-from sandbox_runner.testing.sandboxed import configure, nothing_started, sandbox
+from sandbox_runner.testing.sandboxed import add_script, configure, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
 
@@ -546,3 +547,49 @@ def test_a_wildcard_secret_reaches_its_subdomains_only(lab: Lab) -> None:
     seen = lab.seen(before)
     assert {r.host for r in seen} == {f"a.wild.test:{p}"}, seen
     only_the_secret(seen, "Authorization", f"Bearer {TOKEN}")
+
+
+PLANT = """#!/bin/sh
+ln -sfn "$OUTSIDE" token.txt && git add -f token.txt && git commit -qm "plant" && echo planted
+echo FORKHESTRA_COMPLETE
+"""
+USE = """#!/bin/sh
+echo "use=$(curl -sS -o /dev/null -w '%{http_code}' "https://api.test:$API_PORT/v1/models")"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="each step reads secret files and caCerts again from the repository's work tree "
+    "(egress/pool.py), following symlinks (plan/secrets.py opens with path.open)",
+)
+def test_a_later_steps_secret_file_is_never_read_through_an_agents_symlink(
+    repo: Path, tmp_path: Path
+) -> None:
+    """`file` is relative to the repository's top, which the first step's merged commit
+    wrote (git replaces an ignored file on merge): a symlink there must not make the host read
+    a file the user never named for the second step's secret."""
+    inside, outside = f"INSIDE-{uuid.uuid4().hex}", f"OUTSIDE-{uuid.uuid4().hex}"
+    (tmp_path / "outside.txt").write_text(outside + "\n")
+    (repo / ".gitignore").write_text("token.txt\n")
+    (repo / "token.txt").write_text(inside + "\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore the token")
+    add_script(repo, "plant.sh", PLANT)
+    add_script(repo, "use.sh", USE)
+    with HttpsOrigin(("api.test",), value=f"Bearer {inside}") as api:
+        cas = tmp_path / "ca.pem"
+        cas.write_bytes(api.ca_pem)
+        sandbox_settings = {
+            "secrets": [{"host": f"api.test:{api.port}", "file": "token.txt"}],
+            "hosts": {"api.test": "host-gateway"},
+            "caCerts": [str(cas)],
+            "env": ["OUTSIDE", "API_PORT"],
+        }
+        configure(repo, {"sandbox": sandbox_settings})
+        env = {"OUTSIDE": str(tmp_path / "outside.txt"), "API_PORT": str(api.port)}
+        result = sandbox("./scripts/plant.sh:1 -> ./scripts/use.sh:1", env=env)
+        seen = api.requests
+    assert "planted" in result.output, result.output
+    assert holding(seen, outside) == [], result.output
