@@ -204,7 +204,8 @@ async def answer_page(request: Request) -> Response:
         fields = parse_qs(body.decode("ascii", "replace"), keep_blank_values=True, max_num_fields=4)
     except ValueError:  # more fields than the answer form has
         return await _board_page(request, status_code=400, error="not this page's answer form")
-    text = (fields.get("answer") or [""])[0]
+    # Browsers send a textarea's line breaks as CRLF: the answer is what the user typed.
+    text = (fields.get("answer") or [""])[0].replace("\r\n", "\n")
     try:
         task_id = await run_in_threadpool(
             lambda: record_answer(cwd=project, task=task_id, text=text)

@@ -126,26 +126,27 @@ def test_answering_on_the_page_does_what_fks_forge_answer_does(
     on_page, in_terminal = new_task(repo, "page", capsys), new_task(repo, "terminal", capsys)
     for task_id in (on_page, in_terminal):
         waiting(repo, task_id, "Red or blue?")
-    done = post_answer(client, on_page.removeprefix("TASK-").lower(), "  Blue, like the sky.\n")
+    typed = "  Blue,\r\nlike the sky.\r\n"  # a textarea's line breaks, as browsers send them
+    done = post_answer(client, on_page.removeprefix("TASK-").lower(), typed)
     assert done.status_code == 303, done.text
     assert done.headers["location"] == f"/forge/0#{on_page}"
-    cli = fks("forge", "answer", in_terminal, "  Blue, like the sky.\n", cwd=repo)
+    cli = fks("forge", "answer", in_terminal, "  Blue,\nlike the sky.\n", cwd=repo)
     assert cli.code == 0, cli.output
     store = WorkStore(repo)
     page_item, cli_item = store.get(on_page), store.get(in_terminal)
     assert page_item is not None and cli_item is not None
-    assert page_item.answer == cli_item.answer == "Blue, like the sky."
+    assert page_item.answer == cli_item.answer == "Blue,\nlike the sky."
     assert page_item.status == cli_item.status == "waiting" and page_item.continues
     clarifications = repo / ".forge" / "clarifications"
     page_file = (clarifications / f"{on_page}.md").read_text()
     assert page_file.replace(on_page, "ID").replace("page", "T") == (
         (clarifications / f"{in_terminal}.md").read_text().replace(in_terminal, "ID")
     ).replace("terminal", "T")
-    assert page_file.endswith("## Answer\n\nBlue, like the sky.\n")
+    assert page_file.endswith("## Answer\n\nBlue,\nlike the sky.\n")
     listed = fks("forge", "clarifications", cwd=repo)
     assert listed.stdout.strip() == "No open questions.", listed.output
     board = columns(client.get(done.headers["location"]).text)["waiting"]
-    assert "Blue, like the sky." in board and "<textarea" not in board
+    assert "Blue,\nlike the sky." in board and "<textarea" not in board
     assert "continues it" in board
 
 
@@ -305,3 +306,23 @@ def test_with_every_project_each_has_its_board_and_commands_name_it(
         assert post_answer(client, task_id, "that one", project=1).status_code == 303
     answered = WorkStore(second).get(task_id)
     assert answered is not None and answered.answer == "that one"
+
+
+def test_an_unreadable_record_is_one_line_naming_it_and_the_fix(
+    repo: Path, client: TestClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "fine", capsys)
+    tasks = repo / "forge" / "tasks"
+    (tasks / f"task-zz9 - {IMG}\u202e.md").write_text("not a task\n")
+    page = client.get("/forge")
+    assert page.status_code == 200 and task_id in columns(page.text)["todo"]
+    warnings = re.findall(r'<p class="warning">(.*?)</p>', page.text, re.S)
+    assert len(warnings) == 1 and "fix the task file" in warnings[0], warnings
+    assert "<img" not in warnings[0] and "\u202e" not in warnings[0]
+    (repo / ".forge" / "work").mkdir(parents=True)
+    (repo / ".forge" / "work" / f"{task_id}-001.yaml").write_text("status: [\n")
+    broken = client.get("/forge")
+    errors = re.findall(r'<p class="error" role="alert">(.*?)</p>', broken.text, re.S)
+    assert broken.status_code == 500 and len(errors) == 1, broken.text
+    assert f"{task_id}-001.yaml is not a valid forge work item" in errors[0]
+    assert "fix or delete it" in errors[0] and "Traceback" not in broken.text
