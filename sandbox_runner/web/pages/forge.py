@@ -97,11 +97,12 @@ def column_of(task_status: str | None, item: WorkItem | None) -> str:
 def read_board(project: Path) -> Board:
     """The board of `project` (FksError: a task folder or work item that cannot be read)."""
     try:
-        tasks = TaskStore(project).load().tasks
+        loaded = TaskStore(project).load()
     except TaskError as exc:
         raise FksError(str(exc)) from None
+    tasks = loaded.tasks
     items = {item.task_id: item for item in WorkStore(project).items()}
-    board = Board(project, problems=TaskBoard(project).problems())
+    board = Board(project, problems=TaskBoard(project).problems(loaded))
     titles = {tf.task.id: (tf.task.meta.title, tf.task.meta.status) for tf in tasks}
     for task_id in sorted(titles.keys() | items.keys()):
         title, task_status = titles.get(task_id, ("", None))
