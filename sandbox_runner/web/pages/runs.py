@@ -15,6 +15,7 @@ from starlette.routing import Route
 from sandbox_runner.commands.listing import STATUSES, ForgeInfo, failed, forge_info, landed
 from sandbox_runner.commands.runs import run_status, span
 from sandbox_runner.records.store import RunRecord, now
+from sandbox_runner.web.cache import RecordCache
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render
 
@@ -57,14 +58,19 @@ class RunsQuery:
             page=int(page) if good_page else 1,
         ), errors
 
-    def matches(self, row: Row) -> bool:
-        started = row.record.started
-        return (
-            (not self.statuses or row.status in self.statuses)
-            and (self.since is None or started >= _midnight(self.since))
-            and (self.until is None or started < _midnight(self.until + timedelta(days=1)))
-            and (not self.chain or self.chain.casefold() in row.label.casefold())
-        )
+    def select(self, rows: Sequence[Row]) -> list[Row]:
+        """The rows this query selects, in their order."""
+        start = _midnight(self.since) if self.since else None
+        end = _midnight(self.until + timedelta(days=1)) if self.until else None
+        chain = self.chain.casefold()
+        return [
+            row
+            for row in rows
+            if (not self.statuses or row.status in self.statuses)
+            and (start is None or row.record.started >= start)
+            and (end is None or row.record.started < end)
+            and (not chain or chain in row.label.casefold())
+        ]
 
     def link(self, page: int = 1) -> str:
         """The URL query of this selection on `page`."""
@@ -130,13 +136,15 @@ def _row(project: int, record: RunRecord, forge: ForgeInfo) -> Row:
     return Row(project, record, label(record, forge), run_status(record))
 
 
-def totals(rows: Sequence[Row], forges: Sequence[ForgeInfo]) -> dict[str, float]:
+def totals(
+    rows: Sequence[Row], forges: Sequence[ForgeInfo], cache: RecordCache
+) -> dict[str, float]:
     """What `fks runs` prints under its table, over `rows`."""
     return {
         "runs": len(rows),
         "landed": sum(landed(r.record, forges[r.project]) for r in rows),
         "failed": sum(failed(r.record) for r in rows),
-        "cost": sum(r.record.cost_usd for r in rows),
+        "cost": sum(cache.cost(r.record) for r in rows),
     }
 
 
@@ -145,7 +153,7 @@ def runs_page(request: Request) -> Response:
     query, errors = RunsQuery.parse(request)
     forges = [forge_info(project) for project in sources.projects]
     every = [_row(project, record, forges[project]) for project, record in sources.runs()]
-    rows = [row for row in every if query.matches(row)]
+    rows = query.select(every)
     pages = max(1, -(-len(rows) // PAGE_SIZE))
     page = min(query.page, pages)
     return render(
@@ -156,7 +164,7 @@ def runs_page(request: Request) -> Response:
         first=(page - 1) * PAGE_SIZE + 1,
         page=page,
         pages=pages,
-        totals=totals(rows, forges),
+        totals=totals(rows, forges, sources.cache),
         query=query,
         errors=errors,
         statuses=STATUSES,
