@@ -5,7 +5,8 @@ a connection whose page is gone is noticed and closed). A page opts in by naming
 `static/live.js` then fetches the page again and swaps its `<main>`.
 
 Topics:
-  `runs`                    every run record of every project shown (the runs page)
+  `runs`                    every run record of every project shown, and the forge work items
+                            (which runs landed): the runs page
   `run:{project}:{run_id}`  one run: its run.json and its iteration logs; {project} is the
                             project's index in `Sources.projects`, as in `/runs/{project}/{run_id}`
   `forge`                   every project's forge backlog: task files, work items, clarifications
@@ -75,6 +76,8 @@ def _entries(folder: Path | str) -> list[os.DirEntry[str]]:
 
 def _runs_files(sources: Sources) -> Iterator[str]:
     for store in sources.stores():
+        # The work items say which forge runs landed (the runs page's totals).
+        yield from (entry.path for entry in _entries(store.layout.root / "work"))
         for run_dir in reversed(_entries(store.root)):  # the newest first
             yield f"{run_dir.path}{os.sep}run.json"
 
