@@ -282,6 +282,9 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
     if it.note:
         yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
     yield from _iteration_denied(it)
+    if it.network is not None and (total := it.network.total):
+        many = "s" if total != 1 else ""
+        yield f"      network: {total} request{many} through the egress proxy (fks show --network)"
     if it.error_tail and it.reason != "marker":
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:

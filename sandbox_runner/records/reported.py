@@ -1,12 +1,12 @@
 """What an iteration reported beside its exit code, in the run record and in its result alike:
-what Claude said about its run, and the requests the egress proxy refused.
+what Claude said about its run, and the requests it made through the egress proxy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class RecordModel(BaseModel):
@@ -42,3 +42,41 @@ class DeniedRecord(RecordModel):
     def describe(self) -> str:
         where = f"{self.host}:{self.port}" if self.port else self.host
         return f"{self.count} request{'s' if self.count != 1 else ''} to {where}"
+
+
+class RequestsRecord(RecordModel):
+    """Requests of one kind made through the egress proxy: to one destination, with one method,
+    answered alike."""
+
+    host: str
+    """As the agent named it (hostile text: shown only neutralised)."""
+    port: int | None = None
+    method: str
+    status: int | None = None
+    """The HTTP status the agent got (None: it got none)."""
+    result: str
+    """Squid's result: TCP_TUNNEL (HTTPS passed through), TCP_MISS (HTTP forwarded),
+    TCP_DENIED (refused), …"""
+    secret: str | None = None
+    """The destination whose secret the proxy added to them ("model API": the API's
+    credential); None: none was added."""
+    count: int
+    sent: int = 0
+    """Bytes from the agent, summed."""
+    received: int = 0
+    """Bytes to the agent, summed."""
+
+
+class NetworkRecord(RecordModel):
+    """Every request an iteration made through the egress proxy, allowed or refused: the kinds
+    made most (at most 50), and the rest summed up."""
+
+    requests: list[RequestsRecord] = Field(default_factory=list)
+    more: int = 0
+    """Requests of kinds not listed."""
+    more_sent: int = 0
+    more_received: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.more + sum(r.count for r in self.requests)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sandbox_runner.records.reported import ClaudeStats, DeniedRecord
+from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, NetworkRecord
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class IterationResult:
     """Requests the egress allow-list refused during the iteration, the most refused first."""
     denied_more: int = 0
     """Requests refused to destinations not in `denied` (the list is bounded)."""
+    network: NetworkRecord | None = None
+    """Every request made through the egress proxy (None: the iteration had none)."""
 
     @property
     def rate_limited(self) -> bool:

@@ -19,7 +19,12 @@ from sandbox_runner import __version__
 from sandbox_runner.errors import FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.projects import remember_project
-from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, RecordModel
+from sandbox_runner.records.reported import (
+    ClaudeStats,
+    DeniedRecord,
+    NetworkRecord,
+    RecordModel,
+)
 
 if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
@@ -60,6 +65,9 @@ class IterationRecord(RecordModel):
     the most refused first (at most 20)."""
     denied_more: int = 0
     """Requests refused to destinations not in `denied`."""
+    network: NetworkRecord | None = None
+    """Every request made through the sandbox's egress proxy, allowed or refused (None: the
+    iteration had no proxy, or fks recorded none then)."""
     note: str | None = None
     """Why it ended, with the fix, as fks showed it (turn limit, credentials, budget, stall…)."""
     log_bytes: int = 0
@@ -384,13 +392,23 @@ class RecordWriter:
         iteration.error_tail = result.error_tail
         iteration.denied = list(result.denied)
         iteration.denied_more = result.denied_more
+        iteration.network = result.network
         iteration.note = result.note
         self.save()
 
-    def set_denied(self, iteration: IterationRecord, denied: list[DeniedRecord], more: int) -> None:
-        """The refusals of an iteration whose last log lines came after its end was recorded."""
+    def set_denied(
+        self,
+        iteration: IterationRecord,
+        denied: list[DeniedRecord],
+        more: int,
+        network: NetworkRecord | None = None,
+    ) -> None:
+        """The refusals (and requests) of an iteration whose last log lines came after its end
+        was recorded."""
         iteration.denied = denied
         iteration.denied_more = more
+        if network is not None:
+            iteration.network = network
         self.save()
 
     def count_iteration(self, iteration: IterationRecord) -> None:

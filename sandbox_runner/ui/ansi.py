@@ -42,6 +42,25 @@ def strip_escapes(text: str, *, keep: str = "\t\n\r") -> str:
     return _controls(keep).sub("", text)
 
 
+_SGR = re.compile(r"\x1b\[([0-9;]{0,32})m")
+_MARK = "\ue000"  # a private-use character: where a colour escape was
+
+
+def coloured_pieces(text: str) -> list[tuple[str | None, str]]:
+    """`text` cut at its colour (SGR) escapes: (the escape's parameters, None before the first;
+    the text up to the next one, neutralised as by `strip_escapes` keeping tabs)."""
+    if "\x1b" not in text:
+        return [(None, strip_escapes(text, keep="\t"))]
+    # Neutralised in one pass: each colour escape stands in as a mark the pass keeps; should
+    # another escape have swallowed a mark, each piece is neutralised on its own.
+    text = text.replace(_MARK, "")
+    codes: list[str | None] = [None, *(m.group(1) for m in _SGR.finditer(text))]
+    pieces = strip_escapes(_SGR.sub(_MARK, text), keep="\t").split(_MARK)
+    if len(pieces) != len(codes):
+        pieces = [strip_escapes(piece, keep="\t") for piece in _SGR.split(text)[::2]]
+    return list(zip(codes, pieces, strict=True))
+
+
 _DIFF_COLOURS = (("+++", "1"), ("---", "1"), ("diff ", "1"), ("@@", "36"), ("+", "32"), ("-", "31"))
 
 

@@ -1,5 +1,5 @@
-"""A step's work brought home: after each iteration (its commits synced, the refusals of the
-egress proxy taken), when it is stopped (what it committed salvaged), and at its end (what it
+"""A step's work brought home: after each iteration (its commits synced, its requests through
+the egress proxy taken), when it is stopped (what it committed salvaged), and at its end (what it
 left uncommitted committed, then a complete step merged into its base through
 `sandbox_runner.git`), each said in one `[fks]` line."""
 
@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
 from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
@@ -18,7 +19,7 @@ from sandbox_runner.errors import FksError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import Repo, delete_branch, identity_env, rev
-from sandbox_runner.records.reported import DeniedRecord
+from sandbox_runner.records.reported import DeniedRecord, NetworkRecord
 
 if TYPE_CHECKING:
     from sandbox_runner.backends.api import Notices
@@ -73,13 +74,15 @@ class StepLanding:
     def after_iteration(self, result: IterationResult) -> IterationResult:
         synced = self.sandbox.sync(self.env)
         if self.proxy is not None:  # what arrives later is the next iteration's (or see land)
-            refused = self.proxy.take_denied()
+            taken = self.proxy.take_traffic()
             result = replace(
                 result,
                 denied=tuple(
-                    DeniedRecord(host=d.host, port=d.port, count=d.count) for d in refused.listed
+                    DeniedRecord(host=d.host, port=d.port, count=d.count)
+                    for d in taken.refusals.listed
                 ),
-                denied_more=refused.more,
+                denied_more=taken.refusals.more,
+                network=taken.network,
             )
         for warning in synced.warnings:
             self.reporter.warn(warning)
@@ -123,11 +126,13 @@ class StepLanding:
         return self._report_landing(landing, branch, base, outcome)
 
     def _late_refusals(self, last: IterationRecord, proxy: EgressProxy) -> None:
-        """Refusals whose log lines arrived after the last iteration's take: its own. Taken
-        once SETTLE_S has passed since it ended (a wait per step, not per iteration)."""
+        """Requests (and refusals) whose log lines arrived after the last iteration's take: its
+        own. Taken once SETTLE_S has passed since it ended (a wait per step, not per
+        iteration)."""
         ended = last.ended.timestamp() if last.ended is not None else None
-        late = proxy.take_denied(settled_at=None if ended is None else ended + SETTLE_S)
-        if not late.listed and not late.more:
+        taken = proxy.take_traffic(settled_at=None if ended is None else ended + SETTLE_S)
+        late = taken.refusals
+        if not taken.network.total:
             return
         kept = Refusals(
             tuple(Denied(d.host, d.port, d.count) for d in last.denied), last.denied_more
@@ -137,6 +142,7 @@ class StepLanding:
             last,
             [DeniedRecord(host=d.host, port=d.port, count=d.count) for d in both.listed],
             both.more,
+            merged(last.network or NetworkRecord(), taken.network),
         )
 
     def _report_denied(self) -> None:

@@ -16,13 +16,14 @@ import tarfile
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self
 from urllib.parse import urlsplit
 
+from sandbox_runner.backends.docker.egress.access_log import access_line
+from sandbox_runner.backends.docker.egress.audit import Traffic, TrafficCounter
 from sandbox_runner.backends.docker.egress.glue import (
     CA_BUNDLE,
     CA_VARIABLES,
@@ -35,7 +36,7 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
     wait_script,
 )
-from sandbox_runner.backends.docker.egress.refusals import Refusals, denied_line
+from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.backends.docker.egress.squid import (
     API_PORT,
     FORWARD_PORT,
@@ -60,7 +61,6 @@ PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 _LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
-_DENIED_COUNTED = 1000  # distinct destinations counted between takes; beyond them, summed up
 # Characters a credential may have: those of API keys and OAuth tokens, and none that
 # squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
 _CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
@@ -183,8 +183,7 @@ class EgressProxy:
         self._volume: Any = None
         self._container: Any = None
         self._log_lock = threading.Lock()
-        self._denied: Counter[tuple[str, int | None]] = Counter()
-        self._denied_more = 0  # refusals to destinations beyond _DENIED_COUNTED
+        self._traffic = TrafficCounter()  # the access log's requests since the last take
         self._log_stream: Any = None
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
@@ -267,10 +266,15 @@ class EgressProxy:
         return _files_tar({name.removeprefix("/etc/"): text for name, text in files.items()})
 
     def take_denied(self, *, settled_at: float | None = None) -> Refusals:
-        """Requests the allow-list refused since the last take (or the start), read from
-        Squid's access log on the proxy container's output.
+        """Requests the allow-list refused since the last take (or the start): those of
+        `take_traffic` (whose other requests this take drops)."""
+        return self.take_traffic(settled_at=settled_at).refusals
 
-        A refusal's line reaches that output a moment after the agent got its answer, so one
+    def take_traffic(self, *, settled_at: float | None = None) -> Traffic:
+        """Every request made through the proxy since the last take (or the start), and those
+        the allow-list refused, read from Squid's access log on the proxy container's output.
+
+        A request's line reaches that output a moment after the agent got its answer, so one
         made just before the take may be in the next one; with `settled_at` (a time.time(),
         such as when the step's last iteration ended plus SETTLE_S) the take first waits until
         then. Each line is counted once: iterations of a step that follow each other within a
@@ -280,9 +284,7 @@ class EgressProxy:
         if settled_at is not None:
             time.sleep(max(0.0, min(SETTLE_S, settled_at - time.time())))
         with self._log_lock:
-            counts, more = self._denied, self._denied_more
-            self._denied, self._denied_more = Counter(), 0
-        return Refusals.of(counts, more)
+            return self._traffic.take()
 
     def _create_container(self) -> Any:
         from docker.types import Mount
@@ -332,8 +334,7 @@ class EgressProxy:
             time.sleep(0.02)
 
     def _follow_log(self) -> None:
-        """In a thread: count the access log's refusals per destination, for up to
-        _DENIED_COUNTED destinations between takes (the rest summed up)."""
+        """In a thread: count the access log's requests (TrafficCounter: in bounded memory)."""
         pending = b""
         with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
             stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
@@ -343,19 +344,15 @@ class EgressProxy:
                 *lines, pending = pending.split(b"\n")
                 pending = pending[-_LINE_LIMIT:]
                 for raw in lines:
-                    if b" TCP_DENIED/" in raw:
-                        self._count_denied(raw[:_LINE_LIMIT].decode(errors="replace"))
+                    self._count_line(raw[:_LINE_LIMIT].decode(errors="replace"))
 
-    def _count_denied(self, line: str) -> None:
-        found = denied_line(line)
+    def _count_line(self, line: str) -> None:
+        """Count the request of one line of the access log (any other line is ignored)."""
+        found = access_line(line)
         if found is None:
             return
-        _when, key = found
         with self._log_lock:
-            if key in self._denied or len(self._denied) < _DENIED_COUNTED:
-                self._denied[key] += 1
-            else:
-                self._denied_more += 1
+            self._traffic.add(found)
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)

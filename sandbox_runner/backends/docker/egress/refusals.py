@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT
+from sandbox_runner.backends.docker.egress.access_log import access_line
 
 DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
-_HOST_LIMIT = 253  # characters of a refused host kept (a DNS name's most)
 
 
 @dataclass(frozen=True)
@@ -60,19 +59,10 @@ def parse_denied(log: str, *, since: float | None = None) -> list[Denied]:
 
 def denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
     """(time, (host, port)) of a TCP_DENIED line of the forward port; None for any other."""
-    fields = line.split()
-    if len(fields) not in (6, 9) or not fields[1].startswith("TCP_DENIED/"):
+    found = access_line(line)
+    if found is None or not found.refused:
         return None
-    stamp, _status, _method, host, port, local_port = fields[:6]
-    if local_port != str(FORWARD_PORT):
-        return None
-    try:
-        when = float(stamp)
-    except ValueError:
-        return None
-    if len(host) > _HOST_LIMIT:
-        host = host[: _HOST_LIMIT - 1] + "\u2026"
-    return when, (host, int(port) if port.isdigit() and len(port) <= 5 else None)
+    return found.when, (found.host, found.port)
 
 
 def _most_refused(counts: Counter[tuple[str, int | None]]) -> list[Denied]:

@@ -6,6 +6,7 @@ could try to get the token back."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from sandbox_runner.errors import SandboxError
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import PLACEHOLDER, SecretEntry, resolve_secrets
+from sandbox_runner.records.reported import RequestsRecord
 from sandbox_runner.testing.origins import HttpsOrigin
 
 pytestmark = pytest.mark.docker
@@ -131,7 +133,10 @@ find /tmp /home /fks-proxy /workspace /etc -xdev -type f -size -2M -readable \
 """
     with lab.proxy() as proxy:
         code, out, inspected = lab.agent(proxy, script)
+        rows = audited(proxy, {"GET"})
     assert code == 0, out
+    # The audit says the proxy added the secret to both, naming its destination only.
+    assert sum(r.count for r in rows if r.secret == f"origin.test:{port}") == 2, rows
     found = lines(out)
     assert found["with-secret"] == "200" and found["agent-header-replaced"] == "200", out
     # The agent holds a placeholder; env, /proc, its files and docker inspect never the token.
@@ -176,11 +181,25 @@ def test_refused_methods_never_reach_the_destination(lab: Lab) -> None:
     )
     with lab.proxy() as proxy:
         _code, out, _ = lab.agent(proxy, script)
+        refused = audited(proxy, {"TRACE", "TRACK", "OPTIONS", "PUT", "PROPFIND"})
     found = lines(out)
     for method in ("TRACE", "TRACK", "OPTIONS", "PUT", "PROPFIND"):
         assert found[method] == "403", out
     assert "ERR_FKS_METHOD" in out and TOKEN not in out
     assert [r.method for r in lab.origin.requests[before:]] == []
+    # The audit lists each refused request, with no secret added to it.
+    assert all(r.status == 403 and r.secret is None for r in refused), refused
+
+
+def audited(proxy: EgressProxy, methods: set[str]) -> list[RequestsRecord]:
+    """The audit's rows for `methods` once all of them are in (their lines come a moment
+    after the agent's answers)."""
+    rows: list[RequestsRecord] = []
+    deadline = time.monotonic() + 30
+    while {r.method for r in rows} < methods and time.monotonic() < deadline:
+        rows += proxy.take_traffic().network.requests
+        time.sleep(0.05)
+    return [r for r in rows if r.method in methods]
 
 
 def test_no_way_back_for_the_secret(lab: Lab) -> None:

@@ -6,6 +6,7 @@ records and logs."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def test_curl_and_git_over_https_with_secrets_the_container_never_holds(
         HttpsOrigin(("api.test",), value=f"Bearer {token}") as api,
         GitHttpsServer(("git.test",), token=git_token) as server,
     ):
-        api_port = api.port
+        api_port, git_port = api.port, server.port
         cas = tmp_path / "cas.pem"
         cas.write_bytes(api.ca_pem + server.ca_pem)
         add_script(repo, "agent.sh", AGENT)
@@ -83,6 +84,11 @@ def test_curl_and_git_over_https_with_secrets_the_container_never_holds(
     assert f"api.test:{api_port}" in result.output and "API_TOKEN" in result.output
     run = record(repo)
     shown = fks("show", run["id"])
+    # The egress audit lists the iteration's requests and where a secret was added.
+    audit = json.loads(fks("show", run["id"], "--network", "--json").stdout)
+    rows = [r for s in audit["steps"] for it in s["iterations"] for r in it["network"]["requests"]]
+    secrets_added = {r["secret"] for r in rows if r["secret"]}
+    assert {f"api.test:{api_port}", f"git.test:{git_port}"} <= secrets_added, rows
     stored = [p.read_bytes() for p in (repo / ".forge").rglob("*") if p.is_file()]
     for text in (result.output, shown.output, *(s.decode(errors="replace") for s in stored)):
         assert token not in text and git_token not in text

@@ -1,0 +1,121 @@
+"""An iteration's log made readable for a page: a Claude transcript as messages, tool calls and
+their results (as `fks logs` renders it), other output with its terminal colours turned into CSS
+classes and every other escape, control and bidi character neutralised. Only the first
+`LOG_BYTES` of a log are read; the page says what was left out."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from markupsafe import Markup, escape
+
+from sandbox_runner.ui.ansi import coloured_pieces
+from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
+from sandbox_runner.ui.output import AGENT_PREFIX
+from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
+
+LOG_BYTES = 1 << 20
+"""Bytes of a log read for its page (the raw log has all of it)."""
+EVENT_BYTES = 1 << 20
+"""Bytes of one stream-json event read for rendering."""
+
+_COLOURS = {**{30 + n: f"fg{n}" for n in range(8)}, **{90 + n: f"fg{n}" for n in range(8)}}
+
+
+@dataclass
+class LogView:
+    transcript: bool = False
+    html: Markup = field(default_factory=Markup)
+    """The lines, each a `<span class="l-KIND">` (agent: what the agent wrote; tool: a call;
+    result: a tool's result; meta: the session's own lines), escaped."""
+    unread: int = 0
+    """Bytes of the log past `LOG_BYTES`, not shown here."""
+    missing: bool = False
+
+
+def read_log(path: Path, *, claude: bool) -> LogView:
+    """The log at `path` (a Claude session's if `claude`, or if its first line says so)."""
+    view = LogView()
+    try:
+        stream = path.open("rb")
+    except FileNotFoundError:
+        view.missing = True
+        return view
+    out: list[str] = []
+    with stream:
+        size = os.fstat(stream.fileno()).st_size
+        renderer: TranscriptRenderer | None = None
+        read = 0
+        for raw, cut in bounded_lines(stream, EVENT_BYTES):
+            # As `fks logs`: a Claude step's log is its stream-json, whatever its first event.
+            if read == 0 and (is_transcript(raw) or (claude and raw.startswith(b"{"))):
+                renderer = TranscriptRenderer()
+            read += len(raw) + cut + 1
+            if renderer is not None:
+                out += [_classified(line) for line in renderer.lines(raw, cut)]
+            else:
+                out.append(_plain(raw, cut))
+            if read >= LOG_BYTES:
+                break
+        view.unread = max(size - read, 0)
+    view.transcript = renderer is not None
+    view.html = Markup("".join(out))  # every piece escaped by _line
+    return view
+
+
+def _line(kind: str, html: str) -> str:
+    return f'<span class="l-{kind}">{html}</span>\n'
+
+
+def _classified(line: str) -> str:
+    if line.startswith(AGENT_PREFIX):
+        return _line("agent", escape(line.removeprefix(AGENT_PREFIX)))
+    if line.startswith("→ "):
+        return _line("tool", escape(line))
+    return _line("result" if line.startswith("  ") else "meta", escape(line))
+
+
+def _plain(raw: bytes, cut: int) -> str:
+    if len(raw) > LINE_BYTES:
+        raw, cut = raw[:LINE_BYTES], cut + len(raw) - LINE_BYTES
+    html = coloured(raw.decode("utf-8", "replace"))
+    if cut:
+        html += f'<span class="cut">… ({cut} more bytes not shown)</span>'
+    return _line("agent", html)
+
+
+def coloured(text: str) -> str:
+    """`text` as HTML: escaped, its colours as CSS classes, every other escape, control and
+    bidi character neutralised."""
+    out: list[str] = []
+    colour: str | None = None
+    bold = False
+    for codes, piece in coloured_pieces(text):
+        colour, bold = _sgr(codes, colour, bold)
+        out.append(_piece(piece, colour, bold))
+    return "".join(out)
+
+
+def _sgr(codes: str | None, colour: str | None, bold: bool) -> tuple[str | None, bool]:
+    """The colour and weight after the SGR escape with parameters `codes`."""
+    for part in codes.split(";") if codes is not None else ():
+        code = int(part) if part.isdigit() else 0
+        if code == 0:
+            colour, bold = None, False
+        elif code == 1:
+            bold = True
+        elif code == 22:
+            bold = False
+        elif code == 39:
+            colour = None
+        elif code in _COLOURS:
+            colour = _COLOURS[code]
+    return colour, bold
+
+
+def _piece(text: str, colour: str | None, bold: bool) -> str:
+    clean = str(escape(text))
+    css = " ".join(c for c in (colour, "bold" if bold else None) if c)
+    return f'<span class="{css}">{clean}</span>' if css and clean else clean
