@@ -58,6 +58,9 @@ class RecordCache:
         self._parsed: dict[str, tuple[_Key, RunRecord | None]] = {}
         self._costs: dict[int, tuple[RunRecord, float]] = {}
         self._lock = threading.Lock()
+        # One reader at a time: a page asked for while the records are parsed (as `fks ui`
+        # starts) waits for them instead of parsing them a second time.
+        self._reading = threading.Lock()
 
     def cost(self, record: RunRecord) -> float:
         """`record.cost_usd`, summed once per record this cache gave out."""
@@ -70,6 +73,10 @@ class RecordCache:
 
     def records(self, store: RunStore) -> list[RunRecord]:
         """Every readable record of `store` (in no particular order)."""
+        with self._reading:
+            return self._read(store)
+
+    def _read(self, store: RunStore) -> list[RunRecord]:
         try:
             entries = [e.name for e in os.scandir(store.root) if e.is_dir(follow_symlinks=False)]
         except OSError:
