@@ -8,9 +8,11 @@ import gc
 import os
 import stat
 import threading
+from typing import NamedTuple
 
 from pydantic import ValidationError
 
+from sandbox_runner.commands.listing import ForgeInfo, landed
 from sandbox_runner.records.store import RunRecord, RunStore
 
 RECORD_LIMIT = 64 << 20
@@ -51,25 +53,33 @@ def read_record(path: str, limit: int = RECORD_LIMIT) -> RunRecord | None:
         return None
 
 
+class RunFacts(NamedTuple):
+    """Sums over a run's steps and iterations."""
+
+    cost: float
+    merged: bool
+    """Some step was merged into its base branch."""
+
+
 class RecordCache:
     """The readable run records of each store, parsed once per version of their file."""
 
     def __init__(self) -> None:
         self._parsed: dict[str, tuple[_Key, RunRecord | None]] = {}
-        self._costs: dict[int, tuple[RunRecord, float]] = {}
+        self._facts: dict[int, tuple[RunRecord, RunFacts]] = {}
         self._lock = threading.Lock()
         # One reader at a time: a page asked for while the records are parsed (as `fks ui`
         # starts) waits for them instead of parsing them a second time.
         self._reading = threading.Lock()
 
-    def cost(self, record: RunRecord) -> float:
-        """`record.cost_usd`, summed once per record this cache gave out."""
-        found = self._costs.get(id(record))
+    def facts(self, record: RunRecord) -> RunFacts:
+        """What the runs page sums of `record`, worked out once per record this cache gave."""
+        found = self._facts.get(id(record))
         if found is not None and found[0] is record:
             return found[1]
-        cost = record.cost_usd
-        self._costs[id(record)] = (record, cost)
-        return cost
+        facts = RunFacts(cost=record.cost_usd, merged=landed(record, ForgeInfo()))
+        self._facts[id(record)] = (record, facts)
+        return facts
 
     def records(self, store: RunStore) -> list[RunRecord]:
         """Every readable record of `store` (in no particular order)."""
@@ -110,7 +120,7 @@ class RecordCache:
         with self._lock:
             self._parsed[path] = (key, record)
             if cached is not None and cached[1] is not None:
-                self._costs.pop(id(cached[1]), None)
+                self._facts.pop(id(cached[1]), None)
         return record
 
     def _forget(self, root: str, seen: set[str]) -> None:
@@ -119,4 +129,4 @@ class RecordCache:
         with self._lock:
             for path in [p for p in self._parsed if p.startswith(prefix) and p not in seen]:
                 _, record = self._parsed.pop(path)
-                self._costs.pop(id(record), None)
+                self._facts.pop(id(record), None)

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from sandbox_runner.records.store import RunStore
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.records.store import RunOptions, RunStore
 from sandbox_runner.testing.records import START, make_run, many_runs, save_run, touch_later
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.pages.runs import PAGE_SIZE
@@ -200,3 +201,17 @@ def test_started_times_are_shown_local(project: Path, client: TestClient) -> Non
     moment = datetime(2026, 11, 3, 12, 0, tzinfo=UTC)
     save_run(project, make_run("r1", started=moment))
     assert moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") in client.get("/").text
+
+
+def test_a_forge_task_whose_work_landed_counts_as_landed(project: Path, client: TestClient) -> None:
+    record = make_run("r1")
+    record.options = RunOptions(forge_task="t1")
+    save_run(project, record)
+    save_run(project, make_run("r2", started=START + timedelta(hours=1)))
+    assert totals(client.get("/").text)["landed"] == "0"
+    item = WorkItem(task_id="t1", title="Add <b>it</b>", status="completed", runs=["r1"])
+    item.merge_commit = "a" * 40
+    WorkStore(project).write(item)
+    page = client.get("/").text
+    assert totals(page)["landed"] == "1"
+    assert "forge t1 Add &lt;b&gt;it&lt;/b&gt;" in page  # the task's title, escaped
