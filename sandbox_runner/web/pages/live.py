@@ -15,14 +15,14 @@ Topics:
 it); a change made after it and before the stream started is sent at once.
 
 One watcher per connection compares sizes and modification times every `INTERVAL` seconds, off
-the event loop; at most `MAX_STREAMS` streams are open at once (more: 503)."""
+the event loop, following no link; at most `MAX_STREAMS` streams are open at once (more: 503)."""
 
 from __future__ import annotations
 
 import os
 import stat
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import anyio
 from sse_starlette.sse import EventSourceResponse
@@ -31,7 +31,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.nofollow import LinkRefused, open_dir
 from sandbox_runner.tasks.store import TASKS_DIR
 from sandbox_runner.web.sources import Sources
 
@@ -42,74 +42,109 @@ HEARTBEAT = 10
 MAX_STREAMS = 32
 """Live streams open at once (each page open in a browser holds one)."""
 MAX_FILES = 20_000
-"""Files looked at per topic at most (the newest runs' records come first)."""
+"""Files looked at per folder at most (the newest runs' records come first)."""
 
-Signature = frozenset[tuple[str, int, int]]
-"""(path, modification time in ns, size) of every file behind a topic."""
+Entry = tuple[str, int, int]
+"""(a file's path, its modification time in ns, its size)."""
+Signature = frozenset[Entry]
+"""What a topic's files look like now."""
+_FORGE = PurePath(".forge")
 
 
 class TopicError(ValueError):
     """A topic that names nothing `fks ui` shows."""
 
 
-def _stat_files(paths: Iterator[str]) -> Signature:
-    found: set[tuple[str, int, int]] = set()
-    for path in paths:
-        if len(found) >= MAX_FILES:
-            break
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode):
-            found.add((path, st.st_mtime_ns, st.st_size))
+def _open(
+    project: Path, relative: PurePath, name: str | None = None, at: int | None = None
+) -> int | None:
+    """A descriptor of the folder `project / relative` (or `name` in the folder `at`), no link
+    followed on the way; None when it is not there."""
+    try:
+        if at is not None and name is not None:
+            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
+        return open_dir(project, relative, create=False)
+    except (OSError, LinkRefused):
+        return None
+
+
+def _stat(fd: int, name: str) -> tuple[int, int] | None:
+    """(mtime in ns, size) of the regular file `name` in the folder `fd`."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None
+
+
+def _folder(fd: int | None, label: str, *, inner: str | None = None) -> Iterator[Entry]:
+    """The files of the folder `fd` (closed here), by name; with `inner`, the file `inner` of
+    each of its folders instead; at most MAX_FILES, the last names first."""
+    if fd is None:
+        return
+    try:
+        names = sorted(
+            (e.name for e in os.scandir(fd) if inner is None or e.is_dir(follow_symlinks=False)),
+            reverse=True,
+        )
+        for name in names[:MAX_FILES]:
+            path = name if inner is None else f"{name}/{inner}"
+            found = _stat(fd, path)
+            if found is not None:
+                yield (f"{label}/{path}", *found)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _runs(sources: Sources) -> Signature:
+    found: set[Entry] = set()
+    for n, project in enumerate(sources.projects):
+        # The work items say which forge runs landed (the runs page's totals).
+        found.update(_folder(_open(project, _FORGE / "work"), f"{n}/work"))
+        found.update(_folder(_open(project, _FORGE / "runs"), f"{n}/runs", inner="run.json"))
     return frozenset(found)
 
 
-def _entries(folder: Path | str) -> list[os.DirEntry[str]]:
-    """`folder`'s entries, by name (none when it is missing); links are not followed."""
-    try:
-        return sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except OSError:
-        return []
-
-
-def _runs_files(sources: Sources) -> Iterator[str]:
-    for store in sources.stores():
-        # The work items say which forge runs landed (the runs page's totals).
-        yield from (entry.path for entry in _entries(store.layout.root / "work"))
-        for run_dir in reversed(_entries(store.root)):  # the newest first
-            yield f"{run_dir.path}{os.sep}run.json"
-
-
-def _run_files(run_dir: Path) -> Iterator[str]:
+def _run(project: Path, run_id: str) -> Signature:
     """run.json and the logs in its step folders (`01-agent/001.log`)."""
-    yield str(run_dir / "run.json")
-    for step_dir in _entries(run_dir):
-        if step_dir.is_dir(follow_symlinks=False):
-            yield from (entry.path for entry in _entries(step_dir.path))
+    found: set[Entry] = set()
+    run_dir = _open(project, _FORGE / "runs" / run_id)
+    if run_dir is None:
+        return frozenset()
+    try:
+        found.update(_folder(os.dup(run_dir), "run"))
+        for step in os.scandir(run_dir):
+            if step.is_dir(follow_symlinks=False):
+                found.update(_folder(_open(project, _FORGE, step.name, run_dir), step.name))
+    except OSError:
+        pass
+    finally:
+        os.close(run_dir)
+    return frozenset(found)
 
 
-def _forge_files(sources: Sources) -> Iterator[str]:
-    for project in sources.projects:
-        root = ForgeLayout(project).root
-        for folder in (project / TASKS_DIR, root / "work", root / "clarifications"):
-            yield from (entry.path for entry in _entries(folder))
+def _forge(sources: Sources) -> Signature:
+    found: set[Entry] = set()
+    for n, project in enumerate(sources.projects):
+        for folder in (TASKS_DIR, _FORGE / "work", _FORGE / "clarifications"):
+            found.update(_folder(_open(project, folder), f"{n}/{folder}"))
+    return frozenset(found)
 
 
 def watcher(sources: Sources, topic: str) -> Callable[[], Signature]:
     """What to look at for `topic` (TopicError: no such topic)."""
     if topic == "runs":
-        return lambda: _stat_files(_runs_files(sources))
+        return lambda: _runs(sources)
     if topic == "forge":
-        return lambda: _stat_files(_forge_files(sources))
+        return lambda: _forge(sources)
     kind, _, rest = topic.partition(":")
     project, _, run_id = rest.partition(":")
-    if kind == "run" and project.isdigit() and int(project) < len(sources.projects):
-        store = sources.store_of(int(project))
-        if run_id in store.ids():
-            run_dir = store.run_dir(run_id)
-            return lambda: _stat_files(_run_files(run_dir))
+    known = project.isdigit() and int(project) < len(sources.projects)
+    if kind == "run" and known and run_id in sources.store_of(int(project)).ids():
+        where = sources.projects[int(project)]
+        return lambda: _run(where, run_id)
     raise TopicError(f"no live topic {topic[:100]!r}: give runs, forge or run:PROJECT:RUN_ID")
 
 

@@ -16,7 +16,8 @@ from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.testing.helpers import init_repo
 from sandbox_runner.testing.records import make_run, save_run, touch_later
 from sandbox_runner.testing.webui import UiServer, ui_server
-from sandbox_runner.web.pages.live import HEARTBEAT, MAX_STREAMS
+from sandbox_runner.web.pages.live import HEARTBEAT, MAX_STREAMS, watcher
+from sandbox_runner.web.sources import Sources
 
 RUN = "20261101-090000-abcd"
 
@@ -141,3 +142,27 @@ def test_open_streams_are_bounded(ui: UiServer) -> None:
 def _probe(client: httpx.Client) -> int:
     with client.stream("GET", "/events", params={"topic": "runs"}) as answer:
         return answer.status_code
+
+
+def test_the_watcher_follows_no_link(tmp_path: Path) -> None:
+    """Links an agent could leave in the project (a task folder, work items, a run's record, a
+    step folder) lead the watcher nowhere: what they point to is not looked at."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "task-1.md").write_text("# elsewhere\n")
+    (outside / "run.json").write_text("{}")
+    project = init_repo(tmp_path / "repo")
+    (project / "forge").mkdir()
+    (project / "forge" / "tasks").symlink_to(outside)
+    (project / ".forge").mkdir()
+    (project / ".forge" / "work").symlink_to(outside)
+    save_run(project, make_run(RUN))
+    run_dir = project / ".forge" / "runs" / RUN
+    (run_dir / "01-builder").symlink_to(outside)
+    linked = project / ".forge" / "runs" / "20261101-100000-link"
+    linked.mkdir()
+    (linked / "run.json").symlink_to(outside / "run.json")
+    sources = Sources((project,))
+    assert watcher(sources, "forge")() == frozenset()
+    assert {path for path, _, _ in watcher(sources, "runs")()} == {f"0/runs/{RUN}/run.json"}
+    assert {path for path, _, _ in watcher(sources, f"run:0:{RUN}")()} == {"run/run.json"}
