@@ -153,9 +153,9 @@ def answer_cmd(
     ] = None,
     cwd: CwdOption = None,
 ) -> int:
-    from sandbox_runner.commands import forge
+    from sandbox_runner.commands import forge_task
 
-    return forge.answer(cwd=cwd, task=task, text=text, file=file)
+    return forge_task.answer(cwd=cwd, task=task, text=text, file=file)
 
 
 @handled

@@ -397,26 +397,6 @@ def clarifications(*, cwd: Path | None) -> int:
     return EXIT_COMPLETE
 
 
-def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) -> int:
-    if (text is None) == (file is None):
-        raise UsageError("give the answer as text or with --file FILE (one of them)")
-    if file is not None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--file {file}: cannot read it ({exc})") from None
-    assert text is not None
-    if not text.strip():
-        raise UsageError("the answer is empty")
-    project = _project(cwd)
-    board = TaskBoard(project)
-    task_id = board.normalize(task)
-    board.task(task_id)  # "no task …" rather than "has no open question"
-    WorkStore(project).record_answer(task_id, text)
-    print(f"Recorded the answer for {task_id}; the next 'fks forge run' continues it.")
-    return EXIT_COMPLETE
-
-
 @dataclass(frozen=True)
 class CreateOptions:
     """`fks forge create`'s: the task to add."""

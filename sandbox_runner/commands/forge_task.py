@@ -1,4 +1,4 @@
-"""`fks forge land|retry|reset|show TASK`: one task's way through fks forge, by hand."""
+"""`fks forge land|retry|reset|show|answer TASK`: one task's way through fks forge, by hand."""
 
 from __future__ import annotations
 
@@ -224,3 +224,52 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         lines.append(f"  {stage['stage']:<17} {stage['status']}{cost}{reason}  run {stage['run']}")
     lines += [f"  commit {one_line(commit, 200)}" for commit in entry["commits"]]
     return lines
+
+
+ANSWER_LIMIT = 20_000
+"""Characters of an answer to a clarification (`fks forge answer`, and the forge page of
+`fks ui`): it goes into the Architect's prompt, one argv entry."""
+
+
+def answer(*, cwd: Path | None, task: str, text: str | None, file: Path | None) -> int:
+    if (text is None) == (file is None):
+        raise UsageError("give the answer as text or with --file FILE (one of them)")
+    if file is not None:
+        text = _answer_file(file)
+    assert text is not None
+    task_id = record_answer(cwd=cwd, task=task, text=text)
+    print(f"Recorded the answer for {task_id}; the next 'fks forge run' continues it.")
+    return EXIT_COMPLETE
+
+
+def record_answer(*, cwd: Path | None, task: str, text: str) -> str:
+    """What `fks forge answer` does (the forge page of `fks ui` too): record `text` as the
+    answer to `task`'s open question; the task's id."""
+    if not text.strip():
+        raise UsageError("the answer is empty")
+    if len(text) > ANSWER_LIMIT:
+        raise UsageError(
+            f"the answer has {len(text)} characters, more than the {ANSWER_LIMIT} taken; shorten it"
+        )
+    project = _project(cwd)
+    board = TaskBoard(project)
+    task_id = board.normalize(task)
+    board.task(task_id)  # "no task …" rather than "has no open question"
+    WorkStore(project).record_answer(task_id, text)
+    return task_id
+
+
+def _answer_file(file: Path) -> str:
+    """The text of --file, read no further than the longest answer taken."""
+    most = 4 * ANSWER_LIMIT  # UTF-8 bytes of ANSWER_LIMIT characters, at most
+    try:
+        with file.open("rb") as handle:
+            data = handle.read(most + 1)
+        if len(data) > most:
+            raise UsageError(
+                f"--file {file}: longer than the {ANSWER_LIMIT} characters an answer may have; "
+                "shorten it"
+            )
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--file {file}: cannot read it ({exc})") from None

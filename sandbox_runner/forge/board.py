@@ -29,8 +29,9 @@ class TaskBoard:
     def _board(self) -> Board:
         return self._store().load()
 
-    def problems(self) -> list[str]:
-        """One line per task file that cannot be read (its task is skipped, the others run)."""
+    def problems(self, board: Board | None = None) -> list[str]:
+        """One line per task file that cannot be read (its task is skipped, the others run), of
+        `board` when it is already loaded."""
         import unicodedata
 
         from sandbox_runner.ui.ansi import strip_escapes
@@ -41,7 +42,7 @@ class TaskBoard:
 
         return [
             f"{shown(problem)}; skipped - fix the task file (forge-tasks view checks it)"
-            for problem in self._board().problems
+            for problem in (board or self._board()).problems
         ]
 
     def task(self, task_id: str) -> Task:

@@ -116,6 +116,26 @@ def test_answer_needs_an_open_question_and_one_answer(repo: Path, tmp_path: Path
     assert fks("forge", "clarifications", "--cwd", str(repo)).stdout.strip() == "No open questions."
 
 
+def test_an_answer_longer_than_the_limit_is_refused_unread(repo: Path, tmp_path: Path) -> None:
+    import yaml
+
+    from sandbox_runner.commands.forge_task import ANSWER_LIMIT
+
+    task = create(repo, "asked")
+    work = repo / ".forge" / "work"
+    work.mkdir(parents=True)
+    item = {"task_id": task, "status": "waiting", "stage": "architect", "question": "Which?"}
+    (work / f"{task}-001.yaml").write_text(yaml.safe_dump(item))
+    done = fks("forge", "answer", task, "x" * (ANSWER_LIMIT + 1), "--cwd", str(repo))
+    assert done.code == 2 and "shorten it" in done.stderr, done.output
+    (tmp_path / "big.txt").write_bytes(b"\xff" * (4 * ANSWER_LIMIT + 1))  # not even UTF-8
+    done = fks("forge", "answer", task, "--file", str(tmp_path / "big.txt"), "--cwd", str(repo))
+    assert done.code == 2 and "longer than the" in done.stderr, done.output
+    assert "answer" not in yaml.safe_load((work / f"{task}-001.yaml").read_text())
+    done = fks("forge", "answer", task, "y" * ANSWER_LIMIT, "--cwd", str(repo))
+    assert done.code == 0, done.output
+
+
 # --- with the real claude CLI, locally (each task in a git worktree) -----------------------------
 
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from sandbox_runner.errors import ConfigError
+
 if TYPE_CHECKING:
     from sandbox_runner.plan.allow import AllowEntry
     from sandbox_runner.plan.secrets import Secret
@@ -39,6 +41,9 @@ CERT_DB = "/dev/shm/fks-ssl_db"  # certificates Squid made for the destinations,
 ORIGIN_CAS = "/etc/fks-origin-cas.pem"  # sandbox.caCerts: CAs the proxy trusts besides the system's
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
 API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
+QUOTED_LIMIT = 2048
+"""Characters of a quoted squid.conf value at most: Squid refuses a longer one, and its error
+shows it (a secret's header value among them)."""
 ACCESS_LOG = "/var/log/squid/access.log"
 CACHE_LOG = "/var/log/squid/cache.log"
 ERROR_DIR = "/dev/shm/fks-squid-errors"
@@ -90,6 +95,7 @@ def squid_config(
     accelerator on 127.0.0.1:`api_port` that sends the API calls (API_CALLS) to the API with
     the real credential in place of whatever the client sent (403 for the rest)."""
     secrets = ordered_secrets(secrets)
+    _check_values(secrets)
     bump = " ssl-bump tls-cert=" + CA_PEM + " generate-host-certificates=on" if secrets else ""
     lines = [
         "# fks egress proxy (generated for one run)",
@@ -126,6 +132,17 @@ def squid_config(
     return "\n".join(lines) + "\n"
 
 
+def _check_values(secrets: Sequence[Secret]) -> None:
+    """ConfigError, before Squid sees one, for a header value longer than Squid reads."""
+    for secret in secrets:
+        if len(secret.value) > QUOTED_LIMIT:
+            raise ConfigError(
+                f"secret for {secret.destination}: its {secret.header} header would be "
+                f"{len(secret.value)} characters; the egress proxy passes at most "
+                f"{QUOTED_LIMIT}; check the value in {secret.source}"
+            )
+
+
 def _destination_acls(name: str, entry: AllowEntry) -> list[str]:
     """`<name>_host` and `<name>_port` for a destination; a wildcard matches one label or more
     before its domain, never the domain itself."""
@@ -153,7 +170,12 @@ def ordered_secrets(secrets: Sequence[Secret]) -> list[Secret]:
 def _secret_acls(secrets: Sequence[Secret]) -> list[str]:
     if not secrets:
         return []
-    lines = ["acl fks_forward myportname forward", "acl fks_https proto HTTPS"]
+    lines = [
+        "acl fks_forward myportname forward",
+        "acl fks_https proto HTTPS",
+        # A request that came inside a TLS tunnel the proxy ended (a secret's destination).
+        "acl fks_in_tls connections_encrypted",
+    ]
     for n, secret in enumerate(secrets, start=1):
         lines += _destination_acls(f"fks_s{n}", secret.destination)
         lines += [
@@ -167,8 +189,12 @@ def _secret_acls(secrets: Sequence[Secret]) -> list[str]:
 
 def _secret_access(secrets: Sequence[Secret]) -> list[str]:
     """A secret's destination: its methods only (refused before the secret is added), then
-    allowed."""
-    lines = [f"deny_info ERR_FKS_METHOD fks_s{n}_methods" for n in _numbers(secrets)]
+    allowed. A CONNECT inside a secret's tunnel is refused: it would open a raw tunnel over
+    the proxy's connection to the destination, past the methods and every other check."""
+    if not secrets:
+        return []
+    lines = ["http_access deny CONNECT fks_in_tls"]
+    lines += [f"deny_info ERR_FKS_METHOD fks_s{n}_methods" for n in _numbers(secrets)]
     lines += [f"http_access deny fks_s{n} !CONNECT !fks_s{n}_methods" for n in _numbers(secrets)]
     return lines + [f"http_access allow fks_s{n}" for n in _numbers(secrets)]
 

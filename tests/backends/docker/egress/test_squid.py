@@ -181,6 +181,7 @@ def test_config_with_a_secret_ends_tls_for_its_destination_only() -> None:
     assert _access_rules(config) == [
         "http_access deny manager",
         "http_access deny fks_api",
+        "http_access deny CONNECT fks_in_tls",
         "http_access deny fks_s1 !CONNECT !fks_s1_methods",
         "http_access allow fks_s1",
         "http_access allow allow1_host allow1_port",
