@@ -23,6 +23,8 @@ PAGE_SIZE = 100
 """Rows on one page; the totals cover every run the filter selects."""
 CHAIN_CHOICES = 200
 """Chains offered as suggestions in the filter."""
+_FIRST_DAY, _LAST_DAY = date(1970, 1, 2), date(9998, 12, 30)
+"""The days a filter takes: local midnight of each, and of the next, is a time."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,12 @@ class RunsQuery:
         errors: list[str] = []
         statuses = {s for s in params.getlist("status") if s}
         for wrong in sorted(statuses - set(STATUSES)):
-            errors.append(f"status {wrong!r}: not a run status; choose from {', '.join(STATUSES)}")
+            errors.append(
+                f"status {wrong[:40]!r}: not a run status; choose from {', '.join(STATUSES)}"
+            )
         since, until = (_day(params.get(name, ""), name, errors) for name in ("from", "to"))
         page = params.get("page", "1")
-        good_page = page.isdigit() and 1 <= int(page) <= 1_000_000
+        good_page = page.isdigit() and len(page) <= 7 and int(page) >= 1
         if not good_page:
             errors.append(f"page {page[:20]!r}: give a page number from 1")
         return cls(
@@ -115,10 +119,13 @@ def _day(text: str, name: str, errors: list[str]) -> date | None:
     if not text.strip():
         return None
     try:
-        return date.fromisoformat(text.strip())
+        day = date.fromisoformat(text.strip()[:40])
     except ValueError:
-        errors.append(f"{name} {text[:40]!r}: give a date as YYYY-MM-DD")
+        day = None
+    if day is None or not _FIRST_DAY <= day <= _LAST_DAY:
+        errors.append(f"{name} {text[:40]!r}: give a date as YYYY-MM-DD (from 1970 to 9998)")
         return None
+    return day
 
 
 def _midnight(day: date) -> datetime:

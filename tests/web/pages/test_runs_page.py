@@ -116,8 +116,32 @@ def test_a_wrong_filter_is_one_line_and_the_rest_applies(project: Path, client: 
     answer = client.get("/", params={"from": "yesterday", "status": "failed"})
     assert answer.status_code == 400
     errors = re.findall(r'<p class="error">([^<]*)</p>', answer.text)
-    assert [html.unescape(e) for e in errors] == ["from 'yesterday': give a date as YYYY-MM-DD"]
+    assert [html.unescape(e) for e in errors] == [
+        "from 'yesterday': give a date as YYYY-MM-DD (from 1970 to 9998)"
+    ]
     assert run_ids(answer.text) == ["r2-fail"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"to": "9999-12-31"},
+        {"from": "0001-01-01"},
+        {"page": "9" * 5000},
+        {"page": "0"},
+        {"status": "x" * 5000},
+    ],
+    ids=["last-date", "first-date", "long-page", "page-0", "long-status"],
+)
+def test_extreme_filters_are_one_line_each(
+    project: Path, client: TestClient, params: dict[str, str]
+) -> None:
+    four_runs(project)
+    answer = client.get("/", params=params)
+    assert answer.status_code == 400
+    (error,) = re.findall(r'<p class="error">([^<]*)</p>', answer.text)
+    assert len(error) < 300
+    assert len(run_ids(answer.text)) == 4
 
 
 def test_pages_of_runs_with_totals_over_all(project: Path, client: TestClient) -> None:
