@@ -55,16 +55,20 @@ class TopicError(ValueError):
     """A topic that names nothing `fks ui` shows."""
 
 
-def _open(
-    project: Path, relative: PurePath, name: str | None = None, at: int | None = None
-) -> int | None:
-    """A descriptor of the folder `project / relative` (or `name` in the folder `at`), no link
-    followed on the way; None when it is not there."""
+def _open(project: Path, relative: PurePath) -> int | None:
+    """A descriptor of the folder `project / relative`, no link followed on the way; None when
+    it is not there."""
     try:
-        if at is not None and name is not None:
-            return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
         return open_dir(project, relative, create=False)
     except (OSError, LinkRefused):
+        return None
+
+
+def _open_in(folder: int, name: str) -> int | None:
+    """A descriptor of the folder `name` in `folder`, unless it is a link or not there."""
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+    except OSError:
         return None
 
 
@@ -117,7 +121,7 @@ def _run(project: Path, run_id: str) -> Signature:
         found.update(_folder(os.dup(run_dir), "run"))
         for step in os.scandir(run_dir):
             if step.is_dir(follow_symlinks=False):
-                found.update(_folder(_open(project, _FORGE, step.name, run_dir), step.name))
+                found.update(_folder(_open_in(run_dir, step.name), step.name))
     except OSError:
         pass
     finally:
