@@ -71,6 +71,7 @@ def test_runs_newest_first_with_the_status_fks_runs_shows(
     page = client.get("/").text
     assert run_ids(page) == ["r4-inc", "r3-dead", "r2-fail", "r1-done"]
     assert 'href="/runs/0/r1-done"' in page
+    assert client.get("/runs/0/r1-done").status_code == 200  # the run's own page
     rows = dict(re.findall(r"<code>([^<]*)</code>.*?status-(\w+)", page, re.S))
     assert rows == {
         "r4-inc": "incomplete",
