@@ -39,6 +39,8 @@ Benchmarks:
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)
   hostile    a bundle whose header names 2.75 million refs (157 MiB): fks's peak memory while
              refusing it (`import_bundle` in a process of its own; no Docker)      (target: < 150 MB)
+  ui         `fks ui` over HTTP: the runs page with 5,000 runs, and a run page whose step has
+             1,000 iterations (generated records; no Docker)          (target: < 300 ms each)
   image      the agent image built from scratch (no layer cache; base present): its size against
              the base's, the cold build time, and a rebuild with nothing changed   (target: <= 350 MB)
 
@@ -60,6 +62,7 @@ from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
 from benches.sandbox import bench_exit, bench_image, bench_network, bench_output, bench_sandbox
 from benches.secrets import bench_secrets
+from benches.ui import bench_ui
 from benches.workspace import bench_import, bench_workspace
 
 BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
@@ -75,6 +78,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "exit": bench_exit,
     "forge": bench_forge,
     "image": bench_image,
+    "ui": bench_ui,
     "remote": bench_remote,
     "swarm": bench_swarm,
 }

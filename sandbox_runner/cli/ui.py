@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         "ui",
         help=(
             "Serve the runs, their steps and diffs, and the forge board as a local web page "
-            "(127.0.0.1 only; the printed URL carries its access token). Needs fks[ui]."
+            "that updates live (127.0.0.1 only; the printed URL carries its access token) "
+            "until Ctrl-C. Needs fks[ui]."
         ),
     )(ui_cmd)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import secrets
 import socket
 import sys
+import threading
 from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "sse_starlette")
+_GRACE = 2
+"""Seconds open pages (their live streams) get to close when `fks ui` stops."""
 
 
 def run(*, port: int, open_browser: bool, every: bool, cwd: Path | None) -> int:
@@ -30,13 +34,25 @@ def run(*, port: int, open_browser: bool, every: bool, cwd: Path | None) -> int:
     listener = _listen(port)
     guard = Guard(token=secrets.token_urlsafe(24), port=listener.getsockname()[1])
     app = create_app(sources, guard)
+    # Parse the run records while the user opens the page: the first answer is then as quick
+    # as the next ones.
+    threading.Thread(target=sources.runs, name="fks-ui-warm", daemon=True).start()
     print(f"fks ui: {guard.url()}  (Ctrl-C stops it)", flush=True)
     if open_browser:
         import webbrowser
 
         webbrowser.open(guard.url())
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    uvicorn.Server(config).run(sockets=[listener])
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=_GRACE,
+    )
+    # uvicorn stops on Ctrl-C, then raises it again: stopping is how `fks ui` ends.
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run(sockets=[listener])
+    print("fks ui: stopped", flush=True)
     return EXIT_COMPLETE
 
 

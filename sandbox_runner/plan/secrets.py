@@ -28,7 +28,10 @@ NEVER_METHODS = ("TRACE", "TRACK", "CONNECT")
 """Methods a secret's destination never gets: TRACE and TRACK reflect the request (its
 headers, the secret's among them) back; CONNECT is the tunnel itself, not a request."""
 CA_FILE_LIMIT = 1024 * 1024  # bytes of one caCerts file at most (checked before reading)
-VALUE_LIMIT = 8192  # bytes of a secret's value at most (a file's size is checked before reading)
+HEADER_LIMIT = 2048
+"""Characters of a secret's whole header value at most (`Bearer …`, `Basic base64(…)`): the
+most Squid reads of a quoted value in its configuration. A `file` is read only that far (its
+size is checked first)."""
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-secret"
 """What a secret's `env` variable holds in the container: tools that refuse to start without a
 key start, and what they send in its place is replaced by the proxy."""
@@ -155,21 +158,23 @@ def resolve_secrets(
 def _resolve(entry: SecretEntry, environ: Mapping[str, str], top: Path) -> Secret:
     raw = _read_env(entry, environ) if entry.env is not None else _read_file(entry, top)
     value = raw.removesuffix("\n").removesuffix("\r")
-    if len(value.encode()) > VALUE_LIMIT:
-        raise ConfigError(
-            f"secret for {entry.host}: the value from {entry.source} is over "
-            f"{VALUE_LIMIT} bytes; is it the right source?"
-        )
     if not _VALUE.fullmatch(value):
         raise ConfigError(
             f"secret for {entry.host}: the value from {entry.source} is empty or has characters "
             "a header cannot carry (control characters, quotes, '\\' or '%', or a space at "
             "either end)"
         )
+    header_value = _header_value(entry, value)
+    if len(header_value) > HEADER_LIMIT:
+        raise ConfigError(
+            f"secret for {entry.host}: its {entry.header} header would be {len(header_value)} "
+            f"characters; the egress proxy passes at most {HEADER_LIMIT}; is {entry.source} "
+            "the right source?"
+        )
     return Secret(
         destination=entry.destination,
         header=entry.header,
-        value=_header_value(entry, value),
+        value=header_value,
         methods=tuple(dict.fromkeys(entry.methods)),
         source=entry.source,
         env=entry.env,
@@ -201,43 +206,40 @@ def secret_path(text: str, top: Path) -> Path:
 
 
 def _read_file(entry: SecretEntry, top: Path) -> str:
-    from sandbox_runner.paths import inside_project
-
     path = secret_path(entry.file or "", top)
-    try:
-        # Never through a link out of the repository (a merged step may have made one), and
-        # never waiting on a pipe.
-        shown = inside_project(path, f"secret for {entry.host}: file")
-        fd = os.open(shown, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ConfigError(
-                    f"secret for {entry.host}: {path} is not a regular file; "
-                    "give a file holding the value"
-                )
-            size = info.st_size
-            if size > VALUE_LIMIT + 2:
-                raise ConfigError(
-                    f"secret for {entry.host}: {path} is {size} bytes, over the "
-                    f"{VALUE_LIMIT} a secret may have; is it the right file?"
-                )
-            data = handle.read(VALUE_LIMIT + 3)
-    except ConfigError:
-        raise
-    except RuntimeError:  # Path.resolve's symlink loop (before Python 3.13)
-        raise ConfigError(
-            f"secret for {entry.host}: {path} is a symlink loop; fix 'file'"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(
-            f"secret for {entry.host}: cannot read {path} ({exc.strerror or exc}); "
-            "create it or fix 'file'"
-        ) from None
+    what = f"secret for {entry.host}"
+    data = read_regular(path, HEADER_LIMIT + 2, what, "is it the right file?")
     try:
         return data.decode()
     except UnicodeDecodeError:
-        raise ConfigError(f"secret for {entry.host}: {path} is not text") from None
+        raise ConfigError(f"{what}: {path} is not text") from None
+
+
+def read_regular(path: Path, limit: int, what: str, hint: str) -> bytes:
+    """A regular file's bytes, at most `limit` (its size checked before reading); never
+    through a link out of its repository (a merged step may have made one), never waiting on
+    a pipe or a device. ConfigError (one line: `what`, the path, the fix) otherwise."""
+    from sandbox_runner.paths import inside_project
+
+    try:
+        fd = os.open(
+            inside_project(path, f"{what}: file"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+        )
+    except RuntimeError:  # Path.resolve's symlink loop (before Python 3.13)
+        raise ConfigError(f"{what}: {path} is a symlink loop; fix the path") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{what}: cannot read {path} ({exc.strerror or exc}); create it or fix the path"
+        ) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(
+                f"{what}: {path} is not a regular file; give a file holding the value"
+            )
+        if info.st_size > limit:
+            raise ConfigError(f"{what}: {path} is {info.st_size} bytes, over {limit}; {hint}")
+        return handle.read(limit + 1)
 
 
 def merge_secrets(
@@ -251,23 +253,11 @@ def merge_secrets(
 
 def read_ca_certs(paths: Sequence[str], top: Path) -> str:
     """The PEM certificates of `sandbox.caCerts`, joined; ConfigError (one line naming the file
-    and the fix) for one missing, over CA_FILE_LIMIT bytes or holding no certificate."""
+    and the fix) for one unreadable, over CA_FILE_LIMIT bytes or holding no certificate."""
     texts = []
     for text in paths:
         path = secret_path(text, top)
-        try:
-            with path.open("rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if size > CA_FILE_LIMIT:
-                    raise ConfigError(
-                        f"caCerts: {path} is {size} bytes, over {CA_FILE_LIMIT}; "
-                        "give the CA's PEM certificate"
-                    )
-                data = handle.read(CA_FILE_LIMIT + 1)
-        except OSError as exc:
-            raise ConfigError(
-                f"caCerts: cannot read {path} ({exc.strerror or exc}); fix the path"
-            ) from None
+        data = read_regular(path, CA_FILE_LIMIT, "caCerts", "give the CA's PEM certificate")
         pem = data.decode("ascii", errors="replace")
         if "-----BEGIN CERTIFICATE-----" not in pem or "\ufffd" in pem:
             raise ConfigError(f"caCerts: {path} holds no PEM certificate; give the CA's PEM file")

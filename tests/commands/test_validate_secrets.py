@@ -88,8 +88,8 @@ def test_an_unset_variable_names_the_entry_and_the_fix(repo: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        (None, "cannot read {path} (No such file or directory); create it or fix 'file'"),
-        ("x" * 9000, "{path} is 9000 bytes, over the 8192 a secret may have"),
+        (None, "cannot read {path} (No such file or directory); create it or fix the path"),
+        ("x" * 9000, "{path} is 9000 bytes, over 2050; is it the right file?"),
         ('has"quote\n', "the value from file token is empty or has characters a header cannot"),
         ("\n", "the value from file token is empty"),
     ],

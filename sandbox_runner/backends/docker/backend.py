@@ -21,7 +21,12 @@ from sandbox_runner.backends.docker.agent_view import (
     step_repo,
 )
 from sandbox_runner.backends.docker.cleanup import remove_run_containers, remove_run_proxy_volumes
-from sandbox_runner.backends.docker.egress.pool import ProxyPool, through_proxy
+from sandbox_runner.backends.docker.egress.pool import (
+    Credentials,
+    ProxyPool,
+    read_credentials,
+    through_proxy,
+)
 from sandbox_runner.backends.docker.landing import StepLanding, dropped_on_early_failure
 from sandbox_runner.backends.docker.settings import (
     DEFAULT_TIMEOUT,
@@ -107,6 +112,7 @@ class SandboxBackend:
         """Images that hold another fks or Claude Code than expected: said once per run."""
         self._keep_interrupted = keep_interrupted
         self._dry_run = dry_run
+        self._credentials: dict[str, Credentials] = {}
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -163,6 +169,8 @@ class SandboxBackend:
             settings, where = self.settings_for(step.agent), self._where(step.agent)
             check_static(settings, where)
             check_secrets(settings, where, self._repo.top, os.environ, values=not self._dry_run)
+            if not self._dry_run:  # read once, before any agent runs (and could change a file)
+                self._credentials[step.agent] = read_credentials(settings, self._repo.top)
             agent = self.resolve(step)
             check_committed(agent, step.agent, self._repo, self._base)
             self._target.check_step(settings, where, agent)
@@ -274,7 +282,8 @@ class SandboxBackend:
             mounts, user = step_mounts(agent, settings, workspace), self._users.get(image)
             labels = step_labels(run_id, index, repo)
             container = container_settings(image, mounts, labels, settings, user)
-            proxy = self._proxies.for_step(agent, settings, repo)
+            credentials = self._credentials.get(step.agent)
+            proxy = self._proxies.for_step(agent, settings, repo, credentials)
             if proxy is not None:
                 container, env = through_proxy(proxy, container, env, settings.env)
             with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:

@@ -7,7 +7,8 @@ import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from sandbox_runner.backends.docker.egress.glue import SOCKET_DIR
 from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
@@ -23,6 +24,23 @@ if TYPE_CHECKING:
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.sandbox import SandboxSettings
+    from sandbox_runner.plan.secrets import Secret
+
+
+class Credentials(NamedTuple):
+    """What a step's proxy reads on this machine: its secrets' values and the CAs it trusts."""
+
+    secrets: tuple[Secret, ...] = ()
+    origin_cas: str = ""
+
+
+def read_credentials(settings: SandboxSettings, top: Path) -> Credentials:
+    """The secrets' values and `caCerts` of `settings` (nothing without secrets or off the
+    allow-list), read now: a run reads them once, before any agent runs."""
+    if network_mode(settings) != ALLOWLIST or not settings.secrets:
+        return Credentials()
+    secrets = resolve_secrets(settings.secrets, os.environ, top)
+    return Credentials(secrets, read_ca_certs(settings.ca_certs, top))
 
 
 class ProxyPool:
@@ -35,17 +53,21 @@ class ProxyPool:
         self._proxies: dict[tuple[object, ...], EgressProxy] = {}
 
     def for_step(
-        self, agent: AgentCommand, settings: SandboxSettings, repo: Repo
+        self,
+        agent: AgentCommand,
+        settings: SandboxSettings,
+        repo: Repo,
+        credentials: Credentials | None = None,
     ) -> EgressProxy | None:
-        """The proxy this step goes out through (None: the network is as set)."""
+        """The proxy this step goes out through (None: the network is as set), with
+        `credentials` read when the run started (read now without them)."""
         if not needs_proxy(settings, agent):
             return None
         allowlist = network_mode(settings) == ALLOWLIST
         allow = tuple(settings.allow) if allowlist else ()
         api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
-        secrets = resolve_secrets(settings.secrets, os.environ, repo.top) if allowlist else ()
+        secrets, origin_cas = credentials or read_credentials(settings, repo.top)
         hosts = tuple(sorted(settings.hosts.items()))
-        origin_cas = read_ca_certs(settings.ca_certs, repo.top) if secrets else ""
         # Steps without the model API get a proxy without it: its socket would be a way to the
         # key; steps without a secret get one without that secret.
         key = (allow, api is not None, tuple(settings.deny), secrets, hosts, origin_cas)

@@ -445,11 +445,6 @@ def test_hostile_names_reach_the_refusals_escaped(lab: Lab) -> None:
         assert re.fullmatch(r"[A-Za-z0-9.%_-]+", host), host
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Squid logs a refusal whose client hung up first as TCP_DENIED_ABORTED; the proxy "
-    "counts TCP_DENIED/ lines only (proxy.py _follow_log, refusals.py denied_line)",
-)
 def test_refusals_the_agent_hangs_up_on_are_recorded(lab: Lab) -> None:
     """An agent that closes its connection right after asking must not hide the refusal."""
     script = (

@@ -48,11 +48,6 @@ echo FORKHESTRA_COMPLETE
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="each step reads secret files and caCerts again from the repository's work tree "
-    "(egress/pool.py), following symlinks (plan/secrets.py opens with path.open)",
-)
 def test_a_later_steps_secret_file_is_never_read_through_an_agents_symlink(
     repo: Path, tmp_path: Path
 ) -> None:
