@@ -15,9 +15,9 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 import yaml
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 
-from sandbox_runner.testing.browser import MarkerServer, UiServer, Watched, serve
+from sandbox_runner.testing.browser import CHROMIUM, MarkerServer, UiServer, Watched, serve
 from sandbox_runner.testing.helpers import fks, git, init_repo
 from sandbox_runner.testing.sandboxed import add_script, configure
 
@@ -249,3 +249,24 @@ def test_a_cross_site_form_post_is_refused_and_changes_nothing(
             assert "fks ui: refused" in posted.value.text()
     assert {p: p.read_bytes() for p in work} == before
     assert sorted((hostile.repo / ".forge" / "work").iterdir()) == work
+
+
+def test_a_rebound_host_name_gets_nothing_even_with_the_token(
+    hostile: Hostile, browser: Browser
+) -> None:
+    """DNS rebinding: a name of the attacker's that now resolves to 127.0.0.1 reaches fks ui's
+    port, but the browser says that name as the Host: refused, whatever the URL carries."""
+    rebinding = browser.browser_type.launch(
+        executable_path=str(CHROMIUM),
+        args=["--no-sandbox", "--host-resolver-rules=MAP rebound.test 127.0.0.1"],
+    )
+    try:
+        tab = rebinding.new_page()
+        with serve(hostile.repo, env=hostile.env) as server:
+            for path in (f"/?token={server.token}", "/", f"/runs/0/{hostile.run_id}", "/forge"):
+                response = tab.goto(f"http://rebound.test:{server.port}{path}")
+                assert response is not None and response.status in (400, 403), path
+                assert hostile.run_id not in tab.content() and hostile.task not in tab.content()
+            assert tab.context.cookies() == []
+    finally:
+        rebinding.close()
