@@ -64,6 +64,8 @@ def test_runtime_option_runs_a_cold_container_under_gvisor(repo: Path) -> None:
     agent's own container) overrides the config's runtime."""
     add_script(repo, "kernel.sh", KERNEL.replace('"$n" -ge 2', '"$n" -ge 1'))
     configure(repo, {"sandbox": {"runtime": "runc"}})
+    res = sandbox("./scripts/kernel.sh:1", "--runtime", "runsc", "--dry-run")
+    assert res.code == 0 and "runtime runsc" in res.stdout, res.output
     res = sandbox("./scripts/kernel.sh:1", "--runtime", "runsc")
     assert res.code == 0, res.output
     assert "gVisor" in _seen(res.stdout, "dmesg")[0], res.stdout
