@@ -105,3 +105,28 @@ def test_a_bad_runtime_name_or_one_without_sandbox_is_a_usage_error(repo: Path) 
     res = fks("run", "./scripts/commit.sh:2", "--runtime", "runsc")
     assert res.code == 2 and "--runtime only applies to --sandbox runs" in res.stderr
     _left_nothing(repo)
+
+
+SOCKETS = """#!/bin/sh
+# Under gVisor the agent may connect to Unix sockets of its mounts (--host-uds=open): which?
+ln -s /var/run/docker.sock docker-link.sock
+for path in docker-link.sock /var/run/docker.sock /run/docker.sock \\
+    /proc/1/root/var/run/docker.sock /fks-proxy/../../var/run/docker.sock; do
+  echo "docker-api=$(curl -s -m 5 -o /dev/null -w '%{http_code}' --unix-socket "$path" http://docker/info || true)"
+done
+ln -s /fks-proxy/proxy.sock mine.sock 2>/dev/null; rm -f /fks-proxy/proxy.sock 2>/dev/null
+echo "proxy-socket-kept=$([ -S /fks-proxy/proxy.sock ] && echo yes)"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_under_gvisor_the_agent_reaches_no_host_socket_but_the_proxys(repo: Path) -> None:
+    """gVisor is registered to let a container connect to Unix sockets in its mounts (the
+    egress proxy's): the host's Docker socket stays out of reach however it is named, and
+    the proxy's socket cannot be removed or replaced."""
+    assert Path("/var/run/docker.sock").is_socket()  # there to be reached, on this machine
+    add_script(repo, "sockets.sh", SOCKETS)
+    res = sandbox("./scripts/sockets.sh:1", "--runtime", "runsc")
+    assert res.code == 0, res.output
+    assert _seen(res.stdout, "docker-api") == ["000"] * 5, res.stdout
+    assert _seen(res.stdout, "proxy-socket-kept") == ["yes"], res.stdout
