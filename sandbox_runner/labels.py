@@ -14,8 +14,9 @@ LABEL_PID = "fks.pid"
 LABEL_REPO = "fks.repo"
 LABEL_ROLE = "fks.role"
 LABEL_PROBE = "fks.probe"
-# Workspaces (volumes) and the image their step runs.
+# Workspaces (volumes): the image and the runtime (if not the engine's default) their step runs.
 LABEL_IMAGE = "fks.image"
+LABEL_RUNTIME = "fks.runtime"
 LABEL_VOLUME = "fks.workspace"
 # Swarm nodes: where the node's Docker socket is.
 LABEL_SOCKET = "fks.docker-socket"

@@ -15,6 +15,8 @@ Benchmarks:
              warm containers (target: <= 0.6x); cold ones, `sandbox.warm: false` (target: <= 1.25x)
   network    per iteration with `network: allowlist` (the egress proxy) against `open`
                                                                                    (target: <= 1.10x)
+  runtime    per iteration under `sandbox.runtime: runsc` (gVisor) against runc, warm containers
+             and cold ones, and the fixed cost per run                            (reported)
   secrets    per request to a local HTTPS origin with a secret (TLS ended in the proxy) against
              one tunnelled untouched (reported); per iteration with a secret configured against
              `open`                                                                (target: <= 1.10x)
@@ -60,6 +62,7 @@ from pathlib import Path
 from benches.forge import bench_forge, bench_swarm
 from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
+from benches.runtime import bench_runtime
 from benches.sandbox import bench_exit, bench_image, bench_network, bench_output, bench_sandbox
 from benches.secrets import bench_secrets
 from benches.ui import bench_ui
@@ -70,6 +73,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "local": bench_local,
     "sandbox": bench_sandbox,
     "network": bench_network,
+    "runtime": bench_runtime,
     "secrets": bench_secrets,
     "workspace": bench_workspace,
     "import": bench_import,

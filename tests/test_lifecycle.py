@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runner.testing.helpers import eventually_none, fks, git, init_repo, write_config
+from sandbox_runner.testing.sandboxed import RUNTIMES, runtime_args
 
 
 def records(project: Path) -> list[dict]:
@@ -95,7 +96,10 @@ def test_records_after_success_and_failure(project: Path) -> None:
 
 
 @pytest.mark.docker
-def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_kill_9_then_clean_then_resume(tmp_path: Path, runtime: str) -> None:
+    """Also under gVisor: the killed run's workspace says its runtime, and `fks clean` exports
+    it under that runtime."""
     repo = init_repo(tmp_path / "repo")
     agent = (
         "#!/bin/sh\n"
@@ -112,7 +116,7 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
     )  # a lost commit would make it sleep: fail, don't hang
     git(repo, "add", "agent.sh", "forge")
     git(repo, "commit", "-qm", "agent")
-    proc = start(repo, "./agent.sh:4", "--sandbox")
+    proc = start(repo, "./agent.sh:4", "--sandbox", *runtime_args(runtime))
     runs = repo / ".forge" / "runs"
 
     def sleeping() -> bool:
@@ -133,6 +137,16 @@ def test_kill_9_then_clean_then_resume(tmp_path: Path) -> None:
         text=True,
     ).stdout.split()
     assert left, "the killed run's container is still there before clean"
+    volume = rec["steps"][0]["workspace"]
+    labels = json.loads(
+        subprocess.run(
+            ["docker", "volume", "inspect", "--format", "{{json .Labels}}", volume],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert labels.get("fks.runtime") == (None if runtime == "runc" else runtime)
 
     assert fks("runs", cwd=repo).stdout.count("died") == 1
     res = fks("clean", cwd=repo)

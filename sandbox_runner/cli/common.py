@@ -88,6 +88,17 @@ EngineOption = Annotated[
         ),
     ),
 ]
+RuntimeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--runtime",
+        metavar="RUNTIME",
+        help=(
+            "OCI runtime of the --sandbox containers (default: config sandbox.runtime, else "
+            "the engine's, runc): e.g. runsc for gVisor, registered with the engine."
+        ),
+    ),
+]
 AllowOption = Annotated[
     list[str] | None,
     typer.Option(

@@ -13,6 +13,7 @@ from sandbox_runner.cli.common import (
     EngineOption,
     ImageOption,
     MaxCostOption,
+    RuntimeOption,
     SandboxOption,
     handled,
 )
@@ -124,6 +125,7 @@ def run_cmd(
     base: BaseOption = None,
     image: ImageOption = None,
     engine: EngineOption = None,
+    runtime: RuntimeOption = None,
     allow: AllowOption = None,
     max_cost: MaxCostOption = None,
     junit: JunitOption = None,
@@ -152,6 +154,7 @@ def run_cmd(
         base=base,
         image=image,
         engine=engine,
+        runtime=runtime,
         allow=tuple(allow or ()),
         max_cost=max_cost,
         junit=junit,

@@ -56,6 +56,7 @@ _FIXED_ON_RESUME = (
     "--base",
     "--image",
     "--engine",
+    "--runtime",
     "--allow",
     "arguments after --",
 )
@@ -79,6 +80,7 @@ class RunRequest:
     base: str | None = None
     image: str | None = None
     engine: str | None = None
+    runtime: str | None = None
     allow: Sequence[str] = ()
     max_cost: float | None = None
     junit: Path | None = None
@@ -136,6 +138,7 @@ def _recorded_options(request: RunRequest) -> RunOptions:
         base=request.base,
         image=request.image,
         engine=request.engine,
+        runtime=request.runtime,
         allow=list(request.allow),
         max_cost=request.max_cost,
         global_args=list(request.global_args),
@@ -187,7 +190,7 @@ def _plan_resumed(
     from sandbox_runner.records.resume import plan_resume
 
     o = given_options
-    fixed = (o.prompt, o.prompt_file, o.config, o.sandbox, o.base, o.image, o.engine)
+    fixed = (o.prompt, o.prompt_file, o.config, o.sandbox, o.base, o.image, o.engine, o.runtime)
     values = (*fixed, o.allow, o.global_args)
     given = [name for name, value in zip(_FIXED_ON_RESUME, values, strict=True) if value]
     if given:
@@ -288,6 +291,8 @@ def _backend(planned: Planned, *, dry_run: bool = False) -> Backend:
             raise UsageError("--base only applies to --sandbox runs")
         if planned.options.engine:
             raise UsageError("--engine only applies to --sandbox runs")
+        if planned.options.runtime:
+            raise UsageError("--runtime only applies to --sandbox runs")
     return make_backend(
         cwd=planned.cwd,
         agents=planned.agents,

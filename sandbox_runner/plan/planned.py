@@ -46,12 +46,14 @@ class Planned:
         return dict(self.config.agents) if self.config else {}
 
     def sandbox_settings(self) -> SandboxSettings:
-        """The config's top-level settings, then the chain's, then --image, --engine, --allow."""
+        """The config's top-level settings, then the chain's, then --image, --engine,
+        --runtime, --allow."""
         return merge_sandbox_settings(
             self.config.sandbox if self.config is not None else None,
             self.plan.sandbox,
             image=self.options.image,
             engine=self.options.engine,
+            runtime=self.options.runtime,
             allow=self.options.allow,
         )
 

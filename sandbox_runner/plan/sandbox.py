@@ -1,6 +1,6 @@
 """The Docker sandbox settings of `forge/chains.json` and the one place they are merged: the
 top-level settings, then the chain's, then the command line's (`--image`, `--engine`,
-`--allow`).
+`--runtime`, `--allow`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.secrets import SecretEntry, merge_secrets
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RUNTIME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class SandboxSettings(ConfigModel):
@@ -66,6 +67,11 @@ class SandboxSettings(ConfigModel):
     current context), `tcp://HOST:PORT` (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply),
     `ssh://USER@HOST`, `context:NAME`, `swarm` or `swarm:URL` (not for runs yet). On a remote
     engine or a swarm the workspace's base is sent to it as data."""
+    runtime: str | None = None
+    """The OCI runtime of the step's containers, as the engine names it (`docker info`
+    Runtimes): `runc` (the engine's default), `runsc` (gVisor: the agent gets a kernel of its
+    own; see docs/sandbox.md to install and register it), or any runtime the engine has. fks's
+    egress proxy stays on the engine's default."""
     warm: StrictBool | None = None
     """Start the next iterations' containers while one runs (default true; `false`: each
     iteration's container is created and started when the iteration begins)."""
@@ -103,6 +109,16 @@ class SandboxSettings(ConfigModel):
     def _engine_form(cls, value: str | None) -> str | None:
         if value is not None:
             EngineSpec.parse(value)  # a ValueError names the value and the forms it may take
+        return value
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime_name(cls, value: str | None) -> str | None:
+        if value is not None and not _RUNTIME_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not a runtime's name (letters, digits, '.', '_' and '-', "
+                "as `docker info` lists them: e.g. runc or runsc)"
+            )
         return value
 
     @field_validator("env")
@@ -144,9 +160,11 @@ def merge_sandbox_settings(
     image: str | None = None,
     engine: str | None = None,
     allow: Sequence[str] = (),
+    runtime: str | None = None,
 ) -> SandboxSettings:
     """The defaults, then each of `layers` in turn (the top-level settings, the chain's), then
-    `--image`, `--engine` and `--allow`; a bad option value is a usage error naming it."""
+    `--image`, `--engine`, `--runtime` and `--allow`; a bad option value is a usage error
+    naming it."""
     settings = SandboxSettings()
     for layer in layers:
         settings = settings.merged(layer)
@@ -157,6 +175,11 @@ def merge_sandbox_settings(
             settings = settings.merged(SandboxSettings(engine=engine))
         except ValueError as exc:
             raise UsageError(f"--engine: {first_error(exc)}") from None
+    if runtime:
+        try:
+            settings = settings.merged(SandboxSettings(runtime=runtime))
+        except ValueError as exc:
+            raise UsageError(f"--runtime: {first_error(exc)}") from None
     if allow:
         try:
             settings = settings.merged(SandboxSettings(allow=tuple(allow)))
@@ -166,7 +189,7 @@ def merge_sandbox_settings(
 
 
 def first_error(exc: ValueError) -> str:
-    """The first problem of a settings error, as one line (for --allow, --engine)."""
+    """The first problem of a settings error, as one line (for --allow, --engine, --runtime)."""
     from pydantic import ValidationError
 
     if isinstance(exc, ValidationError):

@@ -129,6 +129,8 @@ class RunOptions(RecordModel):
     image: str | None = None
     engine: str | None = None
     """`--engine`: the Docker engine of a `--sandbox` run."""
+    runtime: str | None = None
+    """`--runtime`: the OCI runtime of a `--sandbox` run's containers."""
     allow: list[str] = Field(default_factory=list)
     """`--allow` entries added to the sandbox's allow-list for this run."""
     max_cost: float | None = None

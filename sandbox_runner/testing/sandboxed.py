@@ -31,6 +31,16 @@ if [ "$n" -ge "${MARK_AT:-2}" ]; then echo FORKHESTRA_COMPLETE; fi
 """
 
 
+RUNTIMES = ("runc", "runsc")
+"""The runtimes the sandbox's attacks are run under: the engine's default, and gVisor
+(registered by scripts/ensure-runsc)."""
+
+
+def runtime_args(runtime: str) -> tuple[str, ...]:
+    """`fks run`'s option for `runtime` (none for the engine's default, runc)."""
+    return () if runtime == "runc" else ("--runtime", runtime)
+
+
 def containers(run_id: str | None = None) -> list[str]:
     label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
     out = subprocess.run(

@@ -53,7 +53,7 @@ from sandbox_runner.git.repo import (
     rev,
     step_branch,
 )
-from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN
+from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_RUNTIME
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
@@ -253,11 +253,15 @@ class SandboxBackend:
 
     # --- one step -----------------------------------------------------------------------------
 
-    def _workspace(self, repo: Repo, image: str) -> VolumeWorkspace:
+    def _workspace(self, repo: Repo, image: str, runtime: str | None) -> VolumeWorkspace:
+        """The repository's workspace, made on first use; labelled with the image and runtime
+        of the step that made it (`fks clean` exports it with them)."""
         assert self._run is not None and self._client is not None
         run_id = self._run.record.id
         if repo.top not in self._workspaces:
             labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+            if runtime:
+                labels[LABEL_RUNTIME] = runtime
             self._workspaces[repo.top] = self._target.workspace(
                 self._client, repo, volume_name(run_id, repo.top), labels, image
             )
@@ -272,7 +276,7 @@ class SandboxBackend:
         repo, base, relative = step_repo(host_view, self._repo, self._base, self._cwd)
         settings = self.settings_for(step.agent)
         image = self._image(settings)
-        workspace = self._workspace(repo, image)
+        workspace = self._workspace(repo, image, settings.runtime)
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
         self._start_branch(record, repo, base, branch, workspace, resumed=resumed)

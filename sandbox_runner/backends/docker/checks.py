@@ -13,7 +13,7 @@ import re
 import socket
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
@@ -56,8 +56,21 @@ def check_static(settings: SandboxSettings, where: str) -> None:
             )
 
 
+GVISOR_ARGS = ("--network=host", "--host-uds=open")
+"""The runsc flags fks's containers need: the network namespace Docker gives a container is
+the sandbox's (its loopback where a step's containers meet its egress forwarders), and a Unix
+socket in a mounted volume can be connected to (the egress proxy's)."""
+GVISOR_REGISTRATION = (
+    '"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": '
+    '["--network=host", "--host-uds=open"]}} in /etc/docker/daemon.json, then reload the engine '
+    "(kill -HUP $(cat /var/run/docker.pid))"
+)
+
+
 def check_engine(client: docker.DockerClient, settings: SandboxSettings, where: str) -> None:
-    """Limits the engine can honour."""
+    """Limits the engine can honour; the runtime is one it has."""
+    if settings.runtime is not None:
+        check_runtime(client.info().get("Runtimes") or {}, settings.runtime, where)
     if settings.cpus is not None:
         available = int(client.info().get("NCPU") or 0)
         if available and settings.cpus > available:
@@ -65,6 +78,33 @@ def check_engine(client: docker.DockerClient, settings: SandboxSettings, where: 
                 f"{where}.cpus: {settings.cpus:g} is more than the {available} CPUs the Docker "
                 f"engine has; give at most {available}"
             )
+
+
+def check_runtime(runtimes: dict[str, Any], runtime: str, where: str) -> None:
+    """`runtime` is one of the engine's `runtimes` (`docker info`); gVisor's with the flags
+    fks's containers need."""
+    if runtime not in runtimes:
+        has = ", ".join(sorted(runtimes)) or "none listed"
+        how = (
+            "install gVisor (Debian: apt-get install runsc, from bookworm-backports on Debian "
+            f"12) and register it: {GVISOR_REGISTRATION}"
+            if "runsc" in runtime
+            else 'register it in the engine\'s /etc/docker/daemon.json "runtimes" or choose one it has'
+        )
+        raise ConfigError(
+            f"{where}.runtime: the Docker engine has no runtime '{runtime}' (it has: {has}); {how}"
+        )
+    entry = runtimes[runtime] if isinstance(runtimes[runtime], dict) else {}
+    args = {str(arg) for arg in entry.get("runtimeArgs") or ()}
+    if "--host-uds=all" in args:  # `all` is `open` and `create`
+        args.add("--host-uds=open")
+    missing = [flag for flag in GVISOR_ARGS if flag not in args]
+    if Path(str(entry.get("path", ""))).name == "runsc" and missing:
+        raise ConfigError(
+            f"{where}.runtime: the engine's runtime '{runtime}' (gVisor) runs without "
+            f"{' '.join(missing)}, which fks's containers need; register it as "
+            f"{GVISOR_REGISTRATION}"
+        )
 
 
 def check_api_url(url: str | None, *, network: str) -> None:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
 from sandbox_runner.backends.docker.engine.client import remove_volume
 from sandbox_runner.errors import FksError
-from sandbox_runner.labels import LABEL_IMAGE, LABEL_PID, LABEL_REPO, LABEL_ROLE, LABEL_RUN
+from sandbox_runner.labels import (
+    LABEL_IMAGE,
+    LABEL_PID,
+    LABEL_REPO,
+    LABEL_ROLE,
+    LABEL_RUN,
+    LABEL_RUNTIME,
+)
 from sandbox_runner.records.store import RunRecord, RunStore, pid_alive, project_root, run_alive
 
 if TYPE_CHECKING:
@@ -243,7 +250,10 @@ def _salvage_step(
         workspace = target.workspace(client, repo, name, run_labels, image)
         env = identity_env(repo)
         leftover = leftover_ref(record.id, index)
-        synced = _export(client, workspace, image, labels[LABEL_RUN], step.branch, leftover, env)
+        runtime = labels.get(LABEL_RUNTIME)
+        synced = _export(
+            client, workspace, (image, runtime), labels[LABEL_RUN], step.branch, leftover, env
+        )
         imported = rev(repo, step.branch) != before
         message = f"fks: what {step.agent} left uncommitted when run {record.id} stopped"
         committed = apply_leftover(repo, step.branch, leftover, message, env)
@@ -261,18 +271,25 @@ def _salvage_step(
 def _export(
     client: docker.DockerClient,
     workspace: VolumeWorkspace,
-    image: str,
+    image_runtime: tuple[str, str | None],
     run_id: str,
     branch: str,
     leftover: str,
     env: dict[str, str],
 ) -> Synced:
-    """Export the workspace from a container of its own and import what it holds."""
+    """Export the workspace from a container of its own (the image and runtime its step ran
+    with) and import what it holds."""
     from sandbox_runner.backends.docker.settings import container_settings
     from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
+    from sandbox_runner.plan.sandbox import SandboxSettings
 
+    image, runtime = image_runtime
     settings = container_settings(
-        image, workspace.mounts(), {LABEL_RUN: run_id}, user=_image_user(client, image)
+        image,
+        workspace.mounts(),
+        {LABEL_RUN: run_id},
+        SandboxSettings.model_construct(runtime=runtime),
+        user=_image_user(client, image),
     )
     with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
         sandbox = WorkspaceSandbox(

@@ -64,6 +64,7 @@ def container_settings(
         pids_limit=settings.pids_limit or DEFAULT_PIDS_LIMIT,
         labels=labels,
         tmpfs=TMPFS,
+        runtime=settings.runtime,
     )
 
 
@@ -107,6 +108,7 @@ def describe_sandbox(settings: SandboxSettings, image: str, base: str) -> list[s
             f"memory {s.memory or DEFAULT_MEMORY}",
             f"cpus {s.cpus:g}" if s.cpus else "",
             f"pids {s.pids_limit or DEFAULT_PIDS_LIMIT}",
+            f"runtime {s.runtime}" if s.runtime else "",
             f"timeout {s.timeout or DEFAULT_TIMEOUT:g}s per iteration",
         )
         if part

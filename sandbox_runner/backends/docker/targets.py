@@ -240,7 +240,14 @@ class SwarmTarget(RemoteTarget):
         return client
 
     def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
-        """Also: the egress proxy does not run on a swarm yet."""
+        """Also: the egress proxy does not run on a swarm yet; a swarm service cannot choose
+        its runtime."""
+        if settings.runtime:
+            raise SandboxError(
+                f"{where}.runtime: a swarm's services run under each node's default runtime, "
+                f"not '{settings.runtime}'; remove sandbox.runtime (or make it the nodes' "
+                "default-runtime), or run on a single engine (tcp://, ssh://)"
+            )
         if needs_proxy(settings, agent):
             from sandbox_runner.backends.docker.settings import network_mode
 

@@ -60,3 +60,39 @@ def test_a_loopback_api_url_is_refused_before_anything_starts(
     assert done.stdout == ""
     assert not (repo / ".forge" / "runs").exists()
     assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
+GVISOR = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=host", "--host-uds=open"]}
+
+
+@pytest.mark.parametrize(
+    ("entry", "missing"),
+    [
+        ({"path": "/usr/bin/runsc"}, "--network=host --host-uds=open"),
+        ({"path": "/usr/local/bin/runsc", "runtimeArgs": ["--network=host"]}, "--host-uds=open"),
+        ({"path": "runsc", "runtimeArgs": ["--host-uds=all"]}, "--network=host"),
+    ],
+)
+def test_gvisor_registered_without_the_flags_fks_needs_is_refused_naming_them(
+    entry: dict[str, object], missing: str
+) -> None:
+    """What `docker info` lists for a runtime decides: gVisor without its own host network
+    (where a step's containers meet the egress forwarders) or without connecting to the
+    proxy's Unix socket would start and then fail; it is refused with the registration."""
+    from sandbox_runner.backends.docker.checks import check_runtime
+    from sandbox_runner.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        check_runtime({"runc": {"path": "runc"}, "gvisor": entry}, "gvisor", "sandbox")
+    text = str(refused.value)
+    assert (
+        f"sandbox.runtime: the engine's runtime 'gvisor' (gVisor) runs without {missing}," in text
+    )
+    assert '"runtimeArgs": ["--network=host", "--host-uds=open"]' in text and "\n" not in text
+    check_runtime({"gvisor": GVISOR}, "gvisor", "sandbox")  # as scripts/ensure-runsc registers it
+    check_runtime(
+        {"gvisor": {**GVISOR, "runtimeArgs": ["--network=host", "--host-uds=all"]}},
+        "gvisor",
+        "sandbox",
+    )
+    check_runtime({"kata": {"path": "/usr/bin/kata-runtime"}}, "kata", "sandbox")  # not gVisor

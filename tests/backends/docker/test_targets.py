@@ -75,3 +75,15 @@ def test_a_swarm_refuses_claude_without_a_network_before_asking_docker(repo: Pat
         "fks: sandbox.network: none needs the egress proxy, which does not run on a swarm yet; "
         "set sandbox.network to open (or none for agents other than Claude)\n"
     )
+
+
+def test_a_swarm_refuses_a_runtime_before_asking_docker(repo: Path) -> None:
+    """A swarm service cannot choose its containers' runtime: `--runtime` is refused rather
+    than silently run on the nodes' default."""
+    write_config(repo, {"sandbox": {"network": "open"}})
+    env = {"DOCKER_HOST": NOWHERE}
+    assert refused(repo, "--engine", "swarm", "--runtime", "runsc", "./agent.sh:1", env=env) == (
+        "fks: sandbox.runtime: a swarm's services run under each node's default runtime, not "
+        "'runsc'; remove sandbox.runtime (or make it the nodes' default-runtime), or run on a "
+        "single engine (tcp://, ssh://)\n"
+    )

@@ -49,6 +49,13 @@ def _listening(port: int) -> str:
     return f"grep -q ' 0100007F:{port:04X} 00000000:0000 0A ' /proc/net/tcp"
 
 
+def _forwarding(port: int) -> str:
+    """`_listening`, in an agent's container. Under gVisor a container lists only its own
+    sockets there, not those of the container whose network namespace it joined: then a
+    connection that sends nothing tells."""
+    return f"{{ {_listening(port)} || socat -u OPEN:/dev/null TCP:127.0.0.1:{port} 2>/dev/null; }}"
+
+
 class Glue(NamedTuple):
     """What the shell glue of both containers sets up besides the allow-list proxy."""
 
@@ -124,7 +131,7 @@ def wait_script(glue: Glue, starting: str = "") -> str:
     """Run `starting` (the forwarders, or nothing: someone else starts them), wait until the
     forwarders listen, then exec "$@". socat is checked either way: the forwarders run it, in
     this image (a step's containers share it)."""
-    listening = " && ".join(_listening(port) for _, port in _pairs(glue))
+    listening = " && ".join(_forwarding(port) for _, port in _pairs(glue))
     return (
         "command -v socat >/dev/null || "
         "{ echo 'fks: socat is not in the image; the egress proxy needs it' >&2; exit 127; }; "

@@ -67,6 +67,8 @@ class ContainerSettings:
     join_entry: tuple[str, ...] = ()
     """Put instead before the command of a container that joins a network namespace whose
     holder ran `entry` (e.g. what waits until the holder's forwarders listen)."""
+    runtime: str | None = None
+    """The engine's OCI runtime for these containers (e.g. `runsc`); None: its default."""
 
 
 class DockerExecution:
@@ -328,6 +330,8 @@ class DockerSandbox:
             kwargs["nano_cpus"] = int(s.cpus * 1e9)
         if s.pids_limit:
             kwargs["pids_limit"] = s.pids_limit
+        if s.runtime:
+            kwargs["runtime"] = s.runtime
         return kwargs
 
     def launch(

@@ -33,6 +33,7 @@ from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.images import base_image
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
+from sandbox_runner.testing.sandboxed import RUNTIMES
 
 # The lab (network, servers) and the proxy image trusting a test CA are made once, on one
 # xdist worker.
@@ -206,12 +207,14 @@ class Lab:
             **kwargs,
         )
 
-    def agent(self, proxy: EgressProxy, script: str) -> tuple[int, str]:
+    def agent(self, proxy: EgressProxy, script: str, runtime: str = "runc") -> tuple[int, str]:
         """`script` in an agent container as the sandbox will run it: network none, the socket
-        volume, the proxy env, the forwarders; an arbitrary uid, no capabilities."""
+        volume, the proxy env, the forwarders; an arbitrary uid, no capabilities; under
+        `runtime`."""
         container = self.client.containers.create(
             images.DEFAULT_AGENT_IMAGE,
             proxy.wrap_argv(["sh", "-c", script]),
+            runtime=None if runtime == "runc" else runtime,
             network_mode="none",
             mounts=[proxy.mount()],
             environment=proxy.env(),
@@ -296,7 +299,8 @@ def test_agent_reaches_allowed_hosts_only_and_refusals_are_reported(lab: Lab) ->
 
 
 @pytest.mark.docker
-def test_agent_has_no_direct_connection_and_no_dns(lab: Lab) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_agent_has_no_direct_connection_and_no_dns(lab: Lab, runtime: str) -> None:
     gw, ok = lab.gateway, lab.allowed.port
     script = "; ".join(
         [
@@ -306,11 +310,12 @@ def test_agent_has_no_direct_connection_and_no_dns(lab: Lab) -> None:
             "getent hosts host.docker.internal; echo hdi_dns=$?",
             "touch /fks-proxy/x 2>/dev/null; echo write=$?",
             "ls /fks-proxy",
-            "ls /sys/class/net",
+            # The network interfaces (gVisor has no /sys/class/net: its /proc/net/dev lists them)
+            "ls /sys/class/net 2>/dev/null || tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '",
         ]
     )
     with lab.proxy() as proxy:
-        code, output = lab.agent(proxy, script)
+        code, output = lab.agent(proxy, script, runtime)
     assert code == 0, output
     lines = output.splitlines()
     assert "direct=7" in lines  # connection refused: nothing to connect through
@@ -323,7 +328,8 @@ def test_agent_has_no_direct_connection_and_no_dns(lab: Lab) -> None:
 
 
 @pytest.mark.docker
-def test_api_key_is_added_by_the_proxy_and_never_held_by_the_agent(lab: Lab) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_api_key_is_added_by_the_proxy_and_never_held_by_the_agent(lab: Lab, runtime: str) -> None:
     api = ApiUpstream(f"http://{lab.gateway}:{lab.api.port}", REAL_KEY)
     ok = lab.allowed.port
     script = "; ".join(
@@ -339,7 +345,7 @@ def test_api_key_is_added_by_the_proxy_and_never_held_by_the_agent(lab: Lab) -> 
         ]
     )
     with lab.proxy(api=api) as proxy:
-        code, output = lab.agent(proxy, script)
+        code, output = lab.agent(proxy, script, runtime)
     assert code == 0, output
     assert REAL_KEY not in output.replace(REAL_KEY, "", 1)  # the one echo of the API server
     to_api = lab.api.seen[-1]

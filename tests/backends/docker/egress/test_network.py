@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from sandbox_runner.testing.helpers import agent_lines, fks
-from sandbox_runner.testing.sandboxed import add_script, configure, record, sandbox
+from sandbox_runner.testing.sandboxed import (
+    RUNTIMES,
+    add_script,
+    configure,
+    record,
+    runtime_args,
+    sandbox,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -89,12 +96,13 @@ def probe(
     return {**dict(line.split("=", 1) for line in lines), "stdout": res.stdout}
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_allowlist_reaches_only_allowed_hosts_through_the_proxy(
-    repo: Path, servers: tuple[str, int, int]
+    repo: Path, servers: tuple[str, int, int], runtime: str
 ) -> None:
     address, ok, other = servers
     allow = ("--allow", f"{address}:{ok}", "--allow", f"host.docker.internal:{ok}")
-    seen = probe(repo, servers, {}, *allow)
+    seen = probe(repo, servers, {}, *allow, *runtime_args(runtime))
     assert seen["proxied-allowed"] == "200"  # allowed by IP
     assert seen["proxied-by-name"] == "200"  # allowed by a name the proxy maps to it
     assert seen["proxied-other"] == "403"  # refused by the proxy
@@ -148,8 +156,9 @@ def test_dry_run_shows_each_steps_network(repo: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_warm_iteration_goes_out_through_the_proxy(
-    repo: Path, servers: tuple[str, int, int]
+    repo: Path, servers: tuple[str, int, int], runtime: str
 ) -> None:
     """A step's iterations share one network namespace (warm containers): the forwarders to the
     proxy run once, in its holder, and every iteration reaches the allowed host through them -
@@ -168,7 +177,9 @@ def test_every_warm_iteration_goes_out_through_the_proxy(
     )
     configure(repo, {"sandbox": {"env": ["ADDR", "OK", "OTHER"]}})
     env = {"ADDR": address, "OK": str(ok), "OTHER": str(other)}
-    res = sandbox("./scripts/each.sh:6", "--allow", f"{address}:{ok}", env=env)
+    res = sandbox(
+        "./scripts/each.sh:6", "--allow", f"{address}:{ok}", *runtime_args(runtime), env=env
+    )
     assert res.code == 0, res.output
     assert res.stdout.count("each-allowed=200 each-other=403 each-direct=000") == 4, res.stdout
     # Each refusal is counted once, also when the iteration before was less than 1 s ago (a

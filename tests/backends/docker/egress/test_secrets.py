@@ -23,6 +23,7 @@ from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import PLACEHOLDER, SecretEntry, resolve_secrets
 from sandbox_runner.records.reported import RequestsRecord
 from sandbox_runner.testing.origins import HttpsOrigin
+from sandbox_runner.testing.sandboxed import RUNTIMES
 
 pytestmark = pytest.mark.docker
 
@@ -59,12 +60,13 @@ class Lab:
             extra_hosts=dict.fromkeys(NAMES, self.gateway),
         )
 
-    def agent(self, proxy: EgressProxy, script: str) -> tuple[int, str, str]:
-        """`script` as the sandbox runs an agent; (exit code, output, `docker inspect` of the
-        agent's and the proxy's containers while they exist)."""
+    def agent(self, proxy: EgressProxy, script: str, runtime: str = "runc") -> tuple[int, str, str]:
+        """`script` as the sandbox runs an agent (under `runtime`); (exit code, output, `docker
+        inspect` of the agent's and the proxy's containers while they exist)."""
         container = self.client.containers.create(
             images.DEFAULT_AGENT_IMAGE,
             proxy.wrap_argv(["sh", "-c", script]),
+            runtime=None if runtime == "runc" else runtime,
             network_mode="none",
             mounts=[proxy.mount()],
             environment=proxy.env(),
@@ -116,7 +118,8 @@ def lines(output: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
-def test_plain_curl_gets_200_with_the_real_token_it_never_holds(lab: Lab) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_plain_curl_gets_200_with_the_real_token_it_never_holds(lab: Lab, runtime: str) -> None:
     port = lab.origin.port
     before = len(lab.origin.requests)
     script = f"""
@@ -132,7 +135,7 @@ find /tmp /home /fks-proxy /workspace /etc -xdev -type f -size -2M -readable \
   -exec cat {{}} + 2>/dev/null
 """
     with lab.proxy() as proxy:
-        code, out, inspected = lab.agent(proxy, script)
+        code, out, inspected = lab.agent(proxy, script, runtime)
         rows = audited(proxy, {"GET"})
     assert code == 0, out
     # The audit says the proxy added the secret to both, naming its destination only.
@@ -202,7 +205,8 @@ def audited(proxy: EgressProxy, methods: set[str]) -> list[RequestsRecord]:
     return [r for r in rows if r.method in methods]
 
 
-def test_no_way_back_for_the_secret(lab: Lab) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_no_way_back_for_the_secret(lab: Lab, runtime: str) -> None:
     """Redirects to another host, error pages, a Host header naming another destination (both
     ways), CONNECT to the secret's host on another port, plain HTTP: the token is never in
     what the agent gets, and only the secret's destination ever sees it."""
@@ -225,7 +229,7 @@ curl -sS -H "Max-Forwards: 0" -X OPTIONS https://origin.test:{port}/echo
 """
     allow = (f"other.test:{port}", f"origin.test:{other_port}")
     with lab.proxy(allow=allow) as proxy:
-        _code, out, _ = lab.agent(proxy, script)
+        _code, out, _ = lab.agent(proxy, script, runtime)
     assert TOKEN not in out, out
     # Refused: with TLS ended in the proxy, Squid answers a refused CONNECT with its page.
     assert "ERR_ACCESS_DENIED" in out.split("on a port not allowed")[1], out

@@ -14,7 +14,14 @@ import pytest
 
 from sandbox_runner.testing.helpers import fks, git
 from sandbox_runner.testing.origins import GitHttpsServer, HttpsOrigin
-from sandbox_runner.testing.sandboxed import add_script, configure, record, sandbox
+from sandbox_runner.testing.sandboxed import (
+    RUNTIMES,
+    add_script,
+    configure,
+    record,
+    runtime_args,
+    sandbox,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -32,8 +39,9 @@ cd "$OLDPWD" && echo "$code" > curl-result.txt && git add curl-result.txt &&
 """
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_curl_and_git_over_https_with_secrets_the_container_never_holds(
-    repo: Path, tmp_path: Path
+    repo: Path, tmp_path: Path, runtime: str
 ) -> None:
     token, git_token = f"sk-REAL-{uuid.uuid4().hex}", f"ghp_REAL{uuid.uuid4().hex}"
     with (
@@ -71,7 +79,7 @@ def test_curl_and_git_over_https_with_secrets_the_container_never_holds(
             "API_PORT": str(api.port),
             "GIT_PORT": str(server.port),
         }
-        result = sandbox("./scripts/agent.sh:1", "-v", env=env)
+        result = sandbox("./scripts/agent.sh:1", "-v", *runtime_args(runtime), env=env)
         assert result.code == 0, result.output
         assert "curl=200" in result.stdout and "push=ok" in result.stdout, result.output
         assert "helpers=0" in result.stdout and "placeholder=fks-placeholder" in result.stdout

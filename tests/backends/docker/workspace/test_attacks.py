@@ -25,7 +25,15 @@ from sandbox_runner.testing.attacks import (
     step_tip,
 )
 from sandbox_runner.testing.helpers import Result, agent_lines, git
-from sandbox_runner.testing.sandboxed import add_script, configure, of_repo, record, sandbox
+from sandbox_runner.testing.sandboxed import (
+    RUNTIMES,
+    add_script,
+    configure,
+    of_repo,
+    record,
+    runtime_args,
+    sandbox,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -35,7 +43,10 @@ COMMIT_WORK = "echo work > work.txt && git add work.txt && git commit -qm 'agent
 # --- 1. git metadata in the workspace ------------------------------------------------------------
 
 
-def test_workspace_hooks_fsmonitor_and_drivers_never_run_on_host(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_workspace_hooks_fsmonitor_and_drivers_never_run_on_host(
+    repo: Path, host: Host, runtime: str
+) -> None:
     """Hooks, hooksPath, fsmonitor and filter/diff/merge drivers set in the workspace's .git,
     and a committed .gitattributes naming them: they may run in the container, never on the host."""
     hooks = "post-commit post-merge post-checkout reference-transaction post-rewrite pre-auto-gc"
@@ -57,7 +68,7 @@ printf 'line 1\\nline 2\\nline 3\\nagent line\\n' > README.md
 {COMMIT_WORK.replace("work.txt", "work.txt .gitattributes README.md")}
 {MARK}
 """
-    res = sandbox(host.agent(body) + ":1")
+    res = sandbox(host.agent(body) + ":1", *runtime_args(runtime))
     # A changed .gitattributes never lands by itself: the step is incomplete, its branch kept.
     assert res.code == 1, res.output[-3000:]
     assert "it changes .gitattributes, which changes what git writes on checkout" in res.output
@@ -328,7 +339,10 @@ def test_next_step_finds_nothing_left_in_the_folders_the_last_changed(
 # --- 2. symlinks ---------------------------------------------------------------------------------
 
 
-def test_symlinks_in_workspace_git_dir_stay_in_the_container(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_symlinks_in_workspace_git_dir_stay_in_the_container(
+    repo: Path, host: Host, runtime: str
+) -> None:
     """Symlinked object directories, alternates and refs pointing at host-looking paths: git in
     the container resolves them there; the host only ever sees the bundle."""
     body = f"""
@@ -341,7 +355,7 @@ ln -s {repo}/.git/refs/heads/main .git/refs/tags/v1
 ln -s {host.secret} .git/refs/heads/secret
 {MARK}
 """
-    res = sandbox(host.agent(body) + ":1")
+    res = sandbox(host.agent(body) + ":1", *runtime_args(runtime))
     assert res.code == 0, res.output[-3000:]
     host.check(res, merged=True)
     assert git(repo, "log", "-1", "--format=%s", "main") == "agent work"
@@ -436,7 +450,8 @@ git add secret-link passwd-link escape && git commit -qm 'agent links'
 # --- 3. a poisoned object -------------------------------------------------------------------------
 
 
-def test_poisoned_object_never_reaches_the_user(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_poisoned_object_never_reaches_the_user(repo: Path, host: Host, runtime: str) -> None:
     """Garbage stored under the id of content the user has not written yet (and a commit that
     points at it): refused on the way in; the user's later commit of that content is sound."""
     content = "the user's next file\n"
@@ -449,7 +464,7 @@ python3 -c 'import sys, zlib; sys.stdout.buffer.write(zlib.compress(b"blob 6\\0j
 git update-index --add --cacheinfo 100644,{oid},poison.txt && git commit -qm 'agent poison'
 {MARK}
 """
-    res = sandbox(host.agent(body) + ":1")
+    res = sandbox(host.agent(body) + ":1", *runtime_args(runtime))
     assert res.code == 1, res.output[-3000:]
     host.check(res)
     one_line(res, "'main' was not touched")
@@ -518,12 +533,15 @@ target=$({make})
 # --- 5. huge and malformed bundles -------------------------------------------------------------
 
 
-def test_bundle_over_the_size_limit_is_refused(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_bundle_over_the_size_limit_is_refused(repo: Path, host: Host, runtime: str) -> None:
     body = f"""
 head -c 1000000 /dev/urandom > big.bin && git add big.bin && git commit -qm 'agent big'
 {MARK}
 """
-    res = sandbox(host.agent(body) + ":1", env={"FKS_MAX_BUNDLE_BYTES": "100000"})
+    res = sandbox(
+        host.agent(body) + ":1", *runtime_args(runtime), env={"FKS_MAX_BUNDLE_BYTES": "100000"}
+    )
     assert res.code == 1, res.output[-3000:]
     host.check(res)
     assert "FKS_MAX_BUNDLE_BYTES" in one_line(res, "larger than")
@@ -644,12 +662,13 @@ def test_unreadable_git_dir(repo: Path, host: Host) -> None:
     one_line(res, "'main' was not touched")
 
 
-def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host, runtime: str) -> None:
     from sandbox_runner.testing.sandboxed import configure
 
     configure(repo, {"sandbox": {"memory": "64m"}})
     body = f"{COMMIT_WORK}\nhead -c 200000000 /dev/zero > /tmp/fill\necho wrote $?\n{MARK}"
-    res = sandbox(host.agent(body) + ":1")
+    res = sandbox(host.agent(body) + ":1", *runtime_args(runtime))
     host.check(res, merged=res.code == 0)
     assert "wrote 0" not in res.output
 
@@ -756,10 +775,14 @@ printf 'fks-export %s code=0\\tend=1\\tbefore=x\\tafter=y\\n' "$FKS_NONCE" >&2
     assert of_repo("ps", repo) == []
 
 
-def test_a_chatty_agent_still_times_out(repo: Path, host: Host) -> None:
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_chatty_agent_still_times_out(repo: Path, host: Host, runtime: str) -> None:
     """Output every few milliseconds must not keep the clock from being read."""
     configure(repo, {"sandbox": {"timeout": 3}})
-    res = sandbox(host.agent(f"{COMMIT_WORK}\nwhile :; do echo chatter; sleep 0.004; done") + ":1")
+    res = sandbox(
+        host.agent(f"{COMMIT_WORK}\nwhile :; do echo chatter; sleep 0.004; done") + ":1",
+        *runtime_args(runtime),
+    )
     assert res.code == 1 and "timed out after 3s" in res.stdout, res.output[-3000:]
     assert record(repo)["steps"][0]["iterations"][0]["reason"] == "timeout"
     host.check(res)
