@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.checks import is_loopback
-from sandbox_runner.backends.docker.egress.proxy import ApiUpstream
-from sandbox_runner.backends.docker.settings import config_files, docker_network, needs_proxy
+from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.settings import config_files, docker_network
 from sandbox_runner.backends.docker.target import Target, Warn
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.errors import FksError, SandboxError
@@ -80,6 +80,10 @@ class LocalTarget:
         if agent.stream_json:
             network = docker_network(settings)
             check_api_url(os.environ.get("ANTHROPIC_BASE_URL"), network=network)
+
+    def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
+        """A container beside the step's, on this engine."""
+        return EgressProxy(client, **options)
 
     def present(self, client: docker.DockerClient, image: str) -> None:
         """The engine's own images are the ones."""
@@ -239,17 +243,11 @@ class SwarmTarget(RemoteTarget):
         self._manager = manager_address(client)
         return client
 
-    def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
-        """Also: the egress proxy does not run on a swarm yet."""
-        if needs_proxy(settings, agent):
-            from sandbox_runner.backends.docker.settings import network_mode
+    def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
+        """A global service: one proxy on every node, beside whichever task lands there."""
+        from sandbox_runner.backends.docker.egress.swarm import SwarmEgressProxy
 
-            raise SandboxError(
-                f"{where}.network: {network_mode(settings)} needs the egress proxy, which does "
-                "not run on a swarm yet; set sandbox.network to open (or none for agents other "
-                "than Claude)"
-            )
-        super().check_step(settings, where, agent)
+        return SwarmEgressProxy(client, **options)
 
     def present(self, client: docker.DockerClient, image: str) -> None:
         """A swarm's nodes: see `fks image push`."""

@@ -64,14 +64,3 @@ def test_a_remote_engine_refuses_a_model_api_on_this_machine(repo: Path) -> None
         "fks: ANTHROPIC_BASE_URL http://127.0.0.1:9 is on this machine, which containers on "
         f"engine {NOWHERE} cannot reach; give an address that engine reaches\n"
     )
-
-
-def test_a_swarm_refuses_claude_without_a_network_before_asking_docker(repo: Path) -> None:
-    write_config(
-        repo, {"sandbox": {"network": "none"}, "agents": {"w": {"systemPromptText": "hi"}}}
-    )
-    env = {"ANTHROPIC_API_KEY": API_KEY, "DOCKER_HOST": NOWHERE}
-    assert refused(repo, "--engine", "swarm", "w:1", env=env) == (
-        "fks: sandbox.network: none needs the egress proxy, which does not run on a swarm yet; "
-        "set sandbox.network to open (or none for agents other than Claude)\n"
-    )
