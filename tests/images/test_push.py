@@ -115,7 +115,10 @@ def test_push_usage_errors_are_one_line(second_engine: Any) -> None:
             "fks: Image 'fkse-missing:1' not found; check the name with 'docker images', or "
             "build fks's agent image under it with 'fks image build --tag fkse-missing:1'",
         ),
-        (["--engine", "swarm"], "fks: fks image push --engine swarm: pushing to every node"),
+        (
+            ["--engine", "swarm"],
+            "fks: fks image push --engine swarm: the local Docker engine is not a swarm manager",
+        ),
         (["--engine", "local", "--image", IMAGE], None),
     ]:
         done = fks("image", "push", *args)

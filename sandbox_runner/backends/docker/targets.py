@@ -250,7 +250,12 @@ class SwarmTarget(RemoteTarget):
         return SwarmEgressProxy(client, **options)
 
     def present(self, client: docker.DockerClient, image: str) -> None:
-        """A swarm's nodes: see `fks image push`."""
+        """On every node whose engine fks reaches (node label fks.docker-engine), sent there
+        if it lacks it (by id, as `fks image push --engine swarm` does)."""
+        from sandbox_runner.backends.docker.engine.connect import engine_client
+        from sandbox_runner.images.push import push_to_swarm
+
+        push_to_swarm(client, [image], connect=engine_client, out=sys.stderr)
 
     def open(self, stack: ExitStack) -> None:
         """The server its nodes fetch workspace bases from."""

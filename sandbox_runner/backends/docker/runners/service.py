@@ -206,7 +206,8 @@ class ServiceExecution:
         text = task.error.lower()
         if "no such image" in text:
             return SandboxError(
-                f"the image is not on {where} ({task.error}); send it there with "
+                f"the image is not on {where} ({task.error}); give the node's engine URL in "
+                "its label fks.docker-engine (fks then sends it the images) or send them with "
                 "'fks image push --engine <that node's engine>'"
             )
         if "executable file not found" in text or ("no such file" in text and "exec" in text):
