@@ -235,6 +235,12 @@ class SwarmTarget(RemoteTarget):
         super().__init__(spec)
         self._manager: str | None = None
         self._packs: PackServer | None = None
+        self._placed: dict[str, str] = {}
+        """Workspace volumes known to be on a node (by `fks clean`): name -> node id."""
+
+    def place(self, workspace: str, node: str) -> None:
+        """Workspace volume `workspace` is on `node` (its services are pinned there)."""
+        self._placed[workspace] = node
 
     def connect(self) -> docker.DockerClient:
         from sandbox_runner.backends.docker.workspace.swarm import manager_address
@@ -287,7 +293,7 @@ class SwarmTarget(RemoteTarget):
             image=image,
             labels=labels,
             server=self._packs,
-            placement=Placement(),
+            placement=Placement(self._placed.get(name)),
         )
         return SwarmWorkspace(client, repo, name, {**labels, LABEL_IMAGE: image}, shipped=objects)
 
@@ -319,7 +325,10 @@ class SwarmTarget(RemoteTarget):
 
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         from sandbox_runner.backends.docker.cleanup import clean_swarm, connected
-        from sandbox_runner.docker_daemon import docker_client
 
-        client = connected(lambda: docker_client(timeout=30), None)
-        return 0 if client is None else clean_swarm(client, str(self.spec), repos, records, every)
+        client = connected(self.connect, str(self.spec))
+        if client is None:
+            return 0
+        with ExitStack() as stack:
+            self.open(stack)  # workspaces' bases are fetched from here to save their work
+            return clean_swarm(client, self, str(self.spec), repos, records, every)

@@ -130,6 +130,7 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
 SLOW = """#!/bin/sh
 n=$(ls notes 2>/dev/null | wc -l)
 mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
+echo "uncommitted $n" > draft.txt
 echo STARTED
 sleep 15
 echo FORKHESTRA_COMPLETE
@@ -227,3 +228,9 @@ def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_pat
     done = fks("clean", cwd=repo, timeout=300)
     assert done.code == 0, done.output
     assert leftovers(swarm, tmp_path) == {}, done.output
+    # The killed iteration's commit and what it left uncommitted, saved onto its branch.
+    record = json.loads(next((repo / ".forge" / "runs").glob("*/run.json")).read_text())
+    branch = record["steps"][0]["branch"]
+    assert f"saved to {branch} the commits run {record['id']} had not saved" in done.stdout
+    assert git(repo, "log", "--format=%s", "-2", branch).splitlines()[1] == "note 0"
+    assert git(repo, "show", f"{branch}:draft.txt") == "uncommitted 0"
