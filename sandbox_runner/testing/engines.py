@@ -424,10 +424,10 @@ def prepared_swarm(swarm: TwoNodeSwarm, *images: str) -> TwoNodeSwarm:
 
 
 def of_test(labels: dict[str, str] | None, mine: Path) -> bool:
-    """Made for a repository under `mine` (the test's tmp_path), or unlabelled: the main engine
-    also runs other tests' sandboxes, which are theirs to check."""
+    """Made for a repository under `mine` (the test's tmp_path): the main engine also runs
+    other tests' sandboxes (some without a repository), which are theirs to check."""
     repo = (labels or {}).get(LABEL_REPO)
-    return repo is None or Path(repo).is_relative_to(mine.resolve())
+    return repo is not None and Path(repo).is_relative_to(mine.resolve())
 
 
 def leftovers(swarm: TwoNodeSwarm, mine: Path, run: str | None = None) -> dict[str, list[str]]:

@@ -130,15 +130,14 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
 SLOW = """#!/bin/sh
 n=$(ls notes 2>/dev/null | wc -l)
 mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
-echo "uncommitted $n" > draft.txt
 echo STARTED
 sleep 15
 echo FORKHESTRA_COMPLETE
 """
 
 
-def slow_repo(path: Path) -> Path:
-    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": SLOW})
+def slow_repo(path: Path, agent: str = SLOW) -> Path:
+    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": agent})
     (repo / "slow.sh").chmod(0o755)
     write_config(repo, {"sandbox": {"network": "none", "memory": "512m"}})
     git(repo, "add", "-A")
@@ -216,7 +215,8 @@ def test_a_lost_node_makes_its_iteration_incomplete_and_the_step_goes_on_elsewhe
 
 @pytest.mark.timeout(600)
 def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_path: Path) -> None:
-    repo = slow_repo(tmp_path / "repo")
+    drafting = SLOW.replace("echo STARTED", 'echo "uncommitted $n" > draft.txt\necho STARTED')
+    repo = slow_repo(tmp_path / "repo", drafting)
     log = tmp_path / "fks.log"
     process = start_fks(repo, log, "run", "./slow.sh:3", "--sandbox", "--engine", "swarm")
     try:
