@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
-    from sandbox_runner.backends.docker.target import Target
-    from sandbox_runner.backends.docker.targets import SwarmTarget
+    from sandbox_runner.backends.docker.target import NodeTarget, Target
     from sandbox_runner.backends.docker.workspace.sandbox import Synced
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
@@ -99,7 +98,7 @@ def remove_container(container: object) -> bool:
 
 def clean_swarm(
     client: docker.DockerClient,
-    target: SwarmTarget,
+    target: NodeTarget,
     engine: str,
     repos: set[str],
     records: dict[str, RunRecord],
@@ -146,7 +145,7 @@ def clean_swarm(
 
 def _salvage_swarm(
     client: docker.DockerClient,
-    target: SwarmTarget,
+    target: NodeTarget,
     record: RunRecord,
     found: dict[str, tuple[str, dict[str, str]]],
 ) -> None:

@@ -79,3 +79,11 @@ class Target(Protocol):
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         """`fks clean`: remove what dead runs left on the target; how many things."""
         ...
+
+
+class NodeTarget(Target, Protocol):
+    """A target whose workspaces are each on one node of several (a swarm)."""
+
+    def place(self, workspace: str, node: str) -> None:
+        """Workspace volume `workspace` is on `node`: its services are to be pinned there."""
+        ...
