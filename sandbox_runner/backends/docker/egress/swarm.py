@@ -249,7 +249,7 @@ class SwarmEgressProxy(EgressProxy):
             self._count_denied(text)
             return
         with self._log_lock:
-            if READY_LINE in text:
+            if text.strip() == READY_LINE:  # the whole line: a request's URL cannot be it
                 self._ready_nodes.add(node)
             if len(self._tails) < _DENIED_COUNTED:
                 self._tails.setdefault(node, collections.deque(maxlen=5)).append(text.strip())
