@@ -20,6 +20,8 @@ LABEL_RUNTIME = "fks.runtime"
 LABEL_VOLUME = "fks.workspace"
 # Swarm nodes: where the node's Docker socket is.
 LABEL_SOCKET = "fks.docker-socket"
+# Swarm nodes: the URL fks reaches the node's engine at (to send it images).
+LABEL_ENGINE = "fks.docker-engine"
 # Images fks builds.
 LABEL_USER = "fks.user"
 LABEL_FKS_VERSION = "fks.version"

@@ -93,7 +93,11 @@ def push_cmd(
         typer.Option(
             "--engine",
             metavar="ENGINE",
-            help="tcp://HOST:PORT (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply), ssh://USER@HOST or context:NAME.",
+            help=(
+                "tcp://HOST:PORT (DOCKER_TLS_VERIFY/DOCKER_CERT_PATH apply), ssh://USER@HOST, "
+                "context:NAME, or swarm (every node whose label fks.docker-engine gives its "
+                "engine's URL)."
+            ),
         ),
     ],
     image: Annotated[

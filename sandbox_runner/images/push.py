@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import image_exists, require_image, split_tag
+from sandbox_runner.labels import LABEL_ENGINE
 from sandbox_runner.plan.engine import EngineSpec
 
 if TYPE_CHECKING:
@@ -32,12 +33,18 @@ def push_images(
     engine: EngineSpec, images: Iterable[str], *, connect: Connect, out: TextIO
 ) -> None:
     """Make every image in `images` present on `engine` (by id), saying what was done."""
-    if engine.kind == "swarm":
-        raise SandboxError(
-            f"fks image push --engine {engine}: pushing to every node of a swarm is not "
-            "supported yet; push to each node's engine (--engine tcp://HOST:PORT or ssh://USER@HOST)"
-        )
     wanted = list(images)
+    if engine.kind == "swarm" and engine.url is None:
+        for name in wanted:
+            require_image(docker_client(), name)
+        unlabelled = push_to_swarm(docker_client(), wanted, connect=connect, out=out, quiet=False)
+        if unlabelled:
+            raise SandboxError(
+                f"fks image push --engine swarm: fks cannot reach the engine of {unlabelled[0]} "
+                f"to send it images; give its URL in a node label: 'docker node update "
+                f"--label-add {LABEL_ENGINE}=ssh://USER@HOST NODE' (or a tcp:// URL with TLS)"
+            )
+        return
     if engine.is_local:
         for name in wanted:
             require_image(docker_client(), name)
@@ -50,6 +57,45 @@ def push_images(
         require_image(source, name)
     for name in wanted:
         push_image(source, target, name, engine=engine, out=out)
+
+
+def push_to_swarm(
+    manager: docker.DockerClient,
+    images: Iterable[str],
+    *,
+    connect: Connect,
+    out: TextIO,
+    quiet: bool = True,
+) -> list[str]:
+    """Make `images` (of the local engine, the swarm's manager) present on every other ready
+    node of its swarm, through the engine each node's label LABEL_ENGINE names; the nodes that
+    have no such label (fks cannot reach their engines), named for messages."""
+    local = docker_client(timeout=TRANSFER_TIMEOUT_S)
+    wanted = [name for name in images if image_exists(local, name)]
+    swarm = manager.info().get("Swarm") or {}
+    if not swarm.get("ControlAvailable"):
+        raise SandboxError(
+            "fks image push --engine swarm: the local Docker engine is not a swarm manager; "
+            "run it on a manager of the swarm"
+        )
+    unlabelled = []
+    for node in manager.nodes.list():
+        attrs = node.attrs
+        if node.id == swarm.get("NodeID") or (attrs.get("Status") or {}).get("State") != "ready":
+            continue
+        url = ((attrs.get("Spec") or {}).get("Labels") or {}).get(LABEL_ENGINE)
+        hostname = (attrs.get("Description") or {}).get("Hostname") or "?"
+        if not url:
+            unlabelled.append(f"swarm node {node.id[:12]} ({hostname})")
+            continue
+        try:
+            spec = EngineSpec.parse(url)
+        except ValueError as exc:
+            raise SandboxError(f"swarm node {node.id[:12]}: label {LABEL_ENGINE}: {exc}") from None
+        target = connect(spec, timeout=TRANSFER_TIMEOUT_S)
+        for name in wanted:
+            push_image(local, target, name, engine=spec, out=out, quiet=quiet)
+    return unlabelled
 
 
 def push_image(

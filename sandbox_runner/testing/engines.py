@@ -31,6 +31,8 @@ from types import TracebackType
 import docker
 import pytest
 
+from sandbox_runner.labels import LABEL_REPO, LABEL_RUN, LABEL_SOCKET
+
 PORT = 2375
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -240,6 +242,8 @@ class TwoNodeSwarm:
         self.worker_id = ""
         self._had_gwbridge = False
         self._joined = False
+        self.before: set[str] = set()
+        """Volumes the main engine had before the test (`prepared_swarm`)."""
 
     def __enter__(self) -> TwoNodeSwarm:
         state = self.main.info()["Swarm"]["LocalNodeState"]
@@ -399,3 +403,55 @@ class StartedContainers:
             self._process.wait(timeout=30)
         if self._reader is not None:
             self._reader.join(timeout=30)
+
+
+def prepared_swarm(swarm: TwoNodeSwarm, *images: str) -> TwoNodeSwarm:
+    """`swarm` with `images` (fks's: the agent's and the proxy's) on the worker, and the
+    worker's engine socket on its node label (its engine does not listen at
+    /var/run/docker.sock: the main engine does); what volumes the main engine had noted."""
+    from sandbox_runner.testing.helpers import fks
+
+    second = swarm.second
+    wanted = [arg for image in images for arg in ("--image", image)]
+    pushed = fks("image", "push", "--engine", second.url, *wanted, timeout=300)
+    assert pushed.code == 0, pushed.output
+    node = swarm.main.nodes.get(swarm.worker_id)
+    spec = node.attrs["Spec"]
+    spec["Labels"] = {**(spec.get("Labels") or {}), LABEL_SOCKET: str(second.dir / "sock")}
+    node.update(spec)
+    swarm.before = {v.name for v in swarm.main.volumes.list()}
+    return swarm
+
+
+def of_test(labels: dict[str, str] | None, mine: Path) -> bool:
+    """Made for a repository under `mine` (the test's tmp_path): the main engine also runs
+    other tests' sandboxes (some without a repository), which are theirs to check."""
+    repo = (labels or {}).get(LABEL_REPO)
+    return repo is not None and Path(repo).is_relative_to(mine.resolve())
+
+
+def leftovers(swarm: TwoNodeSwarm, mine: Path, run: str | None = None) -> dict[str, list[str]]:
+    """fks's services, secrets, containers and volumes on either node (but what was there
+    before), of the repositories under `mine` (and of run `run` only, when given: the main
+    engine runs other tests' sandboxes too)."""
+    main, second = swarm.main, swarm.second.client()
+    label = {"label": LABEL_RUN if run is None else f"{LABEL_RUN}={run}"}
+    found = {
+        "services": [s.name for s in main.services.list(filters=label)],
+        "secrets": [s.name for s in main.secrets.list(filters=label)],
+    }
+    for name, client in (("main", main), ("second", second)):
+        found[f"{name} containers"] = [
+            c.name
+            # ignore_removed: other tests' containers come and go while it is listed
+            for c in client.containers.list(all=True, filters=label, ignore_removed=True)
+            if of_test(c.labels, mine)
+        ]
+        found[f"{name} volumes"] = [
+            v.name
+            for v in client.volumes.list(**({} if run is None else {"filters": label}))
+            if "fks-" in v.name
+            and v.name not in swarm.before
+            and of_test(v.attrs.get("Labels"), mine)
+        ]
+    return {k: v for k, v in found.items() if v}

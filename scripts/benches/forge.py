@@ -8,6 +8,7 @@ import re
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +113,8 @@ def bench_swarm(work: Path, repeat: int) -> list[str]:
     """`fks forge run --sandbox --parallel 4` of four tasks whose agents spend STAGE_SECONDS
     per stage, on a two-node swarm (this machine's engine and a second one in its own network
     namespace: sandbox_runner/testing/engines.py) against the same on this machine's engine alone, alternating.
-    Network `open` for both (the egress proxy does not run on a swarm yet)."""
+    Network `open` for both. Then per iteration on the swarm: the default network (`allowlist`,
+    through the egress proxy on the node) against `open`."""
     from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
     from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 
@@ -126,7 +128,9 @@ def bench_swarm(work: Path, repeat: int) -> list[str]:
         ):
             node = swarm.main.nodes.get(swarm.worker_id)
             spec = node.attrs["Spec"]
+            # Its engine: fks sends it the proxy's image by itself.
             spec["Labels"] = {"fks.docker-socket": str(second.dir / "sock")}
+            spec["Labels"]["fks.docker-engine"] = second.url
             node.update(spec)
             api = {"ANTHROPIC_BASE_URL": f"http://{second.host_ip}:{fake.port}"}
             env = {**isolated_environ({**api, "ANTHROPIC_API_KEY": "sk-ant-bench"}), **GIT_ENV}
@@ -140,7 +144,42 @@ def bench_swarm(work: Path, repeat: int) -> list[str]:
                     walls[where].append(time.perf_counter() - start)
                     if done.returncode != 0:
                         raise SystemExit(f"bench: forge on {where} failed: {done.stderr[-2000:]}")
+            per_iteration = _swarm_iterations(work, repeat)
     on_swarm, alone = statistics.median(walls["swarm"]), statistics.median(walls["local"])
     return [
+        *per_iteration,
         f"| swarm: `fks forge run --sandbox --parallel 4 --engine swarm`, 4 tasks, 3 stages of {STAGE_SECONDS:g} s, two nodes | {on_swarm:.1f} s | the same on this machine's engine alone {alone:.1f} s | {on_swarm / alone:.2f}x | reported | |",
+    ]
+
+
+def _swarm_iterations(work: Path, repeat: int) -> list[str]:
+    """Per iteration on the swarm, `(T(noop:12) - T(noop:2)) / 10`, with the default network
+    (`allowlist`: every task through the egress proxy on its node) against `open`."""
+    from benches.common import NOOP_CONFIG, median_many
+
+    def run(n: int, network: str) -> Callable[[], None]:
+        project = make_repo(
+            work / f"swarm-iter-{network}-{n}", {**NOOP_CONFIG, "sandbox": {"network": network}}
+        )
+
+        def once() -> None:
+            argv = [FKS, "run", f"noop:{n}", "--sandbox", "--engine", "swarm"]
+            done = subprocess.run(
+                argv, cwd=project, capture_output=True, text=True, env={**os.environ, **GIT_ENV}
+            )
+            if done.returncode not in (0, 1):  # 1: incomplete (noop never prints the marker)
+                raise SystemExit(
+                    f"bench: noop:{n} on the swarm ({network}) failed: {done.stderr[-2000:]}"
+                )
+
+        return once
+
+    short_a, short_o, long_a, long_o = median_many(
+        [run(n, network) for n in (2, 12) for network in ("allowlist", "open")], repeat, warmup=1
+    )
+    per_a, per_o = (long_a - short_a) / 10, (long_o - short_o) / 10
+    ratio = per_a / per_o
+    return [
+        f'| swarm: per iteration of `fks run "noop:N" --sandbox --engine swarm`, default network (allowlist, through the proxy on the node) | {per_a * 1000:.0f} ms | the same with `network: open` {per_o * 1000:.0f} ms | {ratio:.2f}x | <= 1.15x | {"ok" if ratio <= 1.15 else "MISSED"} |',
+        f"| swarm: fixed cost per run with allowlist (the proxy's service on every node, its secret) | {(short_a - 2 * per_a - (short_o - 2 * per_o)) * 1000:.0f} ms more than open | - | - | reported | |",
     ]

@@ -11,9 +11,9 @@ import pytest
 from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 SWARM = "the local Docker engine is not a swarm manager"
-NO_PROXY = (
-    "fks: sandbox.network: allowlist needs the egress proxy, which does not run on a swarm yet; "
-    "set sandbox.network to open (or none for agents other than Claude)\n"
+ELSEWHERE = (
+    "fks: sandbox engine 'swarm:tcp://127.0.0.1:1': a swarm managed by another engine "
+    "is not supported yet; run fks on a manager of the swarm with engine 'swarm'\n"
 )
 UNREACHABLE = (
     "fks: Docker engine tcp://127.0.0.1:1 not reachable: Connection refused; check that it runs "
@@ -36,12 +36,7 @@ def assert_nothing_started(repo: Path) -> None:
     ("engine", "message"),
     [
         ("tcp://127.0.0.1:1", UNREACHABLE),
-        ("swarm", NO_PROXY),
-        (
-            "swarm:tcp://127.0.0.1:1",
-            "fks: sandbox engine 'swarm:tcp://127.0.0.1:1': a swarm managed by another engine "
-            "is not supported yet; run fks on a manager of the swarm with engine 'swarm'\n",
-        ),
+        ("swarm:tcp://127.0.0.1:1", ELSEWHERE),
     ],
 )
 def test_an_engine_runs_cannot_use_is_one_line_before_anything_starts(
@@ -87,11 +82,16 @@ def test_the_chains_engine_overrides_the_top_level_one(repo: Path) -> None:
         repo,
         {
             "sandbox": {"engine": "local"},
-            "chains": {"c": {"steps": [{"agent": "fake"}], "sandbox": {"engine": "swarm"}}},
+            "chains": {
+                "c": {
+                    "steps": [{"agent": "fake"}],
+                    "sandbox": {"engine": "swarm:tcp://127.0.0.1:1"},
+                }
+            },
         },
     )
     done = fks("run", "--sandbox", "--chain", "c", "--dry-run", cwd=repo)
-    assert done.code == 2 and done.stderr == NO_PROXY
+    assert done.code == 2 and done.stderr == ELSEWHERE
 
 
 @pytest.mark.parametrize(
@@ -115,11 +115,11 @@ def test_bad_engine_option_is_a_usage_error(repo: Path, args: list[str], message
 def test_forge_run_on_an_engine_it_cannot_use_stops_before_any_task_starts(repo: Path) -> None:
     created = fks("forge", "create", "something", "--description", "Make it", cwd=repo)
     assert created.code == 0, created.output
-    write_config(repo, {"sandbox": {"engine": "swarm"}})
+    write_config(repo, {"sandbox": {"engine": "swarm:tcp://127.0.0.1:1"}})
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "task and config")
     done = fks("forge", "run", "--sandbox", "--cwd", str(repo))
     assert done.code == 2, done.output
-    assert done.stderr == NO_PROXY
+    assert done.stderr == ELSEWHERE
     assert not (repo / ".forge" / "work").exists()
     assert git(repo, "worktree", "list").count("\n") == 0

@@ -217,7 +217,9 @@ class SandboxBackend:
         # A resumed run's killed process may have left its containers running: stop them first.
         remove_run_containers(self._client, run.record.id)
         remove_run_proxy_volumes(self._client, run.record.id)
-        self._proxies = ProxyPool(self._client, run.record.id, self._stack)
+        self._proxies = ProxyPool(
+            self._client, run.record.id, self._stack, make=self._target.egress_proxy
+        )
         self._target.open(self._stack)
         try:
             with self._stack:

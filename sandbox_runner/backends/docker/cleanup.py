@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
-    from sandbox_runner.backends.docker.target import Target
+    from sandbox_runner.backends.docker.target import NodeTarget, Target
     from sandbox_runner.backends.docker.workspace.sandbox import Synced
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
@@ -105,16 +105,17 @@ def remove_container(container: object) -> bool:
 
 def clean_swarm(
     client: docker.DockerClient,
+    target: NodeTarget,
     engine: str,
     repos: set[str],
     records: dict[str, RunRecord],
     every: bool,
 ) -> int:
-    """Dead runs on swarm `engine` (as their records name it): their services, then their
-    volumes on every node (the work of a killed iteration on a swarm is not saved: its
-    workspace is out of this machine's reach)."""
+    """Dead runs on swarm `engine` (as their records name it): their services, then the work
+    their workspaces hold, saved onto their step branches (through services pinned to the
+    workspaces' nodes), then their volumes on every node."""
     from sandbox_runner.backends.docker.runners.service import remove_run_services
-    from sandbox_runner.backends.docker.workspace.swarm import sweep_volumes
+    from sandbox_runner.backends.docker.workspace.swarm import find_volumes, sweep_volumes
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     dead = [
@@ -127,13 +128,16 @@ def clean_swarm(
     if not dead:
         return 0
     count = 0
+    labels = [f"{LABEL_RUN}={record.id}" for record in dead]
     try:
         for record in dead:
             if removed := remove_run_services(client, record.id):
                 services = "1 service" if removed == 1 else f"{removed} services"
                 print(f"removed {services} of run {record.id} on the swarm")
                 count += removed
-        labels = [f"{LABEL_RUN}={record.id}" for record in dead]
+        found = find_volumes(client, labels, DEFAULT_AGENT_IMAGE)
+        for record in dead:
+            _salvage_swarm(client, target, record, found)
         swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
     except FksError as exc:
         print(f"warning: could not clean the swarm: {exc}")
@@ -144,6 +148,27 @@ def clean_swarm(
             print(f"removed volume {name} on the swarm")
             count += 1
     return count
+
+
+def _salvage_swarm(
+    client: docker.DockerClient,
+    target: NodeTarget,
+    record: RunRecord,
+    found: dict[str, tuple[str, dict[str, str]]],
+) -> None:
+    """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes."""
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
+
+    for step in record.steps:
+        if not step.workspace or not step.branch or step.status == "complete":
+            continue
+        node, labels = found.get(step.workspace, (None, {}))
+        if node is None or labels.get(LABEL_RUN) != record.id or not step.repo:
+            continue
+        target.place(step.workspace, node)
+        labels = {**labels, LABEL_REPO: step.repo}
+        labels.setdefault(LABEL_IMAGE, DEFAULT_AGENT_IMAGE)
+        _salvage_step(client, target, step.workspace, labels, record, step.index)
 
 
 def clean_engine(

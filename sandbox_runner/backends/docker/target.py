@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import docker
 
+    from sandbox_runner.backends.docker.egress.proxy import EgressProxy
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
@@ -28,6 +29,10 @@ class Target(Protocol):
 
     def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
         """What a step's settings ask that this target cannot give (SandboxError)."""
+        ...
+
+    def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
+        """The egress proxy of a run here, with EgressProxy's `options` (not started yet)."""
         ...
 
     def present(self, client: docker.DockerClient, image: str) -> None:
@@ -73,4 +78,12 @@ class Target(Protocol):
 
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         """`fks clean`: remove what dead runs left on the target; how many things."""
+        ...
+
+
+class NodeTarget(Target, Protocol):
+    """A target whose workspaces are each on one node of several (a swarm)."""
+
+    def place(self, workspace: str, node: str) -> None:
+        """Workspace volume `workspace` is on `node`: its services are to be pinned there."""
         ...

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.checks import is_loopback
-from sandbox_runner.backends.docker.egress.proxy import ApiUpstream
-from sandbox_runner.backends.docker.settings import config_files, docker_network, needs_proxy
+from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.settings import config_files, docker_network
 from sandbox_runner.backends.docker.target import Target, Warn
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.errors import FksError, SandboxError
@@ -80,6 +80,10 @@ class LocalTarget:
         if agent.stream_json:
             network = docker_network(settings)
             check_api_url(os.environ.get("ANTHROPIC_BASE_URL"), network=network)
+
+    def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
+        """A container beside the step's, on this engine."""
+        return EgressProxy(client, **options)
 
     def present(self, client: docker.DockerClient, image: str) -> None:
         """The engine's own images are the ones."""
@@ -231,6 +235,12 @@ class SwarmTarget(RemoteTarget):
         super().__init__(spec)
         self._manager: str | None = None
         self._packs: PackServer | None = None
+        self._placed: dict[str, str] = {}
+        """Workspace volumes known to be on a node (by `fks clean`): name -> node id."""
+
+    def place(self, workspace: str, node: str) -> None:
+        """Workspace volume `workspace` is on `node` (its services are pinned there)."""
+        self._placed[workspace] = node
 
     def connect(self) -> docker.DockerClient:
         from sandbox_runner.backends.docker.workspace.swarm import manager_address
@@ -240,26 +250,28 @@ class SwarmTarget(RemoteTarget):
         return client
 
     def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
-        """Also: the egress proxy does not run on a swarm yet; a swarm service cannot choose
-        its runtime."""
+        """Also: a swarm service cannot choose its runtime."""
         if settings.runtime:
             raise SandboxError(
                 f"{where}.runtime: a swarm's services run under each node's default runtime, "
                 f"not '{settings.runtime}'; remove sandbox.runtime (or make it the nodes' "
                 "default-runtime), or run on a single engine (tcp://, ssh://)"
             )
-        if needs_proxy(settings, agent):
-            from sandbox_runner.backends.docker.settings import network_mode
-
-            raise SandboxError(
-                f"{where}.network: {network_mode(settings)} needs the egress proxy, which does "
-                "not run on a swarm yet; set sandbox.network to open (or none for agents other "
-                "than Claude)"
-            )
         super().check_step(settings, where, agent)
 
+    def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
+        """A global service: one proxy on every node, beside whichever task lands there."""
+        from sandbox_runner.backends.docker.egress.swarm import SwarmEgressProxy
+
+        return SwarmEgressProxy(client, **options)
+
     def present(self, client: docker.DockerClient, image: str) -> None:
-        """A swarm's nodes: see `fks image push`."""
+        """On every node whose engine fks reaches (node label fks.docker-engine), sent there
+        if it lacks it (by id, as `fks image push --engine swarm` does)."""
+        from sandbox_runner.backends.docker.engine.connect import engine_client
+        from sandbox_runner.images.push import push_to_swarm
+
+        push_to_swarm(client, [image], connect=engine_client, out=sys.stderr)
 
     def open(self, stack: ExitStack) -> None:
         """The server its nodes fetch workspace bases from."""
@@ -291,7 +303,7 @@ class SwarmTarget(RemoteTarget):
             image=image,
             labels=labels,
             server=self._packs,
-            placement=Placement(),
+            placement=Placement(self._placed.get(name)),
         )
         return SwarmWorkspace(client, repo, name, {**labels, LABEL_IMAGE: image}, shipped=objects)
 
@@ -323,7 +335,10 @@ class SwarmTarget(RemoteTarget):
 
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         from sandbox_runner.backends.docker.cleanup import clean_swarm, connected
-        from sandbox_runner.docker_daemon import docker_client
 
-        client = connected(lambda: docker_client(timeout=30), None)
-        return 0 if client is None else clean_swarm(client, str(self.spec), repos, records, every)
+        client = connected(self.connect, str(self.spec))
+        if client is None:
+            return 0
+        with ExitStack() as stack:
+            self.open(stack)  # workspaces' bases are fetched from here to save their work
+            return clean_swarm(client, self, str(self.spec), repos, records, every)

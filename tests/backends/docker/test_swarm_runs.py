@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from sandbox_runner.testing.claude import API_KEY, run_fks
-from sandbox_runner.testing.engines import SecondEngine, StartedContainers, TwoNodeSwarm
+from sandbox_runner.testing.engines import (
+    SecondEngine,
+    StartedContainers,
+    TwoNodeSwarm,
+    leftovers,
+    of_test,
+    prepared_swarm,
+)
 from sandbox_runner.testing.fakeapi import FakeAnthropic
 from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
 from sandbox_runner.testing.teams import Team
@@ -35,50 +42,8 @@ echo "left by iteration $n" > left.txt
 
 
 @pytest.fixture
-def swarm(two_node_swarm: Any) -> Iterator[Any]:
-    """The swarm, the image on both nodes, and the worker's engine socket on its node label
-    (its engine does not listen at /var/run/docker.sock: the main engine does)."""
-    second = two_node_swarm.second
-    pushed = fks("image", "push", "--engine", second.url, "--image", IMAGE, timeout=300)
-    assert pushed.code == 0, pushed.output
-    node = two_node_swarm.main.nodes.get(two_node_swarm.worker_id)
-    spec = node.attrs["Spec"]
-    spec["Labels"] = {**(spec.get("Labels") or {}), "fks.docker-socket": str(second.dir / "sock")}
-    node.update(spec)
-    two_node_swarm.before = {v.name for v in two_node_swarm.main.volumes.list()}
-    yield two_node_swarm
-
-
-def of_test(labels: dict[str, str] | None, mine: Path) -> bool:
-    """Made for a repository under `mine` (the test's tmp_path), or unlabelled: the main engine
-    also runs other tests' sandboxes, which are theirs to check."""
-    repo = (labels or {}).get("fks.repo")
-    return repo is None or Path(repo).is_relative_to(mine.resolve())
-
-
-def leftovers(swarm: Any, mine: Path) -> dict[str, list[str]]:
-    """fks's services, containers and volumes on either node (but what was there before), of
-    the repositories under `mine`."""
-    main, second = swarm.main, swarm.second.client()
-    before = swarm.before
-    found = {
-        "services": [s.name for s in main.services.list(filters={"label": "fks.run"})],
-    }
-    for name, client in (("main", main), ("second", second)):
-        found[f"{name} containers"] = [
-            c.name
-            # ignore_removed: other tests' containers come and go while it is listed
-            for c in client.containers.list(
-                all=True, filters={"label": "fks.run"}, ignore_removed=True
-            )
-            if of_test(c.labels, mine)
-        ]
-        found[f"{name} volumes"] = [
-            v.name
-            for v in client.volumes.list()
-            if "fks-" in v.name and v.name not in before and of_test(v.attrs.get("Labels"), mine)
-        ]
-    return {k: v for k, v in found.items() if v}
+def swarm(two_node_swarm: TwoNodeSwarm) -> Iterator[TwoNodeSwarm]:
+    yield prepared_swarm(two_node_swarm, IMAGE)
 
 
 def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path: Path) -> None:
@@ -171,8 +136,8 @@ echo FORKHESTRA_COMPLETE
 """
 
 
-def slow_repo(path: Path) -> Path:
-    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": SLOW})
+def slow_repo(path: Path, agent: str = SLOW) -> Path:
+    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": agent})
     (repo / "slow.sh").chmod(0o755)
     write_config(repo, {"sandbox": {"network": "none", "memory": "512m"}})
     git(repo, "add", "-A")
@@ -250,7 +215,8 @@ def test_a_lost_node_makes_its_iteration_incomplete_and_the_step_goes_on_elsewhe
 
 @pytest.mark.timeout(600)
 def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_path: Path) -> None:
-    repo = slow_repo(tmp_path / "repo")
+    drafting = SLOW.replace("echo STARTED", 'echo "uncommitted $n" > draft.txt\necho STARTED')
+    repo = slow_repo(tmp_path / "repo", drafting)
     log = tmp_path / "fks.log"
     process = start_fks(repo, log, "run", "./slow.sh:3", "--sandbox", "--engine", "swarm")
     try:
@@ -262,3 +228,9 @@ def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_pat
     done = fks("clean", cwd=repo, timeout=300)
     assert done.code == 0, done.output
     assert leftovers(swarm, tmp_path) == {}, done.output
+    # The killed iteration's commit and what it left uncommitted, saved onto its branch.
+    record = json.loads(next((repo / ".forge" / "runs").glob("*/run.json")).read_text())
+    branch = record["steps"][0]["branch"]
+    assert f"saved to {branch} the commits run {record['id']} had not saved" in done.stdout
+    assert git(repo, "log", "--format=%s", "-2", branch).splitlines()[1] == "note 0"
+    assert git(repo, "show", f"{branch}:draft.txt") == "uncommitted 0"

@@ -66,17 +66,6 @@ def test_a_remote_engine_refuses_a_model_api_on_this_machine(repo: Path) -> None
     )
 
 
-def test_a_swarm_refuses_claude_without_a_network_before_asking_docker(repo: Path) -> None:
-    write_config(
-        repo, {"sandbox": {"network": "none"}, "agents": {"w": {"systemPromptText": "hi"}}}
-    )
-    env = {"ANTHROPIC_API_KEY": API_KEY, "DOCKER_HOST": NOWHERE}
-    assert refused(repo, "--engine", "swarm", "w:1", env=env) == (
-        "fks: sandbox.network: none needs the egress proxy, which does not run on a swarm yet; "
-        "set sandbox.network to open (or none for agents other than Claude)\n"
-    )
-
-
 def test_a_swarm_refuses_a_runtime_before_asking_docker(repo: Path) -> None:
     """A swarm service cannot choose its containers' runtime: `--runtime` is refused rather
     than silently run on the nodes' default."""

@@ -4,7 +4,7 @@ started with the first step that needs each; and a step's container routed throu
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -46,8 +46,18 @@ def read_credentials(settings: SandboxSettings, top: Path) -> Credentials:
 class ProxyPool:
     """The proxies of run `run_id`; each one lives as long as `stack` (the run's)."""
 
-    def __init__(self, client: docker.DockerClient, run_id: str, stack: ExitStack) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        run_id: str,
+        stack: ExitStack,
+        *,
+        make: Callable[..., EgressProxy] = EgressProxy,
+    ) -> None:
+        """`make`: the proxy's kind, called as EgressProxy is (the target's: a swarm's runs on
+        every node)."""
         self._client = client
+        self._make = make
         self._run_id = run_id
         self._stack = stack
         self._proxies: dict[tuple[object, ...], EgressProxy] = {}
@@ -72,7 +82,7 @@ class ProxyPool:
         # key; steps without a secret get one without that secret.
         key = (allow, api is not None, tuple(settings.deny), secrets, hosts, origin_cas)
         if key not in self._proxies:
-            proxy = EgressProxy(
+            proxy = self._make(
                 self._client,
                 run_id=self._run_id,
                 allow=[AllowEntry.parse(entry) for entry in allow],

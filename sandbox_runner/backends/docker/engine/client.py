@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, TypeVar
 
@@ -94,3 +95,28 @@ def remove_volume(client: docker.DockerClient, name: str) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code != 409:
             raise
+
+
+def remove_secret(client: docker.DockerClient, secret: str, *, quiet: bool = True) -> None:
+    """Remove a swarm secret; one still referenced by a service being removed is tried again
+    for a few seconds."""
+    import docker.errors
+
+    from sandbox_runner.docker_daemon import one_line
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.api.remove_secret(secret)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if time.monotonic() >= deadline:
+                if quiet:
+                    return
+                raise SandboxError(
+                    f"Could not remove the swarm secret {secret[:12]}: "
+                    f"{one_line(str(exc.explanation or exc))}"
+                ) from None
+            time.sleep(0.2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -128,7 +129,27 @@ def _connected(spec: EngineSpec, kwargs: dict[str, Any], *, timeout: int) -> doc
     except OSError as exc:  # the ssh program missing, a socket error outside requests
         raise SandboxError(_unreachable(spec, kwargs["base_url"], exc)) from None
     client.api.timeout = timeout
+    if str(kwargs["base_url"]).startswith("tcp://") and not kwargs.get("tls"):
+        _warn_plain_tcp(str(spec))
     return client
+
+
+_warned: set[str] = set()
+
+
+def _warn_plain_tcp(engine: str) -> None:
+    """Once per engine and process: a Docker API on plain TCP is root on its machine for
+    anyone who reaches the port (an agent on a node included)."""
+    if engine in _warned:
+        return
+    _warned.add(engine)
+    print(
+        f"fks: warning: engine {engine} is plain TCP without TLS (DOCKER_TLS_VERIFY is not "
+        "set): anyone who reaches that port is root on its machine; use TLS "
+        "(DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH) or ssh://USER@HOST",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _unreachable(spec: EngineSpec, url: str, exc: BaseException) -> str:

@@ -206,7 +206,8 @@ class ServiceExecution:
         text = task.error.lower()
         if "no such image" in text:
             return SandboxError(
-                f"the image is not on {where} ({task.error}); send it there with "
+                f"the image is not on {where} ({task.error}); give the node's engine URL in "
+                "its label fks.docker-engine (fks then sends it the images) or send them with "
                 "'fks image push --engine <that node's engine>'"
             )
         if "executable file not found" in text or ("no such file" in text and "exec" in text):
@@ -242,7 +243,7 @@ class ServiceExecution:
             return
         self._removed = True
         with contextlib.suppress(docker.errors.APIError):
-            _remove_tolerant(lambda: self._client.api.remove_service(self.id))
+            remove_tolerant(lambda: self._client.api.remove_service(self.id))
 
     def remove(self) -> None:
         """Remove the service, stop reading its logs, remove its no-network network."""
@@ -273,7 +274,7 @@ def _agent_missing(argv0: str) -> AgentNotFoundError:
     )
 
 
-def _remove_tolerant(remove: Any) -> None:
+def remove_tolerant(remove: Any) -> None:
     """Run a removal; 404 (gone already) and 409 (being removed) count as done."""
     import docker.errors
 
@@ -402,8 +403,8 @@ class ServiceSandbox:
         if network == "none":
             return True
         raise SandboxError(
-            f"sandbox network '{network}' is not supported on a swarm yet; "
-            "use the open network or none (an allowlist needs its proxy on every node)"
+            f"sandbox network '{network}' is not supported on a swarm; "
+            "use allowlist (the default), open or none"
         )
 
     def _make_no_network(self, spec: ExecSpec) -> str:
@@ -478,15 +479,20 @@ class ServiceSandbox:
 
 
 def remove_run_services(client: docker.DockerClient, run_id: str) -> int:
-    """Remove every service of run `run_id` (and the no-network networks made for them);
+    """Remove every service of run `run_id` (and the no-network networks and the secrets made
+    for them);
     returns how many services were removed."""
     wanted = {"label": f"{LABEL_RUN}={run_id}"}
     services = with_retries("services", lambda: client.api.services(filters=wanted))
     for service in services:
-        _remove_tolerant(lambda s=service: client.api.remove_service(s["ID"]))
+        remove_tolerant(lambda s=service: client.api.remove_service(s["ID"]))
     networks = client.api.networks(
         filters={"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={NO_NETWORK_ROLE}"]}
     )
     for network in networks:
         _remove_network(client, network["Id"])
+    from sandbox_runner.backends.docker.engine.client import remove_secret
+
+    for secret in client.api.secrets(filters={"label": f"{LABEL_RUN}={run_id}"}):
+        remove_secret(client, secret["ID"])
     return len(services)

@@ -11,6 +11,7 @@ load takes). Commits come back through the service's log stream (see `runners/se
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 import shlex
 import threading
@@ -294,13 +295,46 @@ class _Sweeper(ServiceSandbox):
         ]
 
 
+_LIST = (
+    "set -e; for label; do "
+    "q=$(python3 -c 'import json,sys,urllib.parse as u; "
+    'print(u.quote(json.dumps({"label": [sys.argv[1]]})))\' "$label"); '
+    'curl -fsS --unix-socket /fks.sock "http://engine/volumes?filters=$q" | '
+    'python3 -c \'import json,sys; [print(json.dumps([v["Name"], v.get("Labels") or {}])) '
+    'for v in json.load(sys.stdin)["Volumes"] or []]\'; done'
+)
+"""`sh -c` with the labels as arguments: one JSON line `[name, labels]` per volume found."""
+
+
 def sweep_volumes(client: docker.DockerClient, labels: list[str], image: str) -> list[str]:
     """Remove the volumes with any of `labels` (`key=value`) on every node of the swarm, each
     through its own engine (a service pinned to it with that engine's socket); returns the
     lines `<HTTP status> <volume>` of what was tried."""
+    return [line for _node, line in _on_every_node(client, _SWEEP, labels, image)]
+
+
+def find_volumes(
+    client: docker.DockerClient, labels: list[str], image: str
+) -> dict[str, tuple[str, dict[str, str]]]:
+    """The volumes with any of `labels` on every node: name -> (node id, the volume's labels).
+    What a node's engine says is data: anything but a name and string labels is left out."""
+    found: dict[str, tuple[str, dict[str, str]]] = {}
+    for node, line in _on_every_node(client, _LIST, labels, image):
+        with contextlib.suppress(ValueError):
+            name, tags = json.loads(line[:65536])
+            if isinstance(name, str) and isinstance(tags, dict):
+                found[name] = (node, {str(k): str(v) for k, v in tags.items()})
+    return found
+
+
+def _on_every_node(
+    client: docker.DockerClient, script: str, labels: list[str], image: str
+) -> list[tuple[str, str]]:
+    """`script` with `labels` as its arguments on every ready node, talking to that node's
+    engine socket; its output lines, each with the node's id."""
     from sandbox_runner.backends.api import ExecSpec
 
-    done: list[str] = []
+    done: list[tuple[str, str]] = []
     for node in client.nodes.list():
         if node.attrs.get("Status", {}).get("State") != "ready":
             continue
@@ -314,9 +348,9 @@ def sweep_volumes(client: docker.DockerClient, labels: list[str], image: str) ->
             labels={LABEL_ROLE: "volume-sweep"},
             read_only=False,
         )
-        spec = ExecSpec(argv=("sh", "-c", _SWEEP, "fks-sweep", *labels), cwd=Path("/"), timeout=120)
+        spec = ExecSpec(argv=("sh", "-c", script, "fks-sweep", *labels), cwd=Path("/"), timeout=120)
         with _Sweeper(client, settings, node=node.id).start(spec) as execution:
             output = b"".join(chunk for stream, chunk in execution.chunks() if stream == "stdout")
             execution.wait()
-        done += output.decode(errors="replace").splitlines()
+        done += [(node.id, line) for line in output.decode(errors="replace").splitlines()]
     return done

@@ -107,3 +107,23 @@ def test_an_engine_that_does_not_answer_is_one_line_exit_2(second_engine: Any) -
         f"fks: Docker engine {url} not reachable: Connection refused; check that it runs and "
         "listens there (e.g. 'docker -H URL info')\n"
     )
+
+
+def test_plain_tcp_without_tls_is_warned_once_naming_the_risk(
+    second_engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox_runner.backends.docker.engine import connect
+
+    done = fks("image", "push", "--engine", second_engine.url, "--image", "fks-proxy:latest")
+    assert done.code == 0, done.output
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        f"fks: warning: engine {second_engine.url} is plain TCP without TLS (DOCKER_TLS_VERIFY "
+        "is not set): anyone who reaches that port is root on its machine; use TLS "
+        "(DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH) or ssh://USER@HOST"
+    ], done.stderr
+    monkeypatch.setattr(connect, "_warned", set())
+    capsys.readouterr()
+    for _ in range(3):  # in one process: once
+        engine_client(EngineSpec.parse(second_engine.url))
+    assert capsys.readouterr().err.count("plain TCP without TLS") == 1
