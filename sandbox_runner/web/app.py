@@ -6,7 +6,9 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import Mount
+from starlette.requests import Request
+from starlette.responses import FileResponse
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from sandbox_runner.web.security import Guard, GuardMiddleware
@@ -24,6 +26,8 @@ def create_app(sources: Sources, guard: Guard) -> Starlette:
         *forge.routes,
         *live.routes,
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
+        # Where a browser looks for an icon on a page that names none (a raw log).
+        Route("/favicon.ico", _favicon),
     ]
     app = Starlette(
         routes=routes,
@@ -34,3 +38,7 @@ def create_app(sources: Sources, guard: Guard) -> Starlette:
     )
     app.state.sources = sources
     return app
+
+
+async def _favicon(request: Request) -> FileResponse:
+    return FileResponse(STATIC_DIR / "favicon.svg", media_type="image/svg+xml")

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
 from sandbox_runner.commands.forge_task import ANSWER_LIMIT

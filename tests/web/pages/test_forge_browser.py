@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright import sync_api
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.testing.forge import new_task
 from sandbox_runner.testing.helpers import FKS, init_repo
 
 pytestmark = pytest.mark.browser
-sync_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
 MARK = "document.documentElement.dataset.pwned='1'"
 

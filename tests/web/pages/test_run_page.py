@@ -15,9 +15,6 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("starlette")
-
 from starlette.testclient import TestClient
 
 from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
