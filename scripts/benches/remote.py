@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,10 +36,38 @@ def bench_remote(work: Path, repeat: int) -> list[str]:
     from sandbox_runner.testing.engines import SecondEngine
 
     with SecondEngine() as engine:
+        distribution = _image_distribution(repeat, engine.url)
         sh(FKS, "image", "push", "--engine", engine.url)
-        return _remote_iterations(work, repeat, engine.url) + _remote_shipping(
-            work, repeat, engine.client()
+        return (
+            _remote_iterations(work, repeat, engine.url)
+            + _remote_shipping(work, repeat, engine.client())
+            + distribution
         )
+
+
+def _image_distribution(repeat: int, url: str) -> list[str]:
+    """fks's images onto an engine that has none (as a fresh swarm node gets them before a task
+    is placed there): `fks image push --engine URL` against `docker save … | docker -H URL
+    load` of the same images, each after the images were removed there, in turn."""
+    images = [IMAGE, "fks-proxy:latest"]
+
+    def emptied() -> None:
+        subprocess.run(["docker", "-H", url, "image", "rm", "-f", *images], capture_output=True)
+        sh("docker", "-H", url, "image", "prune", "-af")
+
+    def fks_push() -> None:
+        emptied()
+        sh(FKS, "image", "push", "--engine", url)
+
+    def save_load() -> None:
+        emptied()
+        sh("sh", "-c", f"docker save {' '.join(images)} | docker -H {url} load -q")
+
+    took_f, took_d = median_many([fks_push, save_load], repeat, warmup=1)
+    ratio = took_f / took_d
+    return [
+        f"| remote: fks's two images onto an engine that has none (`fks image push`, as a fresh swarm node gets them) | {took_f:.1f} s | `docker save … \\| docker -H … load` {took_d:.1f} s | {ratio:.2f}x | reported | |",
+    ]
 
 
 def _remote_iterations(work: Path, repeat: int, url: str) -> list[str]:

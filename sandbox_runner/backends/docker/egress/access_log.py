@@ -83,6 +83,8 @@ def access_line(line: str) -> AccessLine | None:
         # Squid notes a request before it checks access: a refused one carried no secret.
         secret=None if note == "-" or _denied(result) else _bounded(note, TEXT_LIMIT),
     )
+    if parsed.result == "NONE_NONE" and parsed.method == "-" and parsed.sent == 0:
+        return None  # a connection that sent nothing (the forwarder's readiness probe): no request
     if parsed.secret is None and _api_call(parsed):
         parsed = replace(parsed, secret=MODEL_API)
     return parsed

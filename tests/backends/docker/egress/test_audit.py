@@ -241,3 +241,11 @@ def test_the_proxy_counts_every_line_of_its_output() -> None:
     assert sorted(hosts) == [("evil.test", "GET", 1), ("github.com", "CONNECT", 1)], hosts
     assert taken.refusals == Refusals((Denied("evil.test", 80, 1),))
     assert proxy.take_traffic().network.total == 0
+
+
+def test_a_connection_that_sent_nothing_is_no_request() -> None:
+    """The forwarder's readiness probe (and any connection closed before a request) is logged
+    by Squid as NONE_NONE with no method: it is not in the audit, nor a refusal."""
+    assert access_line(f"1700000000.000 NONE_NONE/000 - - - {FORWARD_PORT} 0 0 -") is None
+    refused = access_line(f"1700000000.000 TCP_DENIED/403 NONE - - {FORWARD_PORT} 12 0 -")
+    assert refused is not None and refused.result == "TCP_DENIED"
