@@ -39,7 +39,12 @@ def on_engine(engine: Any, kind: str) -> list[str]:
     """Names (volumes) or ids (containers) of everything fks left on `engine`."""
     client = engine.client()
     if kind == "containers":
-        return [c.id for c in client.containers.list(all=True, filters={"label": "fks.run"})]
+        return [
+            c.id
+            for c in client.containers.list(
+                all=True, filters={"label": "fks.run"}, ignore_removed=True
+            )
+        ]
     return [v.name for v in client.volumes.list(filters={"label": "fks.run"})]
 
 

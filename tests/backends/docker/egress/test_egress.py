@@ -260,7 +260,7 @@ def lab() -> Iterator[Lab]:
 def _leftovers(lab: Lab, run_label: str) -> list[Any]:
     selector = {"label": f"fks.run={run_label}"}
     return [
-        *lab.client.containers.list(all=True, filters=selector),
+        *lab.client.containers.list(all=True, filters=selector, ignore_removed=True),
         *lab.client.volumes.list(filters=selector),
     ]
 

@@ -89,7 +89,7 @@ def gone_from(client: docker.DockerClient, run: str, timeout: float = 120) -> bo
     """Whether the node has no container of `run` left (Swarm removes them shortly after)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not client.containers.list(all=True, filters={"label": f"fks.run={run}"}):
+        if not client.api.containers(all=True, filters={"label": f"fks.run={run}"}):
             return True
         time.sleep(0.3)
     return False
