@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -143,9 +144,13 @@ def waiting_run(repo: Path, env: dict[str, str], flags: Path) -> Iterator[str]:
         out, _ = proc.communicate(timeout=240)
         assert proc.returncode == 0, out
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if proc.poll() is None:  # Ctrl-C: fks removes its containers and keeps the work
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
 
 
 def _iterating(run: Path) -> bool:

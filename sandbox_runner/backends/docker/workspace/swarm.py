@@ -330,13 +330,15 @@ def find_volumes(
 def _on_every_node(
     client: docker.DockerClient, script: str, labels: list[str], image: str
 ) -> list[tuple[str, str]]:
-    """`script` with `labels` as its arguments on every ready node, talking to that node's
+    """`script` with `labels` as its arguments on every ready node that takes tasks (a drained
+    or paused node runs none: a service pinned there would only wait), talking to that node's
     engine socket; its output lines, each with the node's id."""
     from sandbox_runner.backends.api import ExecSpec
 
     done: list[tuple[str, str]] = []
     for node in client.nodes.list():
-        if node.attrs.get("Status", {}).get("State") != "ready":
+        ready = node.attrs.get("Status", {}).get("State") == "ready"
+        if not ready or node.attrs.get("Spec", {}).get("Availability", "active") != "active":
             continue
         socket = (node.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_SOCKET, DEFAULT_SOCKET)
         settings = ContainerSettings(
