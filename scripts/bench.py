@@ -32,6 +32,8 @@ Benchmarks:
   swarm      `fks forge run --sandbox --parallel 4` of four 5-second-per-stage tasks on a two-node
              swarm (started here, as the tests do) against the same on this machine's engine
                                                                                    (reported)
+  swarm-iteration  per iteration of `fks run "noop:N" --sandbox --engine swarm` with the default
+             network (`allowlist`, the egress proxy on the node) against `open`     (target: <= 1.15x)
   forge      `fks forge run --parallel 4` on four independent tasks whose agents (the real claude
              CLI against a fake API) spend 5 s per stage, against one such task alone
                                                                                    (target: <= 1.4x)
@@ -59,7 +61,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from benches.forge import bench_forge, bench_swarm
+from benches.forge import bench_forge, bench_swarm, bench_swarm_iteration
 from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
 from benches.runtime import bench_runtime
@@ -85,6 +87,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "ui": bench_ui,
     "remote": bench_remote,
     "swarm": bench_swarm,
+    "swarm-iteration": bench_swarm_iteration,
 }
 
 

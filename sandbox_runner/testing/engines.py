@@ -430,15 +430,29 @@ def of_test(labels: dict[str, str] | None, mine: Path) -> bool:
     return repo is not None and Path(repo).is_relative_to(mine.resolve())
 
 
-def leftovers(swarm: TwoNodeSwarm, mine: Path, run: str | None = None) -> dict[str, list[str]]:
-    """fks's services, secrets, containers and volumes on either node (but what was there
-    before), of the repositories under `mine` (and of run `run` only, when given: the main
-    engine runs other tests' sandboxes too)."""
+def leftovers(
+    swarm: TwoNodeSwarm, mine: Path, run: str | None = None, *, settle_s: float = 30
+) -> dict[str, list[str]]:
+    """fks's services, secrets, networks, containers and volumes on either node (but what was
+    there before), of the repositories under `mine` (and of run `run` only, when given: the
+    main engine runs other tests' sandboxes too). A node removes the containers of a removed
+    service a few seconds later (a task on an overlay network takes ~6 s): what is left is
+    looked at again for up to `settle_s`."""
+    deadline = time.monotonic() + settle_s
+    while (found := _leftovers(swarm, mine, run)) and time.monotonic() < deadline:
+        if set(found) - {"main containers", "second containers"}:
+            return found  # fks's own removals are done before the run ends
+        time.sleep(0.5)
+    return found
+
+
+def _leftovers(swarm: TwoNodeSwarm, mine: Path, run: str | None) -> dict[str, list[str]]:
     main, second = swarm.main, swarm.second.client()
     label = {"label": LABEL_RUN if run is None else f"{LABEL_RUN}={run}"}
     found = {
         "services": [s.name for s in main.services.list(filters=label)],
         "secrets": [s.name for s in main.secrets.list(filters=label)],
+        "networks": [n.name for n in main.networks.list(filters=label)],
     }
     for name, client in (("main", main), ("second", second)):
         found[f"{name} containers"] = [

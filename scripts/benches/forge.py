@@ -8,7 +8,8 @@ import re
 import statistics
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from benches.common import (
 
 if TYPE_CHECKING:
     from sandbox_runner.testing.conversations import Request, Turn
+    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
 
 
 STAGE_SECONDS = 5.0
@@ -109,47 +111,59 @@ def bench_forge(work: Path, repeat: int) -> list[str]:
     ]
 
 
+@contextmanager
+def _two_node_swarm() -> Iterator[tuple[SecondEngine, TwoNodeSwarm]]:
+    """A two-node swarm of this machine's engine and a second one in its own network
+    namespace (sandbox_runner/testing/engines.py), the worker labelled with its engine (fks
+    sends it the images by itself) and its socket."""
+    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+
+    with SecondEngine() as second:
+        sh(FKS, "image", "push", "--engine", second.url, "--image", IMAGE)
+        with TwoNodeSwarm(second) as swarm:
+            node = swarm.main.nodes.get(swarm.worker_id)
+            spec = node.attrs["Spec"]
+            spec["Labels"] = {"fks.docker-socket": str(second.dir / "sock")}
+            spec["Labels"]["fks.docker-engine"] = second.url
+            node.update(spec)
+            yield second, swarm
+
+
 def bench_swarm(work: Path, repeat: int) -> list[str]:
     """`fks forge run --sandbox --parallel 4` of four tasks whose agents spend STAGE_SECONDS
-    per stage, on a two-node swarm (this machine's engine and a second one in its own network
-    namespace: sandbox_runner/testing/engines.py) against the same on this machine's engine alone, alternating.
-    Network `open` for both. Then per iteration on the swarm: the default network (`allowlist`,
-    through the egress proxy on the node) against `open`."""
-    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+    per stage, on a two-node swarm against the same on this machine's engine alone,
+    alternating. Network `open` for both."""
     from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 
     config: dict[str, object] = {"sandbox": {"network": "open", "memory": "512m"}}
     walls: dict[str, list[float]] = {"swarm": [], "local": []}
-    with SecondEngine() as second:
-        sh(FKS, "image", "push", "--engine", second.url, "--image", IMAGE)
-        with (
-            TwoNodeSwarm(second) as swarm,
-            FakeAnthropic(host="0.0.0.0", responder=_forge_team) as fake,
-        ):
-            node = swarm.main.nodes.get(swarm.worker_id)
-            spec = node.attrs["Spec"]
-            # Its engine: fks sends it the proxy's image by itself.
-            spec["Labels"] = {"fks.docker-socket": str(second.dir / "sock")}
-            spec["Labels"]["fks.docker-engine"] = second.url
-            node.update(spec)
-            api = {"ANTHROPIC_BASE_URL": f"http://{second.host_ip}:{fake.port}"}
-            env = {**isolated_environ({**api, "ANTHROPIC_API_KEY": "sk-ant-bench"}), **GIT_ENV}
-            for round_ in range(max(repeat, 1)):
-                for where in ("swarm", "local"):
-                    repo = _forge_repo(work / f"swarm-{round_}-{where}", 4, config)
-                    engine = ["--engine", "swarm"] if where == "swarm" else []
-                    argv = [FKS, "forge", "run", "--sandbox", "--parallel", "4", *engine]
-                    start = time.perf_counter()
-                    done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
-                    walls[where].append(time.perf_counter() - start)
-                    if done.returncode != 0:
-                        raise SystemExit(f"bench: forge on {where} failed: {done.stderr[-2000:]}")
-            per_iteration = _swarm_iterations(work, repeat)
+    with (
+        _two_node_swarm() as (second, _swarm),
+        FakeAnthropic(host="0.0.0.0", responder=_forge_team) as fake,
+    ):
+        api = {"ANTHROPIC_BASE_URL": f"http://{second.host_ip}:{fake.port}"}
+        env = {**isolated_environ({**api, "ANTHROPIC_API_KEY": "sk-ant-bench"}), **GIT_ENV}
+        for round_ in range(max(repeat, 1)):
+            for where in ("swarm", "local"):
+                repo = _forge_repo(work / f"swarm-{round_}-{where}", 4, config)
+                engine = ["--engine", "swarm"] if where == "swarm" else []
+                argv = [FKS, "forge", "run", "--sandbox", "--parallel", "4", *engine]
+                start = time.perf_counter()
+                done = subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True)
+                walls[where].append(time.perf_counter() - start)
+                if done.returncode != 0:
+                    raise SystemExit(f"bench: forge on {where} failed: {done.stderr[-2000:]}")
     on_swarm, alone = statistics.median(walls["swarm"]), statistics.median(walls["local"])
     return [
-        *per_iteration,
         f"| swarm: `fks forge run --sandbox --parallel 4 --engine swarm`, 4 tasks, 3 stages of {STAGE_SECONDS:g} s, two nodes | {on_swarm:.1f} s | the same on this machine's engine alone {alone:.1f} s | {on_swarm / alone:.2f}x | reported | |",
     ]
+
+
+def bench_swarm_iteration(work: Path, repeat: int) -> list[str]:
+    """Per iteration on a two-node swarm: the default network (`allowlist`, through the
+    egress proxy on the node) against `open`."""
+    with _two_node_swarm():
+        return _swarm_iterations(work, repeat)
 
 
 def _swarm_iterations(work: Path, repeat: int) -> list[str]:

@@ -30,8 +30,11 @@ from sandbox_runner.backends.docker.egress.glue import (
 )
 from sandbox_runner.backends.docker.egress.proxy import _LINE_LIMIT, EgressProxy
 from sandbox_runner.backends.docker.egress.squid import ORIGIN_CAS, squid_config
-from sandbox_runner.backends.docker.engine.client import remove_secret, with_retries
-from sandbox_runner.backends.docker.runners.service import remove_tolerant
+from sandbox_runner.backends.docker.engine.client import (
+    remove_secret,
+    remove_tolerant,
+    with_retries,
+)
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.signals import deferred_signals

@@ -120,3 +120,14 @@ def remove_secret(client: docker.DockerClient, secret: str, *, quiet: bool = Tru
                     f"{one_line(str(exc.explanation or exc))}"
                 ) from None
             time.sleep(0.2)
+
+
+def remove_tolerant(remove: Callable[[], object]) -> None:
+    """Run a removal; 404 (gone already) and 409 (being removed) count as done."""
+    import docker.errors
+
+    try:
+        with_retries("remove", remove)
+    except docker.errors.APIError as exc:
+        if exc.status_code not in (404, 409):
+            raise

@@ -9,9 +9,9 @@ and its exited container on the node (moby/moby#42789), removing a replicated se
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import re
-import secrets
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,9 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
 from sandbox_runner.backends.docker.checks import memory_bytes
-from sandbox_runner.backends.docker.engine.client import with_retries
+from sandbox_runner.backends.docker.engine.client import remove_tolerant, with_retries
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, running
 from sandbox_runner.backends.docker.runners.logs import LogPump
+from sandbox_runner.backends.docker.runners.task_network import (
+    NO_NETWORK_ROLE,
+    StepNetwork,
+    make_network,
+    remove_network,
+)
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import AgentNotFoundError, FksError, SandboxError
 from sandbox_runner.labels import LABEL_ROLE, LABEL_RUN
@@ -31,7 +37,6 @@ from sandbox_runner.signals import deferred_signals
 if TYPE_CHECKING:
     import docker
 
-NO_NETWORK_ROLE = "swarm-no-network"
 _POLL_S = 0.5
 _STOP_GRACE = 2.0
 _KILLED = 137
@@ -250,7 +255,7 @@ class ServiceExecution:
         self._remove_service()
         self._logs.close()
         if self._network is not None:
-            _remove_network(self._client, self._network)
+            remove_network(self._client, self._network)
 
 
 def _tmpfs(options: str) -> dict[str, int]:
@@ -274,34 +279,6 @@ def _agent_missing(argv0: str) -> AgentNotFoundError:
     )
 
 
-def remove_tolerant(remove: Any) -> None:
-    """Run a removal; 404 (gone already) and 409 (being removed) count as done."""
-    import docker.errors
-
-    try:
-        with_retries("remove", remove)
-    except docker.errors.APIError as exc:
-        if exc.status_code not in (404, 409):
-            raise
-
-
-def _remove_network(client: docker.DockerClient, network_id: str) -> None:
-    """A network is in use until the task that had it is gone: try for a few seconds."""
-    import docker.errors
-
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.api.remove_network(network_id)
-            return
-        except docker.errors.NotFound:
-            return
-        except (docker.errors.APIError, OSError):
-            if time.monotonic() >= deadline:
-                return  # `remove_run_services` takes it later
-            time.sleep(0.2)
-
-
 class ServiceSandbox:
     """Runs each ExecSpec as a swarm service configured by `settings`, on any node or on
     `node` (a node id). `client` talks to a manager of the swarm."""
@@ -309,11 +286,19 @@ class ServiceSandbox:
     name = "swarm"
 
     def __init__(
-        self, client: docker.DockerClient, settings: ContainerSettings, *, node: str | None = None
+        self,
+        client: docker.DockerClient,
+        settings: ContainerSettings,
+        *,
+        node: str | None = None,
+        network: StepNetwork | None = None,
     ) -> None:
+        """`network`: the step's, shared by its tasks that are to reach nothing (without it,
+        each such task gets a network of its own, removed with it)."""
         self._client = client
         self._settings = settings
         self._node = node
+        self._shared = network
 
     def task_template(self, spec: ExecSpec) -> dict[str, Any]:
         """The service's TaskTemplate (API 1.41): the container's hardening where Swarm has it."""
@@ -407,41 +392,24 @@ class ServiceSandbox:
             "use allowlist (the default), open or none"
         )
 
-    def _make_no_network(self, spec: ExecSpec) -> str:
-        """Swarm has no `none` network for services (only `bridge` and `host` are predefined):
-        the task gets an internal overlay network of its own instead, one interface besides
-        `lo` on a subnet where nothing else is, and no route out of it."""
-        labels = {**self.labels(spec), LABEL_ROLE: NO_NETWORK_ROLE}
-        name = f"fks-none-{secrets.token_hex(6)}"
-        try:
-            created = with_retries(
-                "network create",
-                lambda: self._client.api.create_network(
-                    name, driver="overlay", internal=True, labels=labels
-                ),
-            )
-        except Exception as exc:
-            raise SandboxError(
-                f"Docker could not create the swarm task's network: {one_line(exc)}"
-            ) from None
-        return str(created["Id"])
-
     def launch(self, spec: ExecSpec) -> ServiceExecution:
         """Create the service and follow its logs (everything removed again if that fails)."""
         needs_network = self._needs_no_network()
         template = self.task_template(spec)  # refusals (bind mounts) before anything exists
-        network_id = self._make_no_network(spec) if needs_network else None
+        owned: str | None = None  # a network of the task's own, removed with it
         try:
-            if network_id is not None:
-                template["Networks"] = [{"Target": network_id}]
+            if needs_network:
+                template["Networks"] = [{"Target": self._no_network(spec, template)}]
+                if self._shared is None:
+                    owned = template["Networks"][0]["Target"]
             service_id = self._create(template, self.labels(spec))
         except BaseException:
-            if network_id is not None:
+            if owned is not None:
                 with deferred_signals():
-                    _remove_network(self._client, network_id)
+                    remove_network(self._client, owned)
             raise
         execution = ServiceExecution(
-            self._client, service_id, spec.timeout, network_id=network_id, node=self._node
+            self._client, service_id, spec.timeout, network_id=owned, node=self._node
         )
         execution.argv0 = spec.argv[0]
         try:
@@ -451,6 +419,15 @@ class ServiceSandbox:
                 execution.remove()
             raise
         return execution
+
+    def _no_network(self, spec: ExecSpec, template: dict[str, Any]) -> str:
+        """The network of a task that is to reach nothing (see `task_network.py`): the step's
+        when it shares one, else one of the task's own."""
+        labels = self.labels(spec)
+        if self._shared is None:
+            return make_network(self._client, labels)
+        image = str(template["ContainerSpec"]["Image"])
+        return self._shared.join(labels, self._node, image)
 
     def _create(self, template: dict[str, Any], labels: Mapping[str, str]) -> str:
         import docker.errors
@@ -479,18 +456,17 @@ class ServiceSandbox:
 
 
 def remove_run_services(client: docker.DockerClient, run_id: str) -> int:
-    """Remove every service of run `run_id` (and the no-network networks and the secrets made
-    for them);
-    returns how many services were removed."""
+    """Remove every service of run `run_id` (the keepers of its networks among them), its
+    no-network networks and its secrets; returns how many services were removed."""
     wanted = {"label": f"{LABEL_RUN}={run_id}"}
     services = with_retries("services", lambda: client.api.services(filters=wanted))
     for service in services:
-        remove_tolerant(lambda s=service: client.api.remove_service(s["ID"]))
+        remove_tolerant(functools.partial(client.api.remove_service, service["ID"]))
     networks = client.api.networks(
         filters={"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={NO_NETWORK_ROLE}"]}
     )
     for network in networks:
-        _remove_network(client, network["Id"])
+        remove_network(client, network["Id"])
     from sandbox_runner.backends.docker.engine.client import remove_secret
 
     for secret in client.api.secrets(filters={"label": f"{LABEL_RUN}={run_id}"}):

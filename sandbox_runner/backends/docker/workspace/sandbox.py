@@ -149,8 +149,12 @@ class WorkspaceSandbox:
         self._new_step = False
 
     def close(self) -> None:
-        """Remove every container the step's iterations left (warm ones nobody took)."""
-        self._docker.close()
+        """Remove every container the step's iterations left (warm ones nobody took), and
+        what the workspace kept for them."""
+        try:
+            self._docker.close()
+        finally:
+            self.workspace.idle()
 
     def accept(self, export: Export) -> None:
         self._last, self._error = export, None

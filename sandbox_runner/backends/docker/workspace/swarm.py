@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, DockerSandbox, Mount
 from sandbox_runner.backends.docker.runners.service import ServiceSandbox
+from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import (
     OBJECTS,
     Export,
@@ -202,6 +203,8 @@ class SwarmWorkspace(VolumeWorkspace):
         self._swarm_objects = shipped
         self._base_names = (name, shipped.name)
         self._moves = 0
+        self._network = StepNetwork(client)
+        """What the step's iterations share when they are to reach nothing."""
 
     def exists(self) -> bool:
         return self._where.node is not None
@@ -226,7 +229,13 @@ class SwarmWorkspace(VolumeWorkspace):
 
     def runner(self, containers: DockerSandbox, settings: ContainerSettings) -> Sandbox:
         """A service on the workspace's node (on any node until the first one ran)."""
-        return ServiceSandbox(self._client, settings, node=self.placement.node)
+        return ServiceSandbox(
+            self._client, settings, node=self.placement.node, network=self._network
+        )
+
+    def idle(self) -> None:
+        """The step is over: its network goes (made again by the next step's first task)."""
+        self._network.close()
 
     def placed(self, execution: Execution) -> None:
         """The first service ran on some node: the workspace's volumes are there now."""
@@ -253,7 +262,9 @@ class SwarmWorkspace(VolumeWorkspace):
         nonce = secrets.token_hex(8)
         env = {**spec.env, "FKS_NONCE": nonce}
         logged = self.log_channel(env, nonce, owner.scratch)
-        runner = ServiceSandbox(self._client, settings, node=self.placement.node)
+        runner = ServiceSandbox(
+            self._client, settings, node=self.placement.node, network=self._network
+        )
         try:
             with runner.start(replace(spec, env=env)) as execution:
                 exporting = Exporting(

@@ -121,6 +121,9 @@ class VolumeWorkspace:
         remove_volume(self._client, self.name)
         self.objects.remove()
 
+    def idle(self) -> None:
+        """The step that used it is over (a swarm's workspace lets go of its network)."""
+
     def relocate(self) -> None:
         """Its node went down (a swarm's workspaces only)."""
         raise NotImplementedError

@@ -28,6 +28,7 @@ from sandbox_runner.backends.docker.runners.service import (
     ServiceSandbox,
     remove_run_services,
 )
+from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
@@ -166,6 +167,72 @@ def test_network_none_read_only_root_and_limits(swarm: TwoNodeSwarm) -> None:
     open_sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
     chunks, result, _ = run_in(open_sandbox, PROBE, MANAGER=swarm.second.host_ip)
     assert "manager reachable" in joined(chunks, "stdout").decode()
+
+
+NEIGHBOURS = r"""
+echo "net $(awk 'NR > 1 && $2 != "00000000" {print $2; exit}' /proc/net/route)"
+echo "routes $(awk 'NR > 1 {print $2}' /proc/net/route | tr '\n' ' ')"
+for port in 22 80 2375 2376 2377 3128 8080; do
+  timeout 3 bash -c 'echo > /dev/tcp/$0/$1' "$KEEPER" "$port" 2>/dev/null && echo "keeper:$port open"
+done
+bash -c 'echo > /dev/tcp/$0/2377' "$MANAGER" 2>/dev/null && echo "manager reachable" || echo "manager unreachable"
+"""
+
+
+def test_a_steps_tasks_share_one_network_kept_up_by_a_keeper_that_listens_on_nothing(
+    swarm: TwoNodeSwarm,
+) -> None:
+    """A step's iterations that are to reach nothing share one internal network, kept up on
+    the step's node by a keeper service: each task still has no route off the subnet, and the
+    keeper, its only neighbour, answers on no port. Closing the step removes both; after a
+    kill, `remove_run_services` does."""
+    run = f"swarm-{secrets.token_hex(4)}"
+    network = StepNetwork(swarm.main)
+    sandbox = ServiceSandbox(
+        swarm.main, settings(run, network="none"), node=swarm.worker_id, network=network
+    )
+    try:
+        nets = []
+        for _ in range(2):
+            keeper = keeper_address(swarm, run) if network.id else "127.0.0.1"
+            chunks, result, _ = run_in(
+                sandbox, NEIGHBOURS, KEEPER=keeper, MANAGER=swarm.second.host_ip
+            )
+            out = joined(chunks, "stdout").decode()
+            assert result.exit_code == 0, chunks
+            assert "00000000" not in re.search(r"^routes (.*)$", out, re.M).group(1).split()  # type: ignore[union-attr]
+            assert "manager unreachable" in out and " open" not in out, out
+            nets.append(re.search(r"^net (\S+)$", out, re.M).group(1))  # type: ignore[union-attr]
+        assert nets[0] == nets[1], nets  # the same subnet: the same network
+        (only,) = swarm.main.api.networks(filters={"label": f"fks.run={run}"})
+        assert only["Id"] == network.id and only["Internal"], only
+        roles = [s["Spec"]["Labels"].get("fks.role") for s in services_of(swarm.main, run)]
+        assert roles == ["swarm-network-keeper"], roles  # the iterations' services are gone
+    finally:
+        network.close()
+    assert services_of(swarm.main, run) == []
+    assert swarm.main.api.networks(filters={"label": f"fks.run={run}"}) == []
+    # Killed mid-step: the run's cleanup takes the keeper and the network.
+    killed = StepNetwork(swarm.main)
+    killed.join({"fks.run": run}, swarm.worker_id, IMAGE)
+    assert remove_run_services(swarm.main, run) == 1
+    assert services_of(swarm.main, run) == []
+    assert swarm.main.api.networks(filters={"label": f"fks.run={run}"}) == []
+    assert gone_from(swarm.second.client(), run)
+
+
+def keeper_address(swarm: TwoNodeSwarm, run: str, timeout: float = 60) -> str:
+    """The keeper's address on the step's network, once its task runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for service in services_of(swarm.main, run):
+            if service["Spec"]["Labels"].get("fks.role") != "swarm-network-keeper":
+                continue
+            for task in swarm.main.api.tasks(filters={"service": service["ID"]}):
+                if task["Status"]["State"] == "running" and task.get("NetworksAttachments"):
+                    return str(task["NetworksAttachments"][0]["Addresses"][0]).split("/")[0]
+        time.sleep(0.3)
+    raise AssertionError("the keeper's task did not run")
 
 
 def test_a_bind_mount_is_refused_before_anything_starts(swarm: TwoNodeSwarm) -> None:
