@@ -10,7 +10,6 @@ import re
 import socket
 import struct
 import threading
-import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,8 @@ if TYPE_CHECKING:
 _QUEUE_CHUNKS = 64  # bounded: a fast agent is slowed down rather than buffered in memory
 _LATE_OUTPUT_S = (0.0, 0.5, 1.0)
 """Pauses before each read of what a task's log stream had not brought when the task ended
-(its node may hand over a last unterminated line more than half a second late)."""
+(its node may hand over a last unterminated line more than half a second late); after the
+first, none once the output is known complete (`LogPump.settle`)."""
 _HEADER = struct.Struct(">BxxxL")
 _STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
 _TIMESTAMP = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -46,6 +46,7 @@ class LogPump:
         self._at_last = 0  # frames delivered with timestamp `_last`
         self._response: Any = None
         self._finishing = threading.Event()
+        self._settled = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
 
@@ -82,7 +83,8 @@ class LogPump:
             # The node may write the last output (an unterminated line, flushed at the
             # container's exit) a moment after the manager reports the task ended: read again.
             for pause in _LATE_OUTPUT_S:
-                time.sleep(pause)
+                if self._settled.wait(pause) and pause:
+                    break  # what came after the first read's is all there was
                 if self._closed.is_set():
                     break
                 rest = self._open(follow=False)
@@ -122,6 +124,11 @@ class LogPump:
             with contextlib.suppress(queue.Full):
                 self.chunks.put(item, timeout=0.5)
                 return
+
+    def settle(self) -> None:
+        """The task's last line came (its script's closing report): once the task has ended,
+        one read catches up and no later one waits for more."""
+        self._settled.set()
 
     def finish(self) -> None:
         """The task has ended: stop following, then catch up."""

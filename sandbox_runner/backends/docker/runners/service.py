@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import docker
 
 _POLL_S = 0.5
+_SETTLED_POLL_S = 0.1  # once the last line came, the task is about to end
 _STOP_GRACE = 2.0
 _KILLED = 137
 _ENDED = frozenset({"complete", "failed", "rejected", "shutdown", "remove", "orphaned"})
@@ -83,6 +84,7 @@ class ServiceExecution:
         self._finishing = False
         self._removed = False
         self._stderr_head = b""
+        self._settled_at: float | None = None
         self.argv0 = ""
 
     @property
@@ -127,8 +129,20 @@ class ServiceExecution:
                 return
             self._check_task()
 
+    def settle(self) -> None:
+        """The iteration's last line came (its script's report): its end is near, and no
+        late output is waited for once it has ended."""
+        self._logs.settle()
+        self._settled_at = time.monotonic()
+
+    def _poll_s(self) -> float:
+        """How often the task is looked at: more often for a while once its last line came
+        (an agent that printed a line like it early gets the usual pace back)."""
+        settled = self._settled_at is not None and time.monotonic() - self._settled_at < 5
+        return _SETTLED_POLL_S if settled else _POLL_S
+
     def _wait_s(self) -> float:
-        wait = _POLL_S
+        wait = self._poll_s()
         if self._deadline is not None and not self._finishing:
             wait = min(wait, self._deadline - time.monotonic())
         return max(0.01, wait)
@@ -154,7 +168,7 @@ class ServiceExecution:
         now = time.monotonic()
         if self._finishing or (now < self._next_poll and not force):
             return
-        self._next_poll = now + _POLL_S
+        self._next_poll = now + self._poll_s()
         self._task = self._poll_task()
         task = self._task
         node = task.node or self._pinned

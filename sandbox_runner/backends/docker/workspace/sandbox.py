@@ -248,12 +248,16 @@ class Exporting:
         self._execution.kill()
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        from sandbox_runner.backends.docker.runners.service import NodeLostError
+        from sandbox_runner.backends.docker.runners.service import NodeLostError, ServiceExecution
 
+        service = self._execution if isinstance(self._execution, ServiceExecution) else None
         try:
             for stream, data in self._execution.chunks():
                 if stream == "stderr":
                     data = self._stderr(data)
+                    if service is not None and self._report.reported() is not None:
+                        service.settle()  # the script's closing line: nothing follows it
+                        service = None
                 if data:
                     yield stream, data
         except NodeLostError as exc:

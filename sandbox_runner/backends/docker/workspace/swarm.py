@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, DockerSandbox, Mount
 from sandbox_runner.backends.docker.runners.service import ServiceSandbox
+from sandbox_runner.backends.docker.runners.service_script import run_script
 from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import (
     OBJECTS,
@@ -163,20 +164,17 @@ class SwarmObjects(ShippedObjects):
         spec = ExecSpec(argv=("sh", "-c", script), cwd=Path("/"), timeout=LOADER_TIMEOUT_S)
         try:
             services = ServiceSandbox(self._client, settings, node=self.placement.node)
-            with services.start(spec) as execution:
-                output = b"".join(chunk for _stream, chunk in execution.chunks())
-                result = execution.wait()
-                node = execution.node_id
+            ran = run_script(services, spec)
         finally:
             self._server.withdraw(token)
-        if result.exit_code != 0:
-            tail = output.decode(errors="replace").strip().splitlines()[-3:]
+        if ran.result.exit_code != 0:
+            tail = (ran.stdout + ran.stderr).decode(errors="replace").strip().splitlines()[-3:]
             raise SandboxError(
                 f"could not load the workspace's base into volume {self.name} on the swarm: "
-                f"{' / '.join(tail) or 'exit ' + str(result.exit_code)}"
+                f"{' / '.join(tail) or 'exit ' + str(ran.result.exit_code)}"
             )
         if self.placement.node is None:
-            self.placement.node = node
+            self.placement.node = ran.node
 
     def ensure(self) -> None:
         """Made on its node by the first service that mounts it."""
@@ -344,26 +342,40 @@ def _on_every_node(
     """`script` with `labels` as its arguments on every ready node that takes tasks (a drained
     or paused node runs none: a service pinned there would only wait), talking to that node's
     engine socket; its output lines, each with the node's id."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    nodes = [
+        node
+        for node in client.nodes.list()
+        if node.attrs.get("Status", {}).get("State") == "ready"
+        and node.attrs.get("Spec", {}).get("Availability", "active") == "active"
+    ]
+    if not nodes:
+        return []
+    with ThreadPoolExecutor(min(len(nodes), 8), thread_name_prefix="fks-sweep") as pool:
+        outputs = list(pool.map(lambda n: _on_node(client, n, script, labels, image), nodes))
+    return [
+        (node.id, line)
+        for node, output in zip(nodes, outputs, strict=True)
+        for line in output.decode(errors="replace").splitlines()
+    ]
+
+
+def _on_node(
+    client: docker.DockerClient, node: Any, script: str, labels: list[str], image: str
+) -> bytes:
+    """`script`'s output on `node`, through that node's engine socket."""
     from sandbox_runner.backends.api import ExecSpec
 
-    done: list[tuple[str, str]] = []
-    for node in client.nodes.list():
-        ready = node.attrs.get("Status", {}).get("State") == "ready"
-        if not ready or node.attrs.get("Spec", {}).get("Availability", "active") != "active":
-            continue
-        socket = (node.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_SOCKET, DEFAULT_SOCKET)
-        settings = ContainerSettings(
-            image=image,
-            user="0:0",
-            mounts=[Mount(source=socket, target="/fks.sock")],
-            network="bridge",
-            memory="256m",
-            labels={LABEL_ROLE: "volume-sweep"},
-            read_only=False,
-        )
-        spec = ExecSpec(argv=("sh", "-c", script, "fks-sweep", *labels), cwd=Path("/"), timeout=120)
-        with _Sweeper(client, settings, node=node.id).start(spec) as execution:
-            output = b"".join(chunk for stream, chunk in execution.chunks() if stream == "stdout")
-            execution.wait()
-        done += [(node.id, line) for line in output.decode(errors="replace").splitlines()]
-    return done
+    socket = (node.attrs.get("Spec", {}).get("Labels") or {}).get(LABEL_SOCKET, DEFAULT_SOCKET)
+    settings = ContainerSettings(
+        image=image,
+        user="0:0",
+        mounts=[Mount(source=socket, target="/fks.sock")],
+        network="bridge",
+        memory="256m",
+        labels={LABEL_ROLE: "volume-sweep"},
+        read_only=False,
+    )
+    spec = ExecSpec(argv=("sh", "-c", script, "fks-sweep", *labels), cwd=Path("/"), timeout=120)
+    return run_script(_Sweeper(client, settings, node=node.id), spec).stdout

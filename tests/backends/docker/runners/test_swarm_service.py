@@ -28,6 +28,7 @@ from sandbox_runner.backends.docker.runners.service import (
     ServiceSandbox,
     remove_run_services,
 )
+from sandbox_runner.backends.docker.runners.service_script import run_script
 from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
@@ -233,6 +234,26 @@ def keeper_address(swarm: TwoNodeSwarm, run: str, timeout: float = 60) -> str:
                     return str(task["NetworksAttachments"][0]["Addresses"][0]).split("/")[0]
         time.sleep(0.3)
     raise AssertionError("the keeper's task did not run")
+
+
+def test_fks_own_script_ends_on_its_closing_line_with_its_output_whole_and_bounded(
+    swarm: TwoNodeSwarm,
+) -> None:
+    """`run_script`: the script's closing token never shows, an unterminated last line is
+    kept, a failing script has its exit code (and no token), and what it prints is bounded."""
+    run = f"swarm-{secrets.token_hex(4)}"
+    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
+    spec = ExecSpec(argv=("sh", "-c", "echo one; echo err >&2; printf 'two'"), cwd=Path("/tmp"))
+    ran = run_script(sandbox, spec)
+    assert (ran.stdout, ran.stderr, ran.result.exit_code) == (b"one\ntwo", b"err\n", 0)
+    assert ran.node == swarm.worker_id
+    failing = ExecSpec(argv=("sh", "-c", "set -e; echo before; false; echo after"), cwd=Path("/"))
+    ran = run_script(sandbox, failing)
+    assert (ran.stdout, ran.result.exit_code) == (b"before\n", 1)
+    flood = "head -c 6000000 /dev/zero | tr '\\0' a"
+    ran = run_script(sandbox, ExecSpec(argv=("sh", "-c", flood), cwd=Path("/")))
+    assert ran.result.exit_code == 0 and ran.stdout == b"a" * (4 << 20)
+    assert services_of(swarm.main, run) == []
 
 
 def test_a_bind_mount_is_refused_before_anything_starts(swarm: TwoNodeSwarm) -> None:
