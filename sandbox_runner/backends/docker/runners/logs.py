@@ -1,10 +1,12 @@
 """A swarm service's log stream read into a bounded queue: multiplexed frames, each
-`<timestamp> <bytes>`; once the service's task has ended, one more read since the last
-timestamp takes what the stream had not brought yet."""
+`<timestamp> <bytes>`; once the service's task has ended, one more read from a little before
+the last timestamp takes what the stream had not brought yet."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import hashlib
 import queue
 import re
 import socket
@@ -25,6 +27,11 @@ _LATE_OUTPUT_S = (0.0, 0.5, 1.0)
 """Pauses before each read of what a task's log stream had not brought when the task ended
 (its node may hand over a last unterminated line more than half a second late); after the
 first, none once the output is known complete (`LogPump.settle`)."""
+_MARGIN_NS = 2 * 10**9
+"""How far before the last timestamp delivered a catch-up read starts: a node stamps a line
+when it reads it, and may hand over an unterminated one (stamped then) only at the
+container's exit, after later lines of the other stream."""
+_RECENT_LIMIT = 50_000  # frames remembered for that margin, at most
 _HEADER = struct.Struct(">BxxxL")
 _STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
 _TIMESTAMP = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d) ")
@@ -42,8 +49,7 @@ class LogPump:
         self.chunks: queue.Queue[tuple[Stream, bytes] | BaseException | None] = queue.Queue(
             _QUEUE_CHUNKS
         )
-        self._last: tuple[int, int] | None = None
-        self._at_last = 0  # frames delivered with timestamp `_last`
+        self._recent = _Recent()
         self._response: Any = None
         self._finishing = threading.Event()
         self._settled = threading.Event()
@@ -64,8 +70,9 @@ class LogPump:
 
     def _open(self, *, follow: bool) -> Any:
         params: dict[str, Any] = {"stdout": 1, "stderr": 1, "timestamps": 1, "follow": int(follow)}
-        if not follow and self._last is not None:
-            params["since"] = f"{self._last[0]}.{self._last[1]:09d}"
+        since = self._recent.since()
+        if not follow and since is not None:
+            params["since"] = f"{since // 10**9}.{since % 10**9:09d}"
         api = self._client.api
         url = api._url("/services/{0}/logs", self._service)
         response = with_retries("service logs", lambda: api._get(url, params=params, stream=True))
@@ -75,7 +82,7 @@ class LogPump:
     def _run(self, response: Any) -> None:
         try:
             with contextlib.suppress(Exception):
-                self._read(response, skip=0)
+                self._read(response, catching_up=False)
             with contextlib.suppress(Exception):
                 response.close()
             if not self._finishing.is_set():
@@ -89,7 +96,7 @@ class LogPump:
                     break
                 rest = self._open(follow=False)
                 try:
-                    self._read(rest, skip=self._at_last)
+                    self._read(rest, catching_up=True)
                 finally:
                     rest.close()
         except Exception as exc:  # surfaced to the reading thread
@@ -97,9 +104,9 @@ class LogPump:
         finally:
             self._put(None)
 
-    def _read(self, response: Any, *, skip: int) -> None:
-        """Deliver every whole frame; the first `skip` frames stamped `_last` were delivered."""
-        catching_up = skip > 0
+    def _read(self, response: Any, *, catching_up: bool) -> None:
+        """Deliver every whole frame; catching up, none delivered already."""
+        delivered = self._recent.counted() if catching_up else None
         while not self._closed.is_set():
             header = _read_exactly(response.raw, _HEADER.size)
             if header is None:
@@ -109,13 +116,12 @@ class LogPump:
             if payload is None:
                 return
             stamp, data = _split_timestamp(payload)
-            if catching_up and stamp == self._last and skip > 0:
-                skip -= 1
-                continue
-            catching_up = False
             if stamp is not None:
-                self._at_last = self._at_last + 1 if stamp == self._last else 1
-                self._last = stamp
+                key = (stamp, number, hashlib.blake2b(data, digest_size=8).digest())
+                if delivered is not None and delivered[key] > 0:
+                    delivered[key] -= 1
+                    continue
+                self._recent.add(key)
             if data and number in _STREAMS:
                 self._put((_STREAMS[number], data))
 
@@ -161,12 +167,48 @@ def _read_exactly(raw: Any, size: int) -> bytes | None:
     return data
 
 
-def _split_timestamp(payload: bytes) -> tuple[tuple[int, int] | None, bytes]:
-    """`2026-01-02T03:04:05.123456789Z <data>` -> ((seconds, nanoseconds), data)."""
+def _split_timestamp(payload: bytes) -> tuple[int | None, bytes]:
+    """`2026-01-02T03:04:05.123456789Z <data>` -> (nanoseconds since the epoch, data)."""
     match = _TIMESTAMP.match(payload)
     if match is None:
         return None, payload
     zone = match.group(3).decode().replace("Z", "+00:00")
     seconds = int(datetime.fromisoformat(match.group(1).decode() + zone).timestamp())
     nanos = int((match.group(2) or b"0").ljust(9, b"0"))
-    return (seconds, nanos), payload[match.end() :]
+    return seconds * 10**9 + nanos, payload[match.end() :]
+
+
+class _Recent:
+    """The frames delivered within `_MARGIN_NS` of the newest (timestamp, stream, digest),
+    counted: a catch-up read starts that far back and skips as many of each."""
+
+    def __init__(self) -> None:
+        self._order: collections.deque[tuple[int, int, bytes]] = collections.deque()
+        self._count: collections.Counter[tuple[int, int, bytes]] = collections.Counter()
+        self._newest: int | None = None
+        self._floor = 0  # nothing stamped before it is remembered within the margin
+
+    def add(self, key: tuple[int, int, bytes]) -> None:
+        self._order.append(key)
+        self._count[key] += 1
+        self._newest = key[0] if self._newest is None else max(self._newest, key[0])
+        while self._order and (
+            self._order[0][0] < self._newest - _MARGIN_NS or len(self._order) > _RECENT_LIMIT
+        ):
+            old = self._order.popleft()
+            if old[0] >= self._newest - _MARGIN_NS:  # forgotten for room, not for age
+                self._floor = max(self._floor, old[0] + 1)
+            self._count[old] -= 1
+            if self._count[old] <= 0:
+                del self._count[old]
+
+    def counted(self) -> collections.Counter[tuple[int, int, bytes]]:
+        """A copy of the frames remembered, each with how many times it was delivered."""
+        return collections.Counter(self._count)
+
+    def since(self) -> int | None:
+        """Where a catch-up read starts: the margin before the newest frame (later, if frames
+        in it had to be forgotten: nothing delivered is delivered again)."""
+        if self._newest is None:
+            return None
+        return max(self._newest - _MARGIN_NS, self._floor)
