@@ -195,5 +195,5 @@ def _swarm_iterations(work: Path, repeat: int) -> list[str]:
     ratio = per_a / per_o
     return [
         f'| swarm: per iteration of `fks run "noop:N" --sandbox --engine swarm`, default network (allowlist, through the proxy on the node) | {per_a * 1000:.0f} ms | the same with `network: open` {per_o * 1000:.0f} ms | {ratio:.2f}x | <= 1.15x | {"ok" if ratio <= 1.15 else "MISSED"} |',
-        f"| swarm: fixed cost per run with allowlist (the proxy's service on every node, its secret) | {(short_a - 2 * per_a - (short_o - 2 * per_o)) * 1000:.0f} ms more than open | - | - | reported | |",
+        f"| swarm: fixed cost per run with allowlist (the proxy's service on every node, its secret, the step's network and its keeper) | {(short_a - 2 * per_a - (short_o - 2 * per_o)) * 1000:.0f} ms more than open | - | - | reported | |",
     ]
