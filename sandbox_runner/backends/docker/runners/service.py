@@ -479,8 +479,8 @@ def remove_run_services(client: docker.DockerClient, run_id: str) -> int:
     networks = client.api.networks(
         filters={"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_ROLE}={NO_NETWORK_ROLE}"]}
     )
-    for network in networks:
-        remove_network(client, network["Id"])
+    for network in networks:  # its tasks may still be stopping: they were killed just now
+        remove_network(client, network["Id"], wait_s=60)
     from sandbox_runner.backends.docker.engine.client import remove_secret
 
     for secret in client.api.secrets(filters={"label": f"{LABEL_RUN}={run_id}"}):

@@ -51,11 +51,12 @@ def make_network(client: docker.DockerClient, labels: Mapping[str, str]) -> str:
     return str(created["Id"])
 
 
-def remove_network(client: docker.DockerClient, network_id: str) -> None:
-    """A network is in use until the task that had it is gone: try for a few seconds."""
+def remove_network(client: docker.DockerClient, network_id: str, *, wait_s: float = 10) -> None:
+    """A network is in use until the tasks that had it are gone (a task on an overlay network
+    takes seconds to leave it): try for `wait_s`."""
     import docker.errors
 
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + wait_s
     while True:
         try:
             client.api.remove_network(network_id)
