@@ -63,7 +63,9 @@ def remove_network(client: docker.DockerClient, network_id: str, *, wait_s: floa
             return
         except docker.errors.NotFound:
             return
-        except (docker.errors.APIError, OSError):
+        except (docker.errors.APIError, OSError) as exc:
+            if "not found" in str(getattr(exc, "explanation", "") or "").lower():
+                return  # being removed already (a swarm manager says so with a 500)
             if time.monotonic() >= deadline:
                 return  # `remove_run_services` takes it later
             time.sleep(0.2)
