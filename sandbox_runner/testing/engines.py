@@ -436,11 +436,12 @@ def leftovers(
     """fks's services, secrets, networks, containers and volumes on either node (but what was
     there before), of the repositories under `mine` (and of run `run` only, when given: the
     main engine runs other tests' sandboxes too). A node removes the containers of a removed
-    service a few seconds later (a task on an overlay network takes ~6 s): what is left is
-    looked at again for up to `settle_s`."""
+    service a few seconds later (a task on an overlay network takes ~6 s), and a manager
+    removes a network fks removed once the last of those has left it: what is left is looked
+    at again for up to `settle_s`."""
     deadline = time.monotonic() + settle_s
     while (found := _leftovers(swarm, mine, run)) and time.monotonic() < deadline:
-        if set(found) - {"main containers", "second containers"}:
+        if set(found) - {"main containers", "second containers", "networks"}:
             return found  # fks's own removals are done before the run ends
         time.sleep(0.5)
     return found
