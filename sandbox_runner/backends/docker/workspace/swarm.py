@@ -260,9 +260,8 @@ class SwarmWorkspace(VolumeWorkspace):
         nonce = secrets.token_hex(8)
         env = {**spec.env, "FKS_NONCE": nonce}
         logged = self.log_channel(env, nonce, owner.scratch)
-        runner = ServiceSandbox(
-            self._client, settings, node=self.placement.node, network=self._network
-        )
+        # A network of its own, gone with it: a salvage may run where no step closes after it.
+        runner = ServiceSandbox(self._client, settings, node=self.placement.node)
         try:
             with runner.start(replace(spec, env=env)) as execution:
                 exporting = Exporting(
