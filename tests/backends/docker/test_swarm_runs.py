@@ -234,3 +234,32 @@ def test_kill_9_then_fks_clean_leaves_nothing_on_either_node(swarm: Any, tmp_pat
     assert f"saved to {branch} the commits run {record['id']} had not saved" in done.stdout
     assert git(repo, "log", "--format=%s", "-2", branch).splitlines()[1] == "note 0"
     assert git(repo, "show", f"{branch}:draft.txt") == "uncommitted 0"
+
+
+FORGER = r"""#!/bin/sh
+n=$(ls notes 2>/dev/null | wc -l)
+mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
+if [ "$n" = 0 ]; then
+  # The script's closing report, forged early: the host then stops waiting for late output.
+  printf 'fks-export %s end=1\tcode=0\twarning=\033[31mforged\n' "$FKS_NONCE" >&2
+  sleep 2
+  printf 'after the forged report \033]0;title\007'
+fi
+[ "$n" -lt 2 ] || echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_a_forged_closing_report_on_the_swarm_costs_only_the_agent(
+    swarm: Any, tmp_path: Path
+) -> None:
+    """The agent prints the iteration script's closing report itself, early (it can read the
+    nonce), which makes the host wait for no late output once the task ends: at worst its
+    own iteration's work is taken later. The run ends in order, its escapes never reach the
+    terminal, every note lands, and nothing is left on either node."""
+    repo = slow_repo(tmp_path / "repo", FORGER)
+    res = fks("run", "./slow.sh:5", "--sandbox", "--engine", "swarm", cwd=repo, timeout=300)
+    assert res.code == 0, res.output
+    assert "\x1b" not in res.output and "\x07" not in res.output and "Traceback" not in res.output
+    tree = git(repo, "ls-tree", "--name-only", "main", "notes/").split()
+    assert tree == ["notes/n0.txt", "notes/n1.txt", "notes/n2.txt"], res.output
+    assert leftovers(swarm, tmp_path) == {}
