@@ -193,20 +193,24 @@ class EgressProxy:
     def __enter__(self) -> Self:
         started = time.monotonic()
         try:
-            self._volume = with_retries(
-                "volume create",
-                lambda: self._client.volumes.create(self.volume_name, labels=self._labels),
-            )
-            self._container = self._create_container()
-            self._container.put_archive("/etc", self._config_tar())
-            with_retries("start", self._container.start)
-            self._wait_ready()
-            threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
+            self._start()
         except BaseException:
             self._remove(quiet=True)
             raise
         self.startup_seconds = time.monotonic() - started
         return self
+
+    def _start(self) -> None:
+        """Volume, container, config, ready, and the access log followed."""
+        self._volume = with_retries(
+            "volume create",
+            lambda: self._client.volumes.create(self.volume_name, labels=self._labels),
+        )
+        self._container = self._create_container()
+        self._container.put_archive("/etc", self._config_tar())
+        with_retries("start", self._container.start)
+        self._wait_ready()
+        threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
 
     def __exit__(
         self,

@@ -17,8 +17,7 @@ import re
 import secrets
 import threading
 import time
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.egress.access_log import access_line
 from sandbox_runner.backends.docker.egress.glue import (
@@ -60,28 +59,12 @@ class SwarmEgressProxy(EgressProxy):
         self._ready_nodes: set[str] = set()
         self._tails: dict[str, collections.deque[str]] = {}
 
-    def __enter__(self) -> Self:
-        started = time.monotonic()
-        try:
-            mounts = self._make_secrets()
-            self._container = self._create_service(mounts)
-            threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
-            self._wait_ready()
-        except BaseException:
-            self._remove(quiet=True)
-            raise
-        self.startup_seconds = time.monotonic() - started
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        started = time.monotonic()
-        self._remove(quiet=exc_type is not None)
-        self.removal_seconds = time.monotonic() - started
+    def _start(self) -> None:
+        """The config as swarm secrets, the global service, its log followed, every node ready."""
+        mounts = self._make_secrets()
+        self._container = self._create_service(mounts)
+        threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
+        self._wait_ready()
 
     def wrap_argv(self, argv: Sequence[str]) -> list[str]:
         """As on one engine, once the node's proxy made its socket."""
