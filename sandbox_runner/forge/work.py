@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from sandbox_runner import boundedyaml
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
@@ -26,6 +27,8 @@ from sandbox_runner.records.store import now, pid_alive, write_atomic
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
 _NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
+MAX_WORK_ITEM = 16 * 1024 * 1024
+"""Bytes of one work item (its answers are bounded by the stream-json line that carried them)."""
 
 
 class WorkItem(BaseModel):
@@ -144,8 +147,12 @@ class WorkStore:
 
     def _load(self, path: Path) -> WorkItem:
         try:
-            return WorkItem.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-        except (OSError, yaml.YAMLError, ValidationError) as exc:
+            with path.open("rb") as handle:
+                data = handle.read(MAX_WORK_ITEM + 1)
+            if len(data) > MAX_WORK_ITEM:
+                raise ValueError(f"over {MAX_WORK_ITEM // (1024 * 1024)} MiB")
+            return WorkItem.model_validate(boundedyaml.load(data.decode("utf-8")))
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValidationError is a ValueError
             raise FksError(
                 f"{path} is not a valid forge work item ({str(exc).splitlines()[0]}); "
                 "fix or delete it"

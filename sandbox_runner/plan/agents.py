@@ -85,7 +85,7 @@ def agent_definition(file: Path, name: str) -> str:
         raise ConfigError(
             f"{what} {shorten(str(file))} is over {MAX_AGENT_FILE // 1024} KiB; shorten it"
         )
-    header, body = _split_frontmatter(text)
+    header, body = _split_frontmatter(text, f"{what} {shorten(str(file))}")
     fields: dict[str, object] = {"description": name, "prompt": body.strip() or name}
     for key in _AGENT_FIELDS:
         if isinstance(header.get(key), str) and header[key].strip():
@@ -98,8 +98,9 @@ def agent_definition(file: Path, name: str) -> str:
     return json.dumps({name: fields})
 
 
-def _split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
-    """A Markdown file's YAML front matter (empty when missing or malformed) and its body."""
+def _split_frontmatter(text: str, what: str) -> tuple[dict[str, Any], str]:
+    """A Markdown file's YAML front matter (empty when missing or malformed) and its body;
+    ConfigError naming `what` when it is nested too deep or too large to be read."""
     if not text.startswith("---"):
         return {}, text
     end = text.find("\n---", 3)
@@ -107,8 +108,12 @@ def _split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
         return {}, ""
     import yaml
 
+    from sandbox_runner import boundedyaml
+
     try:
-        header = yaml.safe_load(text[3:end])
+        header = boundedyaml.load(text[3:end])
+    except boundedyaml.YamlLimitError as exc:
+        raise ConfigError(f"{what}: front matter is {exc}") from None
     except yaml.YAMLError:
         header = None
     body = text[end + 4 :].split("\n", 1)[1] if "\n" in text[end + 4 :] else ""

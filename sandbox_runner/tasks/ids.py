@@ -11,10 +11,12 @@ across branches two ids collide with probability about n*m / 2**30 for n and m t
 on each side (300 x 300 tasks: under 1 in 10,000).  Time is deliberately not part of the id:
 parallel steps create their tasks at the same moment, so it would only shrink the random part.
 
-The task file name is derived from the id (`task-k3f9x2 - Short-title.md`), so two branches
-never add the same path and merging them cannot conflict.  Should two files ever carry the
-same id anyway (a hand-made copy), readers list both and refuse to guess which one `view`
-or `edit` means.
+The task file name is derived from the id (`task-k3f9x2-short-title.md`: lower-case ASCII
+letters, digits and hyphens, the title's part at most 50 characters, nothing a shell would
+need quoted), so two branches never add the same path and merging them cannot conflict.
+Files named as earlier versions named them (`task-k3f9x2 - Short-title.md`) are read alike.
+Should two files ever carry the same id anyway (a hand-made copy), readers list both and
+refuse to guess which one `view` or `edit` means.
 
 Ids are matched case-insensitively and the `TASK-` prefix may be left out when typing one.
 A hand-written id may have up to 32 such characters: ids name files, branches and work items,
@@ -66,16 +68,17 @@ def new_id(taken: Container[str], *, choose: Callable[[str], str] = secrets.choi
 
 
 def file_name(task_id: str, title: str) -> str:
-    """`TASK-k3f9x2`, "Add the login page!" → `task-k3f9x2 - Add-the-login-page.md`."""
+    """`TASK-k3f9x2`, "Add the login page!" → `task-k3f9x2-add-the-login-page.md`."""
     stem = task_id.lower()
-    slug = _SLUG_JUNK.sub("-", title).strip("-")[:_SLUG_MAX].rstrip("-")
-    return f"{stem} - {slug}.md" if slug else f"{stem}.md"
+    slug = _SLUG_JUNK.sub("-", title.lower()).strip("-")[:_SLUG_MAX].rstrip("-")
+    return f"{stem}-{slug}.md" if slug else f"{stem}.md"
 
 
 def id_from_file_name(name: str) -> str | None:
-    """The id a file name was derived from (`task-k3f9x2 - X.md` → `TASK-k3f9x2`), if any."""
-    stem = name.split(" ", 1)[0].removesuffix(".md")
+    """The id a file name was derived from (`task-k3f9x2-x.md`, `task-k3f9x2 - X.md` →
+    `TASK-k3f9x2`), if any."""
+    prefix, _, rest = name.split(" ", 1)[0].removesuffix(".md").partition("-")
     try:
-        return normalize(stem)
+        return normalize(f"{prefix}-{rest.split('-', 1)[0]}")
     except TaskError:
         return None

@@ -41,6 +41,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
+from sandbox_runner import boundedyaml
 from sandbox_runner.tasks import ids
 from sandbox_runner.tasks.errors import TaskError
 
@@ -209,6 +210,9 @@ _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?", re.DOTALL |
 _HEADING = re.compile(r"^##[ \t]+(.+?)[ \t]*#*[ \t]*$")
 _CRITERION = re.compile(r"^[-*][ \t]+\[([ xX])\][ \t]*(?:#\d+[.:)]?[ \t]*)?(.*)$")
 _DESCRIPTION, _CRITERIA, _NOTES = "description", "acceptance criteria", "notes"
+MAX_FRONT_MATTER = 64 * 1024
+"""Characters of YAML between the `---` lines; its nesting and values are bounded too
+(`sandbox_runner.boundedyaml`)."""
 
 
 def parse(text: str, *, where: str) -> Task:
@@ -216,8 +220,15 @@ def parse(text: str, *, where: str) -> Task:
     match = _FRONT_MATTER.match(text)
     if not match:
         raise TaskError(f"{where}: does not start with a `---` YAML front matter block")
+    front = match.group(1)
+    if len(front) > MAX_FRONT_MATTER:
+        raise TaskError(
+            f"{where}: front matter is longer than {MAX_FRONT_MATTER // 1024} KiB; shorten it"
+        )
     try:
-        data = yaml.safe_load(match.group(1))
+        data = boundedyaml.load(front)
+    except boundedyaml.YamlLimitError as exc:
+        raise TaskError(f"{where}: front matter is {exc}") from None
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())
         raise TaskError(f"{where}: front matter is not valid YAML: {problem}") from None

@@ -212,7 +212,9 @@ def test_task_statuses_left_by_forge_never_block_the_next_sandboxed_run(
 ) -> None:
     create(repo, "status")
     assert forge(repo, env, "run").code == 0
-    assert git(repo, "status", "--porcelain", "--untracked-files=no").startswith('M "forge/tasks/')
+    assert git(repo, "status", "--porcelain", "--untracked-files=no").startswith(
+        "M forge/tasks/task-"
+    )
     done = fks("run", "--sandbox", "--dry-run", "claude", cwd=repo, env=env)
     assert done.code == 0, done.output
     (repo / "README.md").write_text("the user's change\n")  # anything else still blocks

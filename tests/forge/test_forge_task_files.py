@@ -4,6 +4,7 @@ fks cannot use is named in one line and skipped, and fks never writes through a 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -169,3 +170,79 @@ def test_a_task_file_that_is_a_link_is_neither_read_nor_written_through(tmp_path
         text=True,
     )
     assert done.returncode == 2 and secret.read_text() == before
+
+
+# --- task files nested or aliased past any use -------------------------------------------------------
+
+FAKE_CLAUDE = Path(__file__).parents[1] / "agents" / "fake_claude.py"
+FORGE_TASKS = str(Path(FKS).with_name("forge-tasks"))
+
+
+def fake_claude_env(tmp_path: Path) -> dict[str, str]:
+    """The forge agents played by tests/agents/fake_claude.py: every task lands."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").symlink_to(FAKE_CLAUDE)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_STATE": str(tmp_path)}
+
+
+def deep_task(task_id: str, depth: int) -> str:
+    return (
+        f"---\nid: {task_id}\ntitle: deep\nlabels: {'[' * depth}{']' * depth}\n"
+        "created: 2025-01-02\nupdated: 2025-01-02\n---\n\n## Description\n\nnested\n"
+    )
+
+
+LAUGHS = "".join(
+    f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]\n" for n in range(1, 10)
+)  # nine levels of nine aliases: 9**9 values once expanded
+
+
+def test_a_task_file_nested_3000_deep_is_named_and_skipped_everywhere(tmp_path: Path) -> None:
+    repo = forge_repo(tmp_path)
+    good = create(repo, "good")
+    tasks = repo / "forge" / "tasks"
+    (tasks / "task-zzdeep - deep.md").write_text(deep_task("TASK-zzdeep", 3000))
+    bomb = deep_task("TASK-zzlol", 1).replace("labels: []\n", f"l0: &l0 x\n{LAUGHS}labels: *l9\n")
+    (tasks / "task-zzlol - laughs.md").write_text(bomb)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "tasks as a landed commit adds them")
+
+    listed = subprocess.run([FORGE_TASKS, "list"], cwd=repo, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert good in listed.stdout and "deep" not in listed.stdout
+    for name, why in (("task-zzdeep - deep.md", "nested deeper"), ("task-zzlol", "values")):
+        (line,) = [line for line in listed.stderr.splitlines() if name in line]
+        assert why in line and "skipped" in line and len(line) < 400, line
+    viewed = subprocess.run([FORGE_TASKS, "view", good], cwd=repo, capture_output=True, text=True)
+    assert viewed.returncode == 0 and "good" in viewed.stdout, viewed.stderr[-2000:]
+
+    ran = subprocess.run(
+        [FKS, "forge", "run"],
+        cwd=repo,
+        env=fake_claude_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    out = ran.stdout + ran.stderr
+    assert ran.returncode == 0, out[-3000:]
+    assert "internal error" not in out and "Traceback" not in out
+    (warning,) = [line for line in out.splitlines() if "task-zzdeep - deep.md" in line]
+    assert "nested deeper than" in warning and "skipped" in warning and len(warning) < 400
+    assert f"[fks] {good} landed" in ran.stdout
+
+    from starlette.testclient import TestClient
+
+    from sandbox_runner.web.app import create_app
+    from sandbox_runner.web.security import Guard
+    from sandbox_runner.web.sources import Sources
+
+    app = create_app(Sources([repo]), Guard(token="deep-yaml-token-0123456789", port=48214))
+    with TestClient(app, base_url="http://127.0.0.1:48214") as client:
+        assert client.get("/?token=deep-yaml-token-0123456789").status_code == 200
+        page = client.get("/forge")
+    assert page.status_code == 200, page.text[-2000:]
+    assert good in page.text and "task-zzdeep - deep.md" in page.text
+    assert page.text.count("nested deeper than") == 1

@@ -426,3 +426,34 @@ def test_external_agent_is_defined_by_fks_from_the_file_without_its_hooks(tmp_pa
     (other / ".claude" / "agents" / "r.md").write_text("---\nname: rev-bot\n---\n" + "x" * 70_000)
     with pytest.raises(ConfigError, match="is over 64 KiB"):
         cmd.argv((), "go")
+
+
+@pytest.mark.parametrize(
+    ("header", "why"),
+    [
+        ("tools: " + "[" * 3000 + "]" * 3000, "nested deeper than 64 levels"),
+        (
+            "a: &a [R, R, R, R, R, R, R, R, R]\n"
+            + "".join(
+                f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+                for p, n in zip("abcdefg", "bcdefgh", strict=True)
+            )
+            + "tools: *h",
+            "more than 10,000 values",
+        ),
+    ],
+    ids=["nested", "aliases"],
+)
+def test_an_agent_file_nested_deep_or_full_of_aliases_is_one_config_error(
+    tmp_path: Path, header: str, why: str
+) -> None:
+    """A landed agent file whose front matter would take fks's stack or memory is refused, named."""
+    other = tmp_path / "other"
+    (other / ".claude" / "agents").mkdir(parents=True)
+    (other / ".claude" / "agents" / "r.md").write_text(f"---\n{header}\n---\nYou review code.\n")
+    (tmp_path / "here").mkdir()
+    cmd = resolve_agent(
+        "../other/.claude/agents/r", agents={}, cwd=tmp_path / "here", on_host=False
+    )
+    with pytest.raises(ConfigError, match=f"r.md: front matter is {why}"):
+        cmd.argv((), "go")

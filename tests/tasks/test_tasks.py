@@ -100,7 +100,7 @@ def test_create_writes_one_markdown_file_named_after_the_new_id(project: Project
         "HIGH",
     )
     (path,) = project.files()
-    assert path.name == f"{task_id.lower()} - Add-the-login-page-part-1.md"
+    assert path.name == f"{task_id.lower()}-add-the-login-page-part-1.md"
     text = path.read_text()
     front = project.front_matter(task_id)
     assert list(front) == [
@@ -124,6 +124,23 @@ def test_create_writes_one_markdown_file_named_after_the_new_id(project: Project
     assert "## Description\n\nUsers need to sign in.\n\nSecond paragraph.\n" in body
     assert "## Acceptance Criteria\n\n- [ ] #1 Form shows\n- [ ] #2 Errors are shown\n" in body
     assert body.rstrip().endswith("## Notes")
+
+
+def test_file_names_need_no_quoting_and_old_names_are_still_read(project: Project) -> None:
+    """A new file's name is an ASCII slug a shell takes as it is; one named as earlier versions
+    named them (`task-x - Title.md`) is listed, viewed and edited where it is."""
+    task_id = project.create("Épée & ünïcode: `rm -rf /` — $(x) " + "long " * 40)
+    (path,) = project.files()
+    assert re.fullmatch(rf"{task_id.lower()}-[a-z0-9-]+\.md", path.name), path.name
+    assert path.name.startswith(f"{task_id.lower()}-p-e-n-code-rm-rf-x-long-")
+    assert len(path.name) <= len(task_id) + 1 + 50 + 3
+    old = path.with_name(f"{task_id.lower()} - Old-style.md")
+    path.rename(old)
+    assert project.listed_ids() == [task_id]
+    assert project.ok("edit", task_id, "--status", "done") == f"Updated {task_id}\n"
+    assert project.files() == [old] and "status: Done" in old.read_text()
+    second = project.create("Second")
+    assert second != task_id and f"{second.lower()}-second.md" in [p.name for p in project.files()]
 
 
 def test_create_defaults_and_explicit_status(project: Project) -> None:
@@ -239,9 +256,7 @@ def test_view_plain_and_json(project: Project) -> None:
     assert "Priority: high" in lines
     assert "Labels: ui" in lines
     assert f"Dependencies: {dep} (To Do)" in lines
-    assert any(
-        line.startswith(f"File: forge/tasks/{task.lower()} - Login-page.md") for line in lines
-    )
+    assert any(line.startswith(f"File: forge/tasks/{task.lower()}-login-page.md") for line in lines)
     assert "Description:\nWhy it exists\n" in out
     assert "Acceptance Criteria:\n- [x] #1 Form shows\n- [ ] #2 Errors\n" in out
     assert out.endswith("Notes:\nStarted on it\n")
@@ -261,7 +276,7 @@ def test_view_plain_and_json(project: Project) -> None:
         {"index": 1, "text": "Form shows", "checked": True},
         {"index": 2, "text": "Errors", "checked": False},
     ]
-    assert data["file"] == f"forge/tasks/{task.lower()} - Login-page.md"
+    assert data["file"] == f"forge/tasks/{task.lower()}-login-page.md"
 
 
 @pytest.mark.parametrize(
@@ -341,7 +356,7 @@ def test_edit_changes_every_field(project: Project) -> None:
     assert data["notes"] == "note one\n\nnote two"
     # The file name keeps the creation title, so an edit never turns into a rename in git.
     assert [p.name for p in project.files() if p.name.startswith(task.lower())] == [
-        f"{task.lower()} - Old-title.md"
+        f"{task.lower()}-old-title.md"
     ]
 
 

@@ -72,12 +72,13 @@ def test_new_id_uses_the_unambiguous_alphabet_and_skips_taken_ids() -> None:
 
 def test_file_names_come_from_the_id() -> None:
     assert (
-        ids.file_name("TASK-k3f9x2", "Add the login page!") == "task-k3f9x2 - Add-the-login-page.md"
+        ids.file_name("TASK-k3f9x2", "Add the login page!") == "task-k3f9x2-add-the-login-page.md"
     )
     assert ids.file_name("TASK-k3f9x2", "???") == "task-k3f9x2.md"
     assert len(ids.file_name("TASK-k3f9x2", "x" * 300)) < 80
     assert ids.id_from_file_name("task-k3f9x2 - Add.md") == "TASK-k3f9x2"
     assert ids.id_from_file_name("task-k3f9x2.md") == "TASK-k3f9x2"
+    assert ids.id_from_file_name("task-k3f9x2-add.md") == "TASK-k3f9x2"
 
 
 # the file format

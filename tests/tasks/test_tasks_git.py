@@ -150,7 +150,7 @@ def test_writing_tasks_leaves_only_task_files_for_git(repo: Path) -> None:
     task = forge_tasks(repo, "create", "One").split()[1]
     forge_tasks(repo, "edit", task, "--status", "done")
     untracked = git_ok(repo, "status", "--porcelain", "--untracked-files=all").splitlines()
-    assert untracked == [f'?? "forge/tasks/{task.lower()} - One.md"']
+    assert untracked == [f"?? forge/tasks/{task.lower()}-one.md"]
 
 
 def test_tasks_created_on_two_branches_merge_without_conflict(repo: Path) -> None:
