@@ -181,11 +181,7 @@ def _conduct(
 
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
-    view = _view(
-        options,
-        count,
-        lambda: sum(i.cost_usd for i in WorkStore(setup.project).items() if i.session == session),
-    )
+    view = _view(options, count, lambda: _session_spent(setup.project, session))
     conductor = Conductor(
         pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
@@ -239,10 +235,13 @@ def _check_numbers(options: ForgeOptions) -> None:
         raise UsageError(f"--parallel must be between 1 and 64, got {options.parallel}")
 
 
+def _session_spent(project: Path, session: str) -> float:
+    """What this `fks forge run` spent (a task it resumed counts only from here)."""
+    return sum(i.session_cost for i in WorkStore(project).items() if i.session == session)
+
+
 def _over_budget(project: Path, session: str, max_cost: float | None) -> bool:
-    if max_cost is None:
-        return False
-    return sum(i.cost_usd for i in WorkStore(project).items() if i.session == session) >= max_cost
+    return max_cost is not None and _session_spent(project, session) >= max_cost
 
 
 def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
@@ -298,18 +297,24 @@ def _write_outputs(
 ) -> list[WorkItem]:
     store = WorkStore(setup.project)
     items = [i for i in store.items() if i.task_id in tasks]
+    spent = sum(i.session_cost for i in items if i.session == session)
     total = sum(i.cost_usd for i in items)
     out = sys.stderr if options.json_output else sys.stdout
     for item in items:
-        print(f"[fks] {strip_escapes(_summary_line(item), keep='')}", file=out)
-    print(f"[fks] Total cost ${total:.4f}", file=out)
+        print(f"[fks] {strip_escapes(_summary_line(item, session), keep='')}", file=out)
+    earlier = f" (with earlier runs of these tasks: ${total:.4f})" if total > spent else ""
+    print(f"[fks] Cost of this run ${spent:.4f}{earlier}", file=out)
     if options.json_output:
         print(
             json.dumps(
                 {
                     "session": session,
-                    "cost_usd": round(total, 6),
-                    "tasks": [_item_json(i) for i in items],
+                    "cost_usd": round(spent, 6),
+                    "tasks_cost_usd": round(total, 6),
+                    "tasks": [
+                        {**_item_json(i), "session_cost_usd": round(i.session_cost, 6)}
+                        for i in items
+                    ],
                 },
                 indent=2,
             )
@@ -321,7 +326,7 @@ def _write_outputs(
     return items
 
 
-def _summary_line(item: WorkItem) -> str:
+def _summary_line(item: WorkItem, session: str) -> str:
     what = {
         "completed": f"landed ({(item.merge_commit or '')[:12]})",
         "failed": f"failed: {one_line(item.error or '')}",
@@ -331,7 +336,7 @@ def _summary_line(item: WorkItem) -> str:
         "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
     }[item.shown_status]
     return (
-        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, ${item.cost_usd:.4f}, "
+        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, {item.cost_text(session)}, "
         f"branch {item.branch}"
     )
 

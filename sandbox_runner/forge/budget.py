@@ -18,12 +18,13 @@ class TaskBudget:
     max_task_cost: float | None = None
 
     def session_spent(self) -> float:
+        """What this `fks forge run` spent on all its tasks (not what earlier runs spent on them)."""
         others = sum(
-            i.cost_usd
+            i.session_cost
             for i in self.store.items()
             if i.session == self.session and i.task_id != self.item.task_id
         )
-        return others + self.item.cost_usd
+        return others + self.item.session_cost
 
     def tightest(self) -> Budget | None:
         """The budget with the least left (None: no limit); a stage gets it as its budget."""

@@ -68,12 +68,27 @@ class WorkItem(BaseModel):
     """The run records of this task's stages (`fks show RUN`)."""
     session: str | None = None
     """The `fks forge run` that last processed it (for --max-cost across its tasks)."""
+    session_start_cost: float = 0.0
+    """`cost_usd` when `session` took it: what that run spent on it is the rest."""
     error: str | None = None
     updated: datetime = Field(default_factory=now)
 
     @property
     def file_name(self) -> str:
         return f"{self.task_id}-{self.seq:03d}.yaml"
+
+    @property
+    def session_cost(self) -> float:
+        """What its last `fks forge run` (`session`) spent on it; `cost_usd` is all runs'."""
+        return self.cost_usd - self.session_start_cost
+
+    def cost_text(self, session: str) -> str:
+        """What it cost, `$0.0300`; `$0.0100 this run ($0.0300 in all)` when runs before
+        `session` spent on it too."""
+        spent = self.session_cost if self.session == session else 0.0
+        if spent >= self.cost_usd:
+            return f"${self.cost_usd:.4f}"
+        return f"${spent:.4f} this run (${self.cost_usd:.4f} in all)"
 
     @property
     def held(self) -> bool:
@@ -173,6 +188,8 @@ class WorkStore:
         if item is None:
             newest = self.get(task_id)
             item = WorkItem(task_id=task_id, seq=newest.seq + 1 if newest else 1, title=title)
+        if item.session != session:
+            item.session_start_cost = item.cost_usd
         item.status, item.pid, item.session = "executing", os.getpid(), session
         self.write(item)
         return item

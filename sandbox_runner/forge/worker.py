@@ -47,7 +47,7 @@ class _Events:
 
     def finished(self, item: WorkItem) -> None:
         reporter = self.ctx.reporter
-        cost = f"${item.cost_usd:.4f}"
+        cost = item.cost_text(self.ctx.session)
         if item.status == "completed":
             self.board.set_status(item.task_id, "Done")
             reporter.info(f"Landed on '{item.base}' ({(item.merge_commit or '')[:12]}), {cost}")

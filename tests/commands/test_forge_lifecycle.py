@@ -300,3 +300,34 @@ def test_a_task_file_broken_during_the_run_costs_only_itself(
     assert running.returncode == 0, out
     assert f"[fks] {task} landed" in out
     assert "Traceback" not in out and "internal error" not in out
+
+
+def test_a_resumed_run_prints_and_budgets_what_it_spent_itself(
+    repo: Path, env: dict[str, str]
+) -> None:
+    """Each fake stage costs $0.01: the first run spends $0.02 (analyze, implement) and is
+    stopped in review; the resumed run spends $0.01 on the review, and says so."""
+    import signal
+
+    task = create(repo, "resumed")
+    state = Path(env["FAKE_STATE"])
+    running = start(repo, {**env, "FAKE_HOLD": f"review:{task}"})
+    wait_for(state / "held", running)
+    running.send_signal(signal.SIGINT)
+    out, _ = running.communicate(timeout=300)
+    assert running.returncode == 130, out
+    assert "[fks] Cost of this run $0.0200\n" in out, out
+    # --max-cost counts this run's spending only: the earlier $0.02 does not stop it.
+    resumed = forge(repo, env, "run", "--resume", "--max-cost", "0.015", "--json")
+    assert resumed.code == 0, resumed.output
+    assert f"{task} landed (" in resumed.stderr
+    assert "$0.0100 this run ($0.0300 in all)" in resumed.stderr, resumed.stderr
+    assert (
+        "[fks] Cost of this run $0.0100 (with earlier runs of these tasks: $0.0300)\n"
+        in resumed.stderr
+    )
+    data = json.loads(resumed.stdout)
+    assert (data["cost_usd"], data["tasks_cost_usd"]) == (0.01, 0.03)
+    (shown,) = data["tasks"]
+    assert (shown["session_cost_usd"], shown["cost_usd"]) == (0.01, 0.03)
+    assert calls(env)[(task, "review")] == 2
