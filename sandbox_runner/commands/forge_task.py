@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.commands.forge import (
     ForgeOptions,
@@ -26,12 +26,16 @@ from sandbox_runner.errors import (
     UsageError,
 )
 from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.models import ArchitectResult, ReviewResult, parse_answer
 from sandbox_runner.forge.pipeline import prepare_retry
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
+
+if TYPE_CHECKING:
+    from sandbox_runner.records.store import StepRecord
 
 MAX_COMMITS = 20
 """Commits `show` lists per branch (the newest)."""
@@ -153,6 +157,8 @@ def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
 
     entry = {**_item_json(item), "seq": item.seq, "start_commit": item.start_commit}
     entry["updated"] = item.updated.isoformat(timespec="seconds")
+    entry["answer"] = item.answer
+    entry["state"] = item.state
     stages: list[dict[str, Any]] = []
     store = RunStore(project)
     for run_id in item.runs:
@@ -162,11 +168,13 @@ def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
             stages.append({"run": run_id, "stage": "?", "status": "record removed"})
             continue
         for step in record.steps:
+            stage = step.agent.removeprefix("forge:")
             stages.append(
                 {
                     "run": run_id,
-                    "stage": step.agent.removeprefix("forge:"),
+                    "stage": stage,
                     "status": step.status,
+                    "answered": _answered(stage, step),
                     "cost_usd": round(step.cost_usd, 6),
                     "reason": step.reason,
                 }
@@ -174,6 +182,29 @@ def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
     entry["stages"] = stages
     entry["commits"] = _commits(project, item) if newest else []
     return entry
+
+
+_WORDS = {"architect": ("resolved", "asked a question"), "review": ("approved", "rejected")}
+
+
+def _answered(stage: str, step: StepRecord) -> str | None:
+    """What a completed Architect or Review pass answered, in words: `asked a question`,
+    `resolved`, `approved`, `rejected` (`invalid answer`: the stage was asked again)."""
+    if stage not in _WORDS or step.status != "complete" or not step.iterations:
+        return None
+    claude = step.iterations[-1].claude
+    raw = claude.structured_output if claude else None
+    answer = (
+        parse_answer(ArchitectResult, raw)
+        if stage == "architect"
+        else parse_answer(ReviewResult, raw)
+    )
+    if isinstance(answer, str):
+        return "invalid answer"
+    yes, no = _WORDS[stage]
+    return (
+        yes if (answer.resolved if isinstance(answer, ArchitectResult) else answer.approved) else no
+    )
 
 
 def _commits(project: Path, item: WorkItem) -> list[str]:
@@ -204,9 +235,9 @@ def _shown_time(stamp: object) -> str:
 
 
 def _entry_lines(entry: dict[str, Any]) -> list[str]:
-    what = {"completed": f"landed ({(entry['merge_commit'] or '')[:12]})"}.get(
-        entry["status"], f"{entry['status']} at {entry['stage']}"
-    )
+    what = entry["state"]
+    if entry["status"] == "completed":
+        what = f"landed ({(entry['merge_commit'] or '')[:12]})"
     lines = [
         f"#{entry['seq']} {what}: {plural(entry['attempts'], 'attempt')}, "
         f"{plural(entry['retries'], 'retry', 'retries')}, "
@@ -217,11 +248,15 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         lines.append(f"  result: {one_line(entry['error'])}")
     if entry["question"]:
         lines.append(f"  question: {one_line(entry['question'])}")
+        answer = one_line(entry["answer"]) if entry["answer"] else None
+        waiting = f'none yet (fks forge answer {entry["task"]} "...")'
+        lines.append(f"  answer: {answer or waiting}")
     for stage in entry["stages"]:
         said = stage.get("reason") if stage["status"] != "complete" else None
         reason = f" ({one_line(said, 200)})" if said else ""
         cost = f" ${stage['cost_usd']:.4f}" if "cost_usd" in stage else ""
-        lines.append(f"  {stage['stage']:<17} {stage['status']}{cost}{reason}  run {stage['run']}")
+        status = stage.get("answered") or stage["status"]
+        lines.append(f"  {stage['stage']:<17} {status}{cost}{reason}  run {stage['run']}")
     lines += [f"  commit {one_line(commit, 200)}" for commit in entry["commits"]]
     return lines
 

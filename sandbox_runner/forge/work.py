@@ -105,6 +105,11 @@ class WorkItem(BaseModel):
         return "interrupted" if self.interrupted else self.status
 
     @property
+    def state(self) -> str:
+        """Where it stands, in words: `landed`, `failed at implement`, `waiting for an answer`."""
+        return describe(self.shown_status, self.stage, answered=bool(self.answer))
+
+    @property
     def landable(self) -> bool:
         """Approved, but its landing failed: the next run lands it without new agent runs."""
         return self.status == "failed" and self.stage == "integrate"
@@ -128,6 +133,17 @@ class WorkItem(BaseModel):
         if self.landable:
             return f"approved, not landed: {self.error}"
         return None
+
+
+def describe(status: str, stage: str, *, answered: bool = False) -> str:
+    """A work item's status and stage in words (a landed task is not "completed at done")."""
+    if status == "completed":
+        return "landed"
+    if status == "waiting":
+        return "answered, the next run goes on" if answered else "waiting for an answer"
+    if status == "executing":
+        return f"running: {stage}"
+    return f"{status} at {stage}"
 
 
 class WorkStore:

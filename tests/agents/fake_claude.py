@@ -7,6 +7,8 @@ The stage comes from the system prompt, the task from the prompt. It appends
   implement  writes <task>.txt (naming its pid) in its cwd and commits it (subject:
              FAKE_SUBJECT, default "implement <task>")
   review     approves (FAKE_REJECT=1: rejects)
+  architect  (FAKE_ASK=1 makes the analysis insufficient) asks "Red or blue?", and resolves once
+             its prompt holds the human's answer
 Optional:
   FAKE_HOLD=<stage>:<task>  on that stage of that task (*: of the first task to get there),
                             writes the task to $FAKE_STATE/held and waits until $FAKE_STATE/go
@@ -25,6 +27,7 @@ STAGES = {
     "You analyze one task": "analyze",
     "You implement one task": "implement",
     "You review the implementation": "review",
+    "The analysis of this task was not sufficient": "architect",
 }
 
 argv = sys.argv[1:]
@@ -47,8 +50,13 @@ if (
         time.sleep(0.05)
 
 answer: object = None
+plan = {"complexity": "low", "plan": "Write the file."}
 if stage == "analyze":
-    answer = {"complexity": "low", "plan": "Write the file.", "sufficient": True}
+    answer = {**plan, "sufficient": not os.environ.get("FAKE_ASK")}
+elif stage == "architect" and "The human's answer" in prompt:
+    answer = {"resolved": True, "analysis": plan}
+elif stage == "architect":
+    answer = {"resolved": False, "analysis": None, "question": "Red or blue?"}
 elif stage == "implement":
     Path(f"{task}.txt").write_text(f"done by {os.getpid()}\n")
     ident = ["-c", "user.name=Fake", "-c", "user.email=fake@example.com"]

@@ -331,3 +331,39 @@ def test_a_resumed_run_prints_and_budgets_what_it_spent_itself(
     (shown,) = data["tasks"]
     assert (shown["session_cost_usd"], shown["cost_usd"]) == (0.01, 0.03)
     assert calls(env)[(task, "review")] == 2
+
+
+def test_show_tells_the_question_asked_and_the_answer_given(
+    repo: Path, env: dict[str, str]
+) -> None:
+    task = create(repo, "clarified")
+    asking = {**env, "FAKE_ASK": "1"}
+    first = forge(repo, asking, "run")
+    assert first.code == 1 and "Needs a clarification: Red or blue?" in first.stdout, first.output
+    shown = forge(repo, env, "show", task).stdout
+    assert "#1 waiting for an answer: 0 attempts" in shown, shown
+    assert "  question: Red or blue?\n" in shown
+    assert f'  answer: none yet (fks forge answer {task} "...")\n' in shown
+    (architect,) = [line for line in shown.splitlines() if line.startswith("    architect")]
+    assert "asked a question $0.0100" in architect and "complete" not in architect, shown
+
+    assert forge(repo, env, "answer", task, "Blue,\nalways.").code == 0
+    landed = forge(repo, asking, "run")
+    assert landed.code == 0, landed.output
+    shown = forge(repo, env, "show", task).stdout
+    assert "#1 landed (" in shown and "completed at done" not in shown, shown
+    assert "  question: Red or blue?\n" in shown and "  answer: Blue, / always.\n" in shown
+    passes = [line.split()[1:3] for line in shown.splitlines() if line.startswith("    ")]
+    assert [words for words in passes if words[0] in ("asked", "resolved", "approved")] == [
+        ["asked", "a"],
+        ["resolved", "$0.0100"],
+        ["approved", "$0.0100"],
+    ], shown
+    data = item(repo, task)["items"][0]
+    assert (data["question"], data["answer"], data["state"]) == (
+        "Red or blue?",
+        "Blue,\nalways.",
+        "landed",
+    )
+    answered = [s["answered"] for s in data["stages"] if s["stage"] in ("architect", "review")]
+    assert answered == ["asked a question", "resolved", "approved"]

@@ -111,7 +111,7 @@ def read_board(project: Path) -> Board:
             task_id=task_id,
             title=title or (item.title if item else ""),
             column=column_of(task_status, item),
-            status=f"{item.shown_status} at {item.stage}" if item else str(task_status),
+            status=item.state if item else str(task_status),
             item=item,
             answerable=bool(item and item.status == "waiting" and not item.answer)
             and task_id in titles

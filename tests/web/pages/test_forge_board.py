@@ -92,7 +92,7 @@ def test_the_board_shows_each_task_in_its_stage(
     item(repo, tasks["review"], status="pending", stage="review", attempts=1, cost_usd=0.125)
     waiting(repo, tasks["waiting"], "Red or blue?", cost_usd=0.5)
     item(repo, tasks["landed"], status="completed", stage="done", attempts=1, cost_usd=1.5,
-         review=ReviewResult.model_validate(APPROVED))  # fmt: skip
+         review=ReviewResult.model_validate(APPROVED), question="Tabs?", answer="Spaces.")  # fmt: skip
     item(
         repo, tasks["failed"], status="failed", stage="implement", error="Implement made no commit"
     )
@@ -111,6 +111,9 @@ def test_the_board_shows_each_task_in_its_stage(
     assert "2 attempts" in board["implementing"] and "$0.25" in board["implementing"]
     assert "a.txt must say &#39;two&#39;" in board["implementing"]
     assert "$1.50" in board["landed"] and "Review: approved" in board["landed"]
+    assert '<span class="status">landed</span>' in board["landed"], board["landed"]
+    assert "Tabs?" in board["landed"] and "Spaces." in board["landed"]  # the question, answered
+    assert "at done" not in page.text and "waiting for an answer" in board["waiting"]
     assert "Implement made no commit" in board["failed"]
     assert "Red or blue?" in board["waiting"] and "<textarea" in board["waiting"]
     assert "<form" not in page.text.replace(board["waiting"], "")  # only open questions
