@@ -17,6 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox_runner.bounded import load_yaml
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
@@ -25,6 +26,8 @@ from sandbox_runner.records.store import now, pid_alive, write_atomic
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
+WORK_ITEM_BYTES = 4 << 20
+"""Bytes of one work item read at most (fks writes a few KiB: answers are bounded)."""
 _NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
 
 
@@ -144,8 +147,10 @@ class WorkStore:
 
     def _load(self, path: Path) -> WorkItem:
         try:
-            return WorkItem.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-        except (OSError, yaml.YAMLError, ValidationError) as exc:
+            with path.open("rb") as handle:
+                data = handle.read(WORK_ITEM_BYTES + 1)
+            return WorkItem.model_validate(load_yaml(data, max_bytes=WORK_ITEM_BYTES))
+        except (OSError, ValueError, yaml.YAMLError, ValidationError) as exc:
             raise FksError(
                 f"{path} is not a valid forge work item ({str(exc).splitlines()[0]}); "
                 "fix or delete it"
