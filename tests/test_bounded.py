@@ -18,6 +18,7 @@ from sandbox_runner.bounded import LimitExceeded, json_depth, load_json, load_ya
         ('{"a": [1, {"b": []}], "c": {}}', 4),
         ('["[[[[", "]]", "{"]', 1),  # brackets in strings do not nest
         ('["\\"[[[", "\\\\", "[\\\\"]', 1),  # nor after escaped quotes and backslashes
+        ('["\\\\\\"[", "]\\\\"]', 1),
         ('{"ü€": ["𝄞[["]}', 2),
     ],
 )
@@ -38,7 +39,6 @@ def test_within_the_bounds_it_is_json_loads() -> None:
         ("[" * 101 + "]" * 101, "nested deeper than 100 levels"),
         ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested deeper than 100 levels"),
         ("[" * 50_000, "nested deeper than 100 levels"),  # not JSON either: refused first
-        ('"' + "[" * 50_000, "nested deeper than 100 levels"),  # an unclosed string
         ("[" + "1," * 600 + "1]", "over 1000 bytes"),
     ],
 )
@@ -47,6 +47,11 @@ def test_past_a_bound_is_one_named_error(text: str, why: str) -> None:
         load_json(text, max_bytes=1000 if "over" in why else len(text))
     assert str(caught.value) == why
     assert isinstance(caught.value, ValueError)
+
+
+def test_brackets_in_an_unclosed_string_are_no_nesting() -> None:
+    with pytest.raises(json.JSONDecodeError, match="Unterminated string"):
+        load_json('"' + "[" * 50_000, max_bytes=50_001)
 
 
 def test_options_reach_json_loads() -> None:
