@@ -168,6 +168,8 @@ def test_deep_work_item_is_one_line(tmp_path: Path) -> None:
         f"fks: {work / 'TASK-1-001.yaml'} is not a valid forge work item (nested deeper"
     )
     assert line.endswith("; fix or delete it")
+    board = client_for(project).get("/forge").text  # the board names it too
+    assert "TASK-1-001.yaml is not a valid forge work item (nested deeper" in board
 
 
 # Seven lines that make ten million values: an alias counts as all it repeats.
