@@ -248,6 +248,7 @@ def test_sandboxed_claude_tool_writes_deep_json_to_stdout(tmp_path: Path) -> Non
     logs = fks("logs", run_id, cwd=project)
     assert_no_traceback(logs)
     assert logs.code == 0
-    assert UNREAD in logs.stdout
+    assert UNREAD in logs.stdout and len(logs.stdout) < 20_000
+    assert fks("show", run_id, cwd=project).code == 0
     page = client_for(project).get(f"/runs/0/{run_id}/steps/1/iterations/1")
     assert page.status_code == 200 and UNREAD in page.text
