@@ -12,6 +12,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path, PurePath
 
 from sandbox_runner import nofollow
+from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.git.runner import git_common_dir, git_toplevel
 
@@ -133,9 +134,12 @@ def _link_refused(exc: nofollow.LinkRefused, what: str) -> str:
 
 def _report_missing(config: Path) -> None:
     """Say which fk agents and chains an existing config lacks; it is never merged."""
+    from sandbox_runner.plan.config import CONFIG_BYTES
+
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        with config.open("rb") as handle:
+            data = load_json(handle.read(CONFIG_BYTES + 1), max_bytes=CONFIG_BYTES)
+    except (OSError, ValueError):  # not JSON, or too large or deep to be a config
         print(f"  {CONFIG} cannot be read as JSON; check it with 'fks validate'")
         return
     agents = data.get("agents") if isinstance(data, dict) else None

@@ -17,7 +17,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox_runner import boundedyaml
+from sandbox_runner.bounded import load_yaml
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
@@ -26,9 +26,9 @@ from sandbox_runner.records.store import now, pid_alive, write_atomic
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
+WORK_ITEM_BYTES = 4 << 20
+"""Bytes of one work item read at most (fks writes a few KiB: answers are bounded)."""
 _NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
-MAX_WORK_ITEM = 16 * 1024 * 1024
-"""Bytes of one work item (its answers are bounded by the stream-json line that carried them)."""
 
 
 class WorkItem(BaseModel):
@@ -179,10 +179,8 @@ class WorkStore:
     def _load(self, path: Path) -> WorkItem:
         try:
             with path.open("rb") as handle:
-                data = handle.read(MAX_WORK_ITEM + 1)
-            if len(data) > MAX_WORK_ITEM:
-                raise ValueError(f"over {MAX_WORK_ITEM // (1024 * 1024)} MiB")
-            return WorkItem.model_validate(boundedyaml.load(data.decode("utf-8")))
+                data = handle.read(WORK_ITEM_BYTES + 1)
+            return WorkItem.model_validate(load_yaml(data, max_bytes=WORK_ITEM_BYTES))
         except (OSError, ValueError, yaml.YAMLError) as exc:  # ValidationError is a ValueError
             raise FksError(
                 f"{path} is not a valid forge work item ({str(exc).splitlines()[0]}); "

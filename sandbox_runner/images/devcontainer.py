@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from sandbox_runner.bounded import LimitExceeded, load_json
 from sandbox_runner.errors import ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_USER
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 DEVCONTAINER = "devcontainer"
 """The `sandbox.image` value that means "this repository's devcontainer.json"."""
+DEVCONTAINER_BYTES = 1 << 20
+"""Bytes of a devcontainer.json read at most (a repository can ship any file as one)."""
 CANDIDATES = (".devcontainer/devcontainer.json", ".devcontainer.json")
 SUPPORTED = frozenset({"name", "image", "build", "dockerFile", "context"})
 SUPPORTED |= {"containerEnv", "remoteUser", "$schema"}
@@ -72,7 +75,8 @@ def strip_jsonc(text: str) -> str:
             out.append(text[i : end + 1])
             i = end + 1
         elif text.startswith("//", i):
-            i = text.find("\n", i) if "\n" in text[i:] else n
+            end = text.find("\n", i)
+            i = n if end < 0 else end
         elif text.startswith("/*", i):
             close = text.find("*/", i + 2)
             i = n if close < 0 else close + 2
@@ -85,9 +89,13 @@ def strip_jsonc(text: str) -> str:
 def load(file: Path) -> DevContainer:
     """Parse and check `file`; ConfigError naming the file and the field on a bad value."""
     try:
-        data = json.loads(strip_jsonc(file.read_text(encoding="utf-8")))
+        with file.open("rb") as handle:
+            text = handle.read(DEVCONTAINER_BYTES + 1).decode("utf-8")
+        data = load_json(strip_jsonc(text), max_bytes=DEVCONTAINER_BYTES)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{file}: cannot read it ({exc})") from None
+    except LimitExceeded as exc:
+        raise ConfigError(f"{file}: {exc}, too much to be a devcontainer.json") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{file}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, dict):

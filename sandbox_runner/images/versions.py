@@ -3,7 +3,6 @@ image labels that record them, and the one-line warning when an image does not m
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import ssl
@@ -12,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandbox_runner import __version__
+from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import SandboxError, UsageError
 from sandbox_runner.labels import (
     LABEL_CLAUDE_PINNED,
@@ -26,6 +26,7 @@ CLAUDE_CODE_VERSION = "2.1.197"
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
 REGISTRY_TIMEOUT_S = 30
+_ANSWER_BYTES = 1 << 20  # bytes of the registry's dist-tags answer read at most
 
 
 def npm_registry() -> str:
@@ -54,12 +55,13 @@ def _latest_from_registry(ca_certs: Sequence[Path]) -> str:
         context.load_verify_locations(cafile=str(cert))
     try:
         with urllib.request.urlopen(url, timeout=REGISTRY_TIMEOUT_S, context=context) as answer:
-            latest = json.loads(answer.read()).get("latest")
+            tags = load_json(answer.read(_ANSWER_BYTES + 1), max_bytes=_ANSWER_BYTES)
     except (OSError, ValueError) as exc:
         raise SandboxError(
             f"cannot ask {url} for Claude Code's latest version ({exc}); pass "
             f"--claude-version X.Y.Z instead"
         ) from None
+    latest = tags.get("latest") if isinstance(tags, dict) else None
     if not isinstance(latest, str) or not _VERSION.fullmatch(latest):
         raise SandboxError(f"{url} named no usable 'latest' version: {latest!r}")
     return latest

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from sandbox_runner.bounded import LimitExceeded, load_yaml
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
 from sandbox_runner.paths import inside_project, path_kind, read_in_project, shorten
 from sandbox_runner.plan.checks import did_you_mean
@@ -108,13 +109,11 @@ def _split_frontmatter(text: str, what: str) -> tuple[dict[str, Any], str]:
         return {}, ""
     import yaml
 
-    from sandbox_runner import boundedyaml
-
     try:
-        header = boundedyaml.load(text[3:end])
-    except boundedyaml.YamlLimitError as exc:
+        header = load_yaml(text[3:end], max_bytes=MAX_AGENT_FILE)
+    except LimitExceeded as exc:
         raise ConfigError(f"{what}: front matter is {exc}") from None
-    except yaml.YAMLError:
+    except yaml.YAMLError:  # malformed: no front matter
         header = None
     body = text[end + 4 :].split("\n", 1)[1] if "\n" in text[end + 4 :] else ""
     return (header if isinstance(header, dict) else {}), body

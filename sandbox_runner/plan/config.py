@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
 
+from sandbox_runner.bounded import LimitExceeded, load_json
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import CONFIG_FILE, path_kind
 from sandbox_runner.plan.checks import (
@@ -27,6 +28,8 @@ from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
+CONFIG_BYTES = 16 << 20
+"""Bytes of a config read at most (a repository can ship any file as its config)."""
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -250,7 +253,11 @@ def load_config(
 def _read_json(path: Path, shown: str, *, required: bool, needed_by: str) -> Any:
     """The file's JSON (None when it does not exist and is not `required`)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(CONFIG_BYTES + 1)
+        if len(data) > CONFIG_BYTES:
+            raise ConfigError(f"{shown}: over {CONFIG_BYTES >> 20} MiB, too large to be a config")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         if required:
             raise ConfigError(
@@ -264,16 +271,21 @@ def _read_json(path: Path, shown: str, *, required: bool, needed_by: str) -> Any
             f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
         ) from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        return load_json(
+            text,
+            max_bytes=CONFIG_BYTES,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_no_constant,
+        )
+    except LimitExceeded as exc:
+        raise ConfigError(
+            f"{shown}: JSON is nested too deeply to be a config ({exc}); check the file"
+        ) from None
     except _StrictJsonError as exc:
         raise ConfigError(f"{shown}: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except RecursionError:  # the decoder recurses once per nested [ or {
-        raise ConfigError(
-            f"{shown}: JSON is nested too deeply to be a config; check the file"
         ) from None
 
 

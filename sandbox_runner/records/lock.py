@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import LockedError
 from sandbox_runner.records.layout import ForgeLayout
 
@@ -47,7 +48,7 @@ def lock_path(project: Path, base_branch: str | None) -> Path:
 def _holder(fd: int) -> dict[str, object]:
     try:
         raw = os.pread(fd, 4096, 0)
-        holder = json.loads(raw or b"{}")
+        holder = load_json(raw or b"{}", max_bytes=4096)
     except (OSError, ValueError):
         return {}
     return holder if isinstance(holder, dict) else {}

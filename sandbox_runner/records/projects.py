@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from sandbox_runner.bounded import load_json
+
 _INDEX_LIMIT = 1 << 20  # bytes of the index read at most
 
 
@@ -34,7 +36,7 @@ def known_projects() -> list[str]:
     """The index's projects (none when it is missing, unreadable or malformed)."""
     try:
         with (state_dir() / "projects.json").open("rb") as handle:
-            data = json.loads(handle.read(_INDEX_LIMIT) or b"[]")
+            data = load_json(handle.read(_INDEX_LIMIT) or b"[]", max_bytes=_INDEX_LIMIT)
     except (OSError, ValueError):
         return []
     return [p for p in data if isinstance(p, str)] if isinstance(data, list) else []

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
     from sandbox_runner.records.results import IterationResult
 
+RECORD_BYTES = 64 << 20
+"""Bytes of one run.json read at most (a step of 1,000 iterations takes about 1 MiB)."""
+
 RunStatus = Literal["running", "complete", "incomplete", "interrupted", "failed"]
 StepStatus = Literal["pending", "running", "complete", "incomplete", "interrupted", "failed"]
 
@@ -267,9 +270,17 @@ class RunStore:
     def load(self, run_id: str) -> RunRecord:
         path = self.root / run_id / "run.json"
         try:
-            return RunRecord.model_validate_json(path.read_text(encoding="utf-8"))
+            with path.open("rb") as handle:
+                data = handle.read(RECORD_BYTES + 1)
         except FileNotFoundError:
             raise FksError(f"run '{run_id}' has no record at {path}") from None
+        except OSError as exc:
+            raise FksError(f"{path} cannot be read ({exc.strerror})") from None
+        if len(data) > RECORD_BYTES:
+            raise FksError(f"{path} is over {RECORD_BYTES >> 20} MiB: not a run record fks wrote")
+        try:
+            # pydantic's parser has its own bound on nesting (a ValidationError past it).
+            return RunRecord.model_validate_json(data)
         except ValidationError as exc:
             raise FksError(f"{path} is not a valid run record ({exc.errors()[0]['msg']})") from None
 

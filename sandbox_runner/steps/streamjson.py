@@ -12,10 +12,13 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
+from sandbox_runner.bounded import load_json
 from sandbox_runner.plan.prompts import MARKER
 from sandbox_runner.steps.guards import RunningCost
 
 SUMMARY_WIDTH = 100
+LINE_BYTES = 8 * 1024 * 1024
+"""Bytes of one line read as an event at most (the monitor drops longer lines before)."""
 # What the CLI reports for a request the API refused as rate limited or overloaded.
 RATE_LIMIT_STATUSES = frozenset({429, 529})
 _PATH_TOOLS = {
@@ -122,9 +125,10 @@ class StreamJsonParser:
         """What the assistant messages so far cost at least (before the result says)."""
 
     def feed_line(self, line: str) -> list[Event]:
-        """Events for one line; lines that are not stream-json or of unknown types give none."""
+        """Events for one line; lines that are not stream-json or of unknown types give none, nor
+        do lines too large or too deeply nested to read (they stay in the log as they are)."""
         try:
-            obj = json.loads(line)
+            obj = load_json(line, max_bytes=LINE_BYTES)
         except ValueError:
             return []
         if not isinstance(obj, dict):

@@ -41,7 +41,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
-from sandbox_runner import boundedyaml
+from sandbox_runner.bounded import LimitExceeded, load_yaml
 from sandbox_runner.tasks import ids
 from sandbox_runner.tasks.errors import TaskError
 
@@ -212,7 +212,7 @@ _CRITERION = re.compile(r"^[-*][ \t]+\[([ xX])\][ \t]*(?:#\d+[.:)]?[ \t]*)?(.*)$
 _DESCRIPTION, _CRITERIA, _NOTES = "description", "acceptance criteria", "notes"
 MAX_FRONT_MATTER = 64 * 1024
 """Characters of YAML between the `---` lines; its nesting and values are bounded too
-(`sandbox_runner.boundedyaml`)."""
+(`sandbox_runner.bounded`)."""
 
 
 def parse(text: str, *, where: str) -> Task:
@@ -226,8 +226,8 @@ def parse(text: str, *, where: str) -> Task:
             f"{where}: front matter is longer than {MAX_FRONT_MATTER // 1024} KiB; shorten it"
         )
     try:
-        data = boundedyaml.load(front)
-    except boundedyaml.YamlLimitError as exc:
+        data = load_yaml(front, max_bytes=MAX_FRONT_MATTER)
+    except LimitExceeded as exc:
         raise TaskError(f"{where}: front matter is {exc}") from None
     except yaml.YAMLError as exc:
         problem = " ".join(str(exc).split())

@@ -7,10 +7,16 @@ lines (the session, tool calls `→`, results `←`, the closing `result:`)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from sandbox_runner.steps.streamjson import AssistantText, Result, StreamJsonParser, ToolCall
+from sandbox_runner.bounded import LimitExceeded, load_json
+from sandbox_runner.steps.streamjson import (
+    LINE_BYTES,
+    AssistantText,
+    Result,
+    StreamJsonParser,
+    ToolCall,
+)
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip, shown_line
 from sandbox_runner.ui.output import AGENT_PREFIX
@@ -23,7 +29,7 @@ RESULT_WIDTH = 200
 
 def is_transcript(first_line: bytes) -> bool:
     """True when a log's first line is the init event of a Claude session."""
-    obj = _json(first_line)
+    obj, _ = _json(first_line)
     return obj is not None and obj.get("type") == "system" and obj.get("subtype") == "init"
 
 
@@ -34,10 +40,12 @@ class TranscriptRenderer:
         self._parser = StreamJsonParser()
 
     def lines(self, raw: bytes, cut: int) -> list[str]:
-        obj = None if cut else _json(raw)
+        obj, unread = (None, None) if cut else _json(raw)
         if obj is None:
             if cut and raw.startswith(b"{"):
                 return [_cut_event(cut)]
+            if unread is not None:
+                return [_unread_event(unread)]
             return [AGENT_PREFIX + shown_line(raw, cut)]
         kind = obj.get("type")
         if kind == "user":
@@ -99,15 +107,22 @@ def _cut_event(cut: int) -> str:
     return f"(an event too long to show here, {cut} bytes cut; `fks logs --raw` has it)"
 
 
+def _unread_event(why: LimitExceeded) -> str:
+    return f"(an event {why}, not read; `fks logs --raw` has it)"
+
+
 def _clean(text: str) -> str:
     return strip_escapes(text, keep="\t")
 
 
-def _json(raw: bytes) -> dict[str, Any] | None:
+def _json(raw: bytes) -> tuple[dict[str, Any] | None, LimitExceeded | None]:
+    """The event on a line, or None: when it is past a bound, which one."""
     if not raw.startswith(b"{"):
-        return None
+        return None, None
     try:
-        obj = json.loads(raw)
+        obj = load_json(raw, max_bytes=LINE_BYTES)
+    except LimitExceeded as exc:
+        return None, exc
     except ValueError:
-        return None
-    return obj if isinstance(obj, dict) else None
+        return None, None
+    return (obj if isinstance(obj, dict) else None), None

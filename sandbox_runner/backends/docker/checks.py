@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_PROBE
 from sandbox_runner.plan.sandbox import SandboxSettings
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     import docker
 
 MIN_MEMORY_BYTES = 64 * 2**20
+_CACHE_BYTES = 1 << 20  # bytes of the image-agents cache read at most
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([bkmg]?)$", re.IGNORECASE)
 
@@ -197,7 +199,8 @@ def _cache_file() -> Path:
 
 def _load_cache(path: Path) -> dict[str, dict[str, bool]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            data = load_json(handle.read(_CACHE_BYTES + 1), max_bytes=_CACHE_BYTES)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

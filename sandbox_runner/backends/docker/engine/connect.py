@@ -4,12 +4,12 @@ engine, one remote engine (`tcp://`, `ssh://`, a Docker CLI context) or a swarm 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sandbox_runner.bounded import load_json
 from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.plan.engine import EngineSpec
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 # A remote engine that does not answer a ping in this long is reported as unreachable.
 CONNECT_TIMEOUT_S = 15
+_META_BYTES = 1 << 20  # bytes of a Docker context's meta.json read at most
 
 
 def supported_engine(engine: str | None) -> EngineSpec | None:
@@ -100,7 +101,8 @@ def _find_context(meta_dir: Path, name: str) -> tuple[dict[str, Any], str]:
     the context's name, the same under `tls/`)."""
     for path in sorted(meta_dir.glob("*/meta.json")):
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
+            with path.open("rb") as handle:
+                meta = load_json(handle.read(_META_BYTES + 1), max_bytes=_META_BYTES)
         except (OSError, ValueError):
             continue
         if isinstance(meta, dict) and meta.get("Name") == name:

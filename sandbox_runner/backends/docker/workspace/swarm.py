@@ -11,7 +11,6 @@ load takes). Commits come back through the service's log stream (see `runners/se
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import shlex
 import threading
@@ -42,6 +41,7 @@ from sandbox_runner.backends.docker.workspace.shipping import (
     ShippedObjects,
 )
 from sandbox_runner.backends.docker.workspace.volume import Collector, VolumeWorkspace
+from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_ROLE, LABEL_SOCKET
@@ -329,7 +329,7 @@ def find_volumes(
     found: dict[str, tuple[str, dict[str, str]]] = {}
     for node, line in _on_every_node(client, _LIST, labels, image):
         with contextlib.suppress(ValueError):
-            name, tags = json.loads(line[:65536])
+            name, tags = load_json(line, max_bytes=65536)
             if isinstance(name, str) and isinstance(tags, dict):
                 found[name] = (node, {str(k): str(v) for k, v in tags.items()})
     return found
