@@ -353,11 +353,32 @@ def test_docker_problems_are_one_line(repo: Path) -> None:
 
 
 def test_missing_network_is_refused_up_front(repo: Path) -> None:
-    configure(repo, {"sandbox": {"network": "fks-no-such-network"}})
-    res = sandbox("./scripts/commit.sh:2")
-    assert res.code == 2
-    assert "network 'fks-no-such-network' does not exist" in res.stderr
+    configure(repo, {"sandbox": {"network": "docker:fks-no-such-network"}})
+    for res in (sandbox("./scripts/commit.sh:2"), fks("validate", cwd=repo)):
+        assert res.code == 2, res.output
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert (
+            "sandbox.network: the Docker engine has no network 'fks-no-such-network'; use "
+            "allowlist (the default: only allowed hosts, through fks's egress proxy), open or none"
+        ) in res.stderr
+        assert "without the egress proxy" in res.stderr
     assert not (repo / ".forge" / "runs").exists()
+
+
+@pytest.mark.parametrize("spelling", ["docker:", ""])
+def test_a_docker_network_of_the_users_is_used_as_it_is(repo: Path, spelling: str) -> None:
+    name = f"fks-test-net-{os.getpid()}-{len(spelling)}"
+    subprocess.run(["docker", "network", "create", name], check=True, capture_output=True)
+    try:
+        configure(repo, {"sandbox": {"network": f"{spelling}{name}"}})
+        assert fks("validate", cwd=repo).code == 0
+        dry = sandbox("./scripts/commit.sh:1", "--dry-run")
+        assert f"Docker network {name}, as it is (no egress proxy)" in dry.stdout, dry.output
+        res = sandbox("./scripts/commit.sh:1", env={"MARK_AT": "1"})
+        assert res.code == 0, res.output
+        assert (repo / "work-1.txt").exists()
+    finally:
+        subprocess.run(["docker", "network", "rm", name], check=False, capture_output=True)
 
 
 def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> None:
