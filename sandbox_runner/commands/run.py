@@ -401,6 +401,7 @@ def _step_plan(
 ) -> dict[str, Any]:
     """What a step will run: its argv, cwd and prompt (for --dry-run and --verbose)."""
     text = prompt.read()
+    shown, cwd = backend.planned(command)
     return {
         "index": index,
         "agent": step.agent,
@@ -409,8 +410,8 @@ def _step_plan(
         "iterations": step.iterations,
         "prompt": text,
         "prompt_source": prompt.describe(),
-        "argv": command.argv([*global_args, *step.args], text),
-        "cwd": backend.planned_cwd(command),
+        "argv": shown.argv([*global_args, *step.args], text),
+        "cwd": cwd,
         "network": backend.planned_network(step, command),
     }
 

@@ -381,6 +381,17 @@ def test_a_docker_network_of_the_users_is_used_as_it_is(repo: Path, spelling: st
         subprocess.run(["docker", "network", "rm", name], check=False, capture_output=True)
 
 
+def test_dry_run_shows_the_command_as_the_container_runs_it(repo: Path) -> None:
+    res = sandbox("./scripts/commit.sh:2", "--dry-run")
+    assert res.code == 0, res.output
+    lines = [line.strip() for line in res.stdout.splitlines()]
+    assert "command: /workspace/scripts/commit.sh" in lines
+    assert "cwd:     /workspace (in the container)" in lines
+    assert str(repo) not in res.stdout
+    local = fks("run", "./scripts/commit.sh:2", "--dry-run")
+    assert f"command: {repo}/scripts/commit.sh" in local.stdout  # without --sandbox: the host's
+
+
 def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> None:
     res = sandbox("forge-tasks")  # installed in the agent image, not necessarily on the host
     assert res.code == 0, res.output
