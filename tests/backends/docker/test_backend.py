@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -379,6 +380,50 @@ def test_a_docker_network_of_the_users_is_used_as_it_is(repo: Path, spelling: st
         assert (repo / "work-1.txt").exists()
     finally:
         subprocess.run(["docker", "network", "rm", name], check=False, capture_output=True)
+
+
+def _held_by_a_run(repo: Path, argv: list[str]) -> subprocess.Popen[str]:
+    """`fks ARGV` started in `repo`, once it holds its lock (its run record exists)."""
+    proc = subprocess.Popen([FKS, *argv], cwd=repo, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((repo / ".forge" / "runs").glob("*/run.json")):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, "the first run never started"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.parametrize("first", ["local", "sandboxed"])
+def test_a_local_run_and_a_sandboxed_one_on_one_base_exclude_each_other(
+    repo: Path, tmp_path: Path, first: str
+) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    add_script(repo, "wait.sh", waiting_agent(flags, "echo waiting"))
+    sandboxed = ["--sandbox"] if first == "sandboxed" else []
+    proc = _held_by_a_run(repo, ["run", "./scripts/wait.sh:1", *sandboxed])
+    try:
+        run_id = record(repo)["id"]
+        second = ["run", "./scripts/commit.sh:1", *([] if sandboxed else ["--sandbox"])]
+        res = fks(*second, env={"MARK_AT": "1"})
+        assert res.code == 2, res.output
+        assert res.stderr.startswith(
+            f"fks: run {run_id} (pid {proc.pid}) is already running on base branch 'main'; "
+        )
+        assert len(res.stderr.strip().splitlines()) == 1
+        (flags / "go").touch()
+        assert proc.wait(timeout=180) == 0
+    finally:
+        (flags / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert [r["id"] for r in map(json.loads, _run_files(repo))] == [run_id]
+
+
+def _run_files(repo: Path) -> list[str]:
+    return [p.read_text() for p in (repo / ".forge" / "runs").glob("*/run.json")]
 
 
 def test_dry_run_shows_the_command_as_the_container_runs_it(repo: Path) -> None:
