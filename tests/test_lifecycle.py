@@ -388,3 +388,44 @@ def test_resume_uses_the_count_of_the_step_it_continues(project: Path) -> None:
     assert res.code == 1 and "Iteration 3/3" in res.stdout, res.output
     res = fks("run", "--resume", "last", "--more", "1")
     assert "Iteration 4/4" in res.stdout, res.output
+
+
+# --- duration of a resumed run ---------------------------------------------------------------
+
+
+GAP = 4.0
+"""Seconds between a run's sessions: more than both of them take together."""
+
+
+def _seconds(shown: str) -> float:
+    """`2.5s` (a duration under a minute, as fks prints it) in seconds."""
+    assert shown.endswith("s") and "m" not in shown, shown
+    return float(shown.removesuffix("s"))
+
+
+def _durations(project: Path) -> tuple[float, float]:
+    """The last run's duration as `fks show` and `fks runs` print it."""
+    shown = fks("show", "last", cwd=project)
+    (line,) = [x for x in shown.stdout.splitlines() if x.strip().startswith("duration:")]
+    table = fks("runs", cwd=project, env={"COLUMNS": "200"})
+    row = [x for x in table.stdout.splitlines() if records(project)[-1]["id"] in x]
+    return _seconds(line.split()[-1]), _seconds(row[0].split()[4])
+
+
+@pytest.mark.parametrize("first_session", ["incomplete", "killed"])
+def test_a_resumed_runs_duration_is_the_time_it_ran(project: Path, first_session: str) -> None:
+    init_repo(project)
+    if first_session == "incomplete":
+        res = fks("run", "fake:1", cwd=project, env={"FAKE_MARKER_AT": "2"})
+        assert res.code == 1, res.output
+    else:  # its process dies during an iteration, saying nothing
+        first = start(project, "fake:3", env={"FAKE_MARKER_AT": "0", "FAKE_SLEEP": "2"})
+        wait_until(lambda: bool(records(project)) and records(project)[0]["steps"][0]["iterations"])
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=10)
+    time.sleep(GAP)
+    res = fks("run", "--resume", "last", "--more", "1", cwd=project, env={"FAKE_MARKER_AT": "2"})
+    assert res.code == 0, res.output
+    assert records(project)[-1]["status"] == "complete"
+    show, listed = _durations(project)
+    assert show < GAP - 1 and listed < GAP - 1, (show, listed)

@@ -125,8 +125,9 @@ class Backend(Protocol):
         """Lines for --dry-run about where steps run."""
         ...
 
-    def planned_cwd(self, command: AgentCommand) -> str:
-        """For --dry-run: the directory the agent will run in."""
+    def planned(self, command: AgentCommand) -> tuple[AgentCommand, str]:
+        """For --dry-run and -v: the agent as it will run (in a container: its paths there),
+        and the directory it will run in."""
         ...
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:

@@ -175,8 +175,8 @@ class LocalBackend:
     def describe(self) -> list[str]:
         return []
 
-    def planned_cwd(self, command: AgentCommand) -> str:
-        return str(command.cwd)
+    def planned(self, command: AgentCommand) -> tuple[AgentCommand, str]:
+        return command, str(command.cwd)
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
         return None

@@ -23,12 +23,21 @@ def logs_cmd(
     raw: Annotated[
         bool, typer.Option("--raw", help="The bytes as the agent wrote them, unchanged.")
     ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            "-w",
+            help="A Claude transcript's tool calls and results whole (up to 20,000 characters "
+            "each), not cut to a line.",
+        ),
+    ] = False,
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands import logs
 
     options = logs.LogsOptions(
-        run_ref=run_id, step=step, iteration=iteration, follow=follow, raw=raw, cwd=cwd
+        run_ref=run_id, step=step, iteration=iteration, follow=follow, raw=raw, full=full, cwd=cwd
     )
     return logs.logs(options)
 

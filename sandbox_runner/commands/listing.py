@@ -209,11 +209,11 @@ def _label(record: RunRecord, forge: ForgeInfo) -> str:
 def _run_row(record: RunRecord, forge: ForgeInfo, indent: str = "") -> tuple[str, ...]:
     state = run_status(record)
     if state == "running":
-        duration = span(record.started, now())  # so far
+        duration = span(record.started, now(), record.pauses)  # so far
     elif state == "died":
         duration = "-"
     else:
-        duration = span(record.started, record.ended)
+        duration = span(record.started, record.ended, record.pauses)
     return (
         indent + record.id,
         _label(record, forge),

@@ -51,11 +51,15 @@ class LogsOptions:
     """Keep printing until the run stops."""
     raw: bool = False
     """The bytes as written, not made readable."""
+    full: bool = False
+    """A Claude transcript's tool calls and their results whole, not cut to a line."""
     cwd: Path | None = None
 
 
 def logs(options: LogsOptions) -> int:
     """Print iteration logs (readable, or raw); when following, keep printing until the run stops."""
+    if options.full and options.raw:
+        raise UsageError("--full goes without --raw, which prints the bytes as written anyway")
     store = open_store(options.cwd)
     record = load_run(store, options.run_ref)
     following = options.follow and run_alive(record)
@@ -65,6 +69,7 @@ def logs(options: LogsOptions) -> int:
         sys.stdout.buffer,
         headers=options.iteration is None and (following or len(selection.pick(record)) > 1),
         raw=options.raw,
+        full=options.full,
     )
     run_dir = store.run_dir(record.id)
     while True:
@@ -150,10 +155,11 @@ class _Log:
 class _LogPrinter:
     """Prints each log once, continuing where the last call stopped (for --follow)."""
 
-    def __init__(self, out: BinaryIO, *, headers: bool, raw: bool) -> None:
+    def __init__(self, out: BinaryIO, *, headers: bool, raw: bool, full: bool = False) -> None:
         self._out = out
         self._headers = headers
         self._raw = raw
+        self._full = full
         self._logs: dict[Path, _Log] = {}
         self._at_line_start = True
         self.printed_any = False
@@ -161,7 +167,7 @@ class _LogPrinter:
     def copy(self, step: StepRecord, it: IterationRecord, path: Path, *, final: bool) -> None:
         if path not in self._logs:
             # A Claude step's record has its stats; one killed before its result has not.
-            claude = TranscriptRenderer() if it.claude is not None else None
+            claude = TranscriptRenderer(full=self._full) if it.claude is not None else None
             self._logs[path] = _Log(transcript=claude)
             self._header(step, it)
         log = self._logs[path]
@@ -185,7 +191,7 @@ class _LogPrinter:
             if not log.started:
                 log.started = True
                 if log.transcript is None and is_transcript(raw):
-                    log.transcript = TranscriptRenderer()
+                    log.transcript = TranscriptRenderer(full=self._full)
             if log.transcript is not None:
                 lines = log.transcript.lines(raw, cut)
             else:

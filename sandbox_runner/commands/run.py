@@ -43,7 +43,7 @@ from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.lock import RunLock
+    from sandbox_runner.records.lock import RunLocks
     from sandbox_runner.steps.chain import ChainResult
 
 
@@ -346,13 +346,18 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
 
 def _run_lock(
     planned: Planned, store: RunStore, backend: Backend
-) -> AbstractContextManager[RunLock]:
-    from sandbox_runner.records.lock import run_lock
+) -> AbstractContextManager[RunLocks]:
+    """The lock of the branch the steps land on; a run in place also holds its checkout's and
+    that of the branch checked out there, which it commits on (so no sandboxed chain or
+    `fks forge run` lands on that branch meanwhile)."""
+    from sandbox_runner.git.repo import current_branch
+    from sandbox_runner.records.lock import run_locks
 
-    return run_lock(
-        store.project,
-        backend.base_branch,
-        run_label=planned.options.chain or planned.options.dsl or "",
+    bases: list[str | None] = [backend.base_branch]
+    if backend.base_branch is None and (branch := current_branch(store.project)) is not None:
+        bases.insert(0, branch)
+    return run_locks(
+        store.project, bases, run_label=planned.options.chain or planned.options.dsl or ""
     )
 
 
@@ -401,6 +406,7 @@ def _step_plan(
 ) -> dict[str, Any]:
     """What a step will run: its argv, cwd and prompt (for --dry-run and --verbose)."""
     text = prompt.read()
+    shown, cwd = backend.planned(command)
     return {
         "index": index,
         "agent": step.agent,
@@ -409,8 +415,8 @@ def _step_plan(
         "iterations": step.iterations,
         "prompt": text,
         "prompt_source": prompt.describe(),
-        "argv": command.argv([*global_args, *step.args], text),
-        "cwd": backend.planned_cwd(command),
+        "argv": shown.argv([*global_args, *step.args], text),
+        "cwd": cwd,
         "network": backend.planned_network(step, command),
     }
 

@@ -19,6 +19,7 @@ from sandbox_runner.records.store import (
     project_root,
     run_alive,
 )
+from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip
 
@@ -64,10 +65,12 @@ def format_duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def span(start: datetime | None, end: datetime | None) -> str:
+def span(start: datetime | None, end: datetime | None, pauses: Sequence[Pause] = ()) -> str:
+    """The time from `start` to `end` a run was running (`pauses`: its pauses between
+    sessions, left out)."""
     if start is None or end is None:
         return "-"
-    return format_duration(max(0.0, (end - start).total_seconds()))
+    return format_duration(running_seconds(pauses, start, end))
 
 
 def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -194,7 +197,7 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     yield _field("record", shown_path(run_dir / "run.json"))
     for step in record.steps:
         yield ""
-        yield from describe_step(step, state, run_dir)
+        yield from describe_step(step, state, run_dir, record.pauses)
 
 
 def _run_status_line(record: RunRecord, state: str) -> str:
@@ -229,18 +232,20 @@ def _run_times(record: RunRecord, state: str) -> Iterator[str]:
     yield _field("started", local_time(record.started))
     if record.ended is not None:
         yield _field("ended", local_time(record.ended))
-        yield _field("duration", span(record.started, record.ended))
+        yield _field("duration", span(record.started, record.ended, record.pauses))
     elif state == "running":
-        yield _field("duration", f"{span(record.started, now())} so far")
+        yield _field("duration", f"{span(record.started, now(), record.pauses)} so far")
 
 
-def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[str]:
+def describe_step(
+    step: StepRecord, run_state: str, run_dir: Path, pauses: Sequence[Pause] = ()
+) -> Iterator[str]:
     status = step_status(step, run_state)
     if step.reason and step.reason != status:
         status += f" ({step.reason})"
     yield f"Step {step.index}: {step.agent}  {status}"
     limit = f"{step.iterations_used}/{step.iterations_max}" + ("" if step.loop else " (runs once)")
-    yield _field("iterations", f"{limit}{_step_timing(step)}")
+    yield _field("iterations", f"{limit}{_step_timing(step, pauses)}")
     if step.branch:
         yield from _step_branch(step, step.branch)
     if step.conflicts:
@@ -253,12 +258,12 @@ def describe_step(step: StepRecord, run_state: str, run_dir: Path) -> Iterator[s
         yield from describe_iteration(it, run_state, run_dir)
 
 
-def _step_timing(step: StepRecord) -> str:
+def _step_timing(step: StepRecord, pauses: Sequence[Pause]) -> str:
     if step.started is None:
         return ""
     timing = f", started {local_time(step.started, '%H:%M:%S')}"
     if step.ended is not None:
-        timing += f", took {span(step.started, step.ended)}"
+        timing += f", took {span(step.started, step.ended, pauses)}"
     return timing
 
 

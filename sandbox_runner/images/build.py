@@ -11,14 +11,15 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from sandbox_runner import __version__
 from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.base_image import make_base_image, resolve_base_image
+from sandbox_runner.images.build_output import BuildTrace, build_lines, isatty
 from sandbox_runner.images.lookup import (
     DEFAULT_AGENT_IMAGE,
     DEFAULT_PROXY_IMAGE,
@@ -26,7 +27,6 @@ from sandbox_runner.images.lookup import (
     pull_image,
 )
 from sandbox_runner.images.versions import CLAUDE_CODE_VERSION, image_labels, npm_registry
-from sandbox_runner.ui.ansi import strip_escapes
 
 if TYPE_CHECKING:
     import docker
@@ -203,7 +203,7 @@ def build_agent_image(
             make_local_base=make_base_image,
             say=lambda line: print(line, file=stream, flush=True),
         )
-        build_context(
+        proxy_id = build_image(
             client,
             proxy_context,
             base_image=base,
@@ -211,15 +211,22 @@ def build_agent_image(
             out=stream,
             dockerfile=PROXY_DOCKERFILE_NAME,
         )
-        return build_context(
-            client,
-            agent_context,
-            base_image=base,
-            tag=tag,
-            out=stream,
-            buildargs={"CLAUDE_CODE_VERSION": claude_version, "NPM_REGISTRY": npm_registry()},
-            labels=image_labels(claude_version),
-        )
+        try:
+            agent_id = build_image(
+                client,
+                agent_context,
+                base_image=base,
+                tag=tag,
+                out=stream,
+                buildargs={"CLAUDE_CODE_VERSION": claude_version, "NPM_REGISTRY": npm_registry()},
+                labels=image_labels(claude_version),
+            )
+        except BaseException:
+            discard_image(client, proxy_id)
+            raise
+        # Only now that both are built does either tag move.
+        tag_image(client, proxy_id, proxy_tag)
+        return tag_image(client, agent_id, tag)
 
 
 def build_context(
@@ -234,16 +241,45 @@ def build_context(
     dockerfile: str = DOCKERFILE_NAME,
     no_cache: bool = False,
 ) -> str:
-    """`docker build` an assembled context; SandboxError when a step fails."""
+    """`docker build` an assembled context and tag it `tag`; SandboxError when a step fails
+    (no tag moved, nothing the build made left behind)."""
+    image_id = build_image(
+        client,
+        context,
+        base_image=base_image,
+        tag=tag,
+        out=out,
+        buildargs=buildargs,
+        labels=labels,
+        dockerfile=dockerfile,
+        no_cache=no_cache,
+    )
+    return tag_image(client, image_id, tag)
+
+
+def build_image(
+    client: docker.DockerClient,
+    context: Path,
+    *,
+    base_image: str,
+    tag: str,
+    out: TextIO,
+    buildargs: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+    dockerfile: str = DOCKERFILE_NAME,
+    no_cache: bool = False,
+) -> str:
+    """`docker build` an assembled context, untagged (`tag` is what it is for); its image id.
+    A failed (or interrupted) build removes the images its steps made."""
     import docker
 
     started = time.monotonic()
     print(f"building {tag} from {base_image}", file=out, flush=True)
+    trace = BuildTrace()
     try:
         events = client.api.build(
             path=str(context),
             dockerfile=dockerfile,
-            tag=tag,
             buildargs={"BASE_IMAGE": base_image, **(buildargs or {})},
             labels=labels,
             nocache=no_cache,
@@ -253,68 +289,48 @@ def build_context(
             decode=True,
             timeout=BUILD_READ_TIMEOUT_S,
         )
-        for line in _build_lines(events, plain=not _isatty(out)):
+        for line in build_lines(events, plain=not isatty(out), trace=trace):
             print(line, file=out, flush=True)
-        image_id = _image_id(client, tag)
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}") from None
-    except (docker.errors.DockerException, OSError) as exc:  # a stalled step, a dying daemon
-        raise SandboxError(f"docker build failed: {one_line(root_cause(exc))}") from None
-    size_mb = client.images.get(tag).attrs.get("Size", 0) / 1e6
+        if trace.image is None:
+            raise SandboxError("docker build failed: its output named no image")
+        image = client.images.get(trace.image)
+    except BaseException as exc:
+        for image_id in reversed(trace.made):
+            discard_image(client, image_id)
+        if isinstance(exc, docker.errors.APIError):
+            raise SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}") from None
+        if isinstance(
+            exc, (docker.errors.DockerException, OSError)
+        ):  # a stalled step, a dying daemon
+            raise SandboxError(f"docker build failed: {one_line(root_cause(exc))}") from None
+        raise
+    size_mb = image.attrs.get("Size", 0) / 1e6
     print(
-        f"built {tag} ({image_id[7:19]}, {size_mb:.0f} MB) in {time.monotonic() - started:.0f} s",
+        f"built {tag} ({str(image.id)[7:19]}, {size_mb:.0f} MB) in "
+        f"{time.monotonic() - started:.0f} s",
         file=out,
         flush=True,
     )
+    return str(image.id)
+
+
+def tag_image(client: docker.DockerClient, image_id: str, name: str) -> str:
+    """Give the image `image_id` the name `name` (moved from any image that had it)."""
+    from sandbox_runner.images.lookup import split_tag
+
+    repository, version = split_tag(name)
+    client.api.tag(image_id, repository, version, force=True)
     return image_id
 
 
-def _build_lines(events: Iterable[dict[str, Any]], *, plain: bool) -> Iterator[str]:
-    """Whole lines from docker's build events; the first error event ends it with SandboxError."""
-    pending, said = "", ""
-    for event in events:
-        if "error" in event:
-            if pending:
-                yield _plain(pending) if plain else pending
-            if said:  # a step that explains itself in one `fks: …` line (see layer/Dockerfile)
-                raise SandboxError(said)
-            message = one_line(event["error"])
-            raise SandboxError(
-                f"docker build failed: {message} (the build output above shows why; behind a "
-                "TLS-intercepting proxy pass its CA with --ca-cert)"
-            )
-        text = event.get("stream")
-        if text is None and "status" in event:  # FROM pulling a missing base, cache import
-            text = f"{event['status']} {event.get('progress', '')}".rstrip() + "\n"
-        if not text:
-            continue
-        pending += text
-        *complete, pending = pending.split("\n")
-        for line in complete:
-            if _plain(line).startswith("fks: "):  # stderr comes wrapped in colour codes
-                said = one_line(_plain(line)[len("fks: ") :])
-            yield _plain(line) if plain else line
-    if pending:
-        yield _plain(pending) if plain else pending
+def discard_image(client: docker.DockerClient, image_id: str) -> None:
+    """Remove an image a build made, with the untagged parents only it used, unless it is
+    tagged (a build that came out the same as an image someone has) or in use."""
+    import docker
 
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
-def _plain(line: str) -> str:
-    """What a terminal would finally show of `line`, minus escape sequences and controls."""
-    line = strip_escapes(line)
-    redrawn = [part for part in line.split("\r") if part]
-    return _CONTROL.sub("", redrawn[-1] if redrawn else "")
-
-
-def _isatty(stream: TextIO) -> bool:
     try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _image_id(client: docker.DockerClient, tag: str) -> str:
-    image_id: str = client.images.get(tag).id
-    return image_id
+        if client.images.get(image_id).tags:
+            return
+        client.api.remove_image(image_id)
+    except docker.errors.DockerException:
+        pass  # gone already, or a container or another image uses it: it is not ours alone

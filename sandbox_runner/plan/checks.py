@@ -9,12 +9,13 @@ import difflib
 import shutil
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sandbox_runner.errors import ConfigError
+from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
+from sandbox_runner.paths import shorten
 from sandbox_runner.ui.ansi import strip_escapes
 
 FRIENDLY = {
@@ -158,3 +159,24 @@ def undefined_agents(raw: Any, chains: Iterable[str] | None = None) -> list[str]
                     f"'agents' and not on PATH{hint}"
                 )
     return problems
+
+
+def check_dsl_agents(agents: Iterable[str], defined: Collection[str]) -> None:
+    """Refuse a DSL step's agent that is a mistake rather than a program, alike with and
+    without --sandbox: a trailing `:suffix` that is no count after a defined agent's name, or
+    a name close to a defined agent's that is no program on PATH (the rule of
+    `undefined_agents`)."""
+    for agent in agents:
+        if agent in defined or "/" in agent:
+            continue
+        head, sep, tail = agent.rpartition(":")
+        if sep and head in defined:
+            raise UsageError(
+                f"step {shorten(agent)!r}: {shorten(tail)!r} is not an iteration count (ASCII "
+                f"digits, e.g. '{shorten(head)}:3'); did you mean '{shorten(head)}:N'?"
+            )
+        hint = did_you_mean(agent, defined)
+        if hint and shutil.which(agent) is None:
+            raise AgentNotFoundError(
+                f"Agent {shorten(agent)!r} is not defined under 'agents' and not on PATH{hint}"
+            )

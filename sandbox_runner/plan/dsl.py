@@ -2,7 +2,8 @@
 
 `agent` runs once and needs no marker; `agent:N` loops up to N times until the marker.
 Agent names may contain `:` (`fk:builder:3` is agent `fk:builder`, 3 iterations) and may be
-paths. A trailing `:suffix` that starts with a digit must be a positive integer in ASCII digits.
+paths. A trailing `:suffix` that starts with a digit must be a positive integer in ASCII digits
+(and one after a defined agent's name is a count, `plan.checks.check_dsl_agents`).
 """
 
 from __future__ import annotations

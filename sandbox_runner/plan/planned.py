@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.errors import UsageError
+from sandbox_runner.plan.checks import check_dsl_agents
 from sandbox_runner.plan.config import (
     ChainPlan,
     ChainsConfig,
@@ -77,6 +78,7 @@ def plan_run(options: RunOptions, workdir: Path) -> Planned:
         plan = chain_plan(cfg, options.chain, options.variables, shown=shown)
     else:
         plan = ChainPlan(parse_dsl(options.dsl or ""))
+        check_dsl_agents((s.agent for s in plan.steps), cfg.agents if cfg else {})
     return Planned(
         plan=plan,
         config=cfg,

@@ -14,13 +14,26 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.allow import AllowEntry, parse_host
-from sandbox_runner.plan.checks import FRIENDLY
+from sandbox_runner.plan.checks import FRIENDLY, did_you_mean
 from sandbox_runner.plan.engine import EngineSpec
 from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.secrets import SecretEntry, merge_secrets
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUNTIME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+NETWORK_KEYWORDS = ("allowlist", "open", "none", "host", "bridge")
+"""The `network` settings of fks's own; anything else is a Docker network of the user's."""
+DOCKER_NETWORK = "docker:"
+"""How a Docker network of the user's is named: `docker:NAME`."""
+
+
+def own_network(value: str | None) -> str | None:
+    """The Docker network of the user's a `network` setting names (`docker:NAME`, or a bare
+    name that is none of fks's settings), else None."""
+    if value is None or value in NETWORK_KEYWORDS:
+        return None
+    return value.removeprefix(DOCKER_NETWORK)
 
 
 class SandboxSettings(ConfigModel):
@@ -32,7 +45,8 @@ class SandboxSettings(ConfigModel):
     network: str | None = None
     """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
     egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
-    API for Claude steps), or the name of an existing Docker network."""
+    API for Claude steps), or `docker:NAME`, an existing Docker network as it is, without the
+    egress proxy (a bare NAME too, unless it is close to one of these: `allowlst` is refused)."""
     allow: tuple[str, ...] = ()
     """`host`, `host:port`, `*.domain` or `*.domain:port` entries the agent may reach with
     `network: allowlist` (ports default to 443 and 80; `*.domain` is its subdomains, not
@@ -109,6 +123,29 @@ class SandboxSettings(ConfigModel):
     def _engine_form(cls, value: str | None) -> str | None:
         if value is not None:
             EngineSpec.parse(value)  # a ValueError names the value and the forms it may take
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network_form(cls, value: str | None) -> str | None:
+        if value is None or value in NETWORK_KEYWORDS:
+            return value
+        name = value.removeprefix(DOCKER_NETWORK)
+        if name in NETWORK_KEYWORDS:
+            raise ValueError(
+                f"{value!r}: {name!r} is a setting of fks's, not a Docker network; write {name!r}"
+            )
+        if not _NETWORK_NAME.fullmatch(name):
+            raise ValueError(
+                f"{value!r} is none of allowlist, open, none, host, nor a Docker network's name "
+                "(docker:NAME: letters, digits, '.', '_' and '-')"
+            )
+        hint = did_you_mean(value.lower(), NETWORK_KEYWORDS)
+        if name == value and hint:
+            raise ValueError(
+                f"{value!r} is not a network setting{hint}; a Docker network of your own is "
+                f"written 'docker:{value}'"
+            )
         return value
 
     @field_validator("runtime")

@@ -126,6 +126,16 @@ class SecretEntry(ConfigModel):
         """Where the value comes from, for the user's eyes: `env NAME` or `file PATH`."""
         return f"env {self.env}" if self.env is not None else f"file {self.file}"
 
+    @property
+    def shown_header(self) -> str:
+        """The header and what the value goes into, never the value: `Authorization: Bearer`,
+        `Authorization: Basic, user NAME`, or the header alone for a raw value."""
+        if self.scheme == "bearer":
+            return f"{self.header}: Bearer"
+        if self.scheme == "basic":
+            return f"{self.header}: Basic, user {self.user}"
+        return self.header
+
 
 @dataclass(frozen=True)
 class Secret:
@@ -140,10 +150,6 @@ class Secret:
     """`env NAME` or `file PATH`: never the value."""
     env: str | None = None
     """The variable that holds PLACEHOLDER in the container (an `env` secret's own name)."""
-
-    def describe(self) -> str:
-        """One line for --dry-run and -v: destination, header and source, never the value."""
-        return f"{self.destination} ({self.header}, from {self.source})"
 
 
 def resolve_secrets(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from sandbox_runner.records.store import (
     StepRecord,
     write_atomic,
 )
+from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.ui.ansi import strip_escapes
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
@@ -41,7 +43,7 @@ def junit_xml(record: RunRecord) -> str:
         failures=str(counts["failure"]),
         errors=str(counts["error"]),
         skipped=str(counts["skipped"]),
-        time=_seconds(record.started, record.ended),
+        time=_seconds(record.started, record.ended, record.pauses),
         timestamp=record.started.isoformat(timespec="seconds"),
     )
     properties = ET.SubElement(suite, "properties")
@@ -69,7 +71,7 @@ def _testcase(record: RunRecord, step: StepRecord) -> ET.Element:
         case,
         classname=f"fks.{record.label}",
         name=f"{step.index} {step.agent}",
-        time=_seconds(step.started, step.ended),
+        time=_seconds(step.started, step.ended, record.pauses),
     )
     status = step.status
     if status == "pending":
@@ -139,10 +141,11 @@ def _iteration_line(it: IterationRecord, logs: str) -> str:
     return ", ".join(parts)
 
 
-def _seconds(start: datetime | None, end: datetime | None) -> str:
+def _seconds(start: datetime | None, end: datetime | None, pauses: Sequence[Pause]) -> str:
+    """Seconds from `start` to `end`, the run's pauses between sessions left out."""
     if start is None or end is None:
         return "0"
-    return f"{max(0.0, (end - start).total_seconds()):.3f}"
+    return f"{running_seconds(pauses, start, end):.3f}"
 
 
 def _clean(text: str) -> str:

@@ -1,7 +1,8 @@
 """One run at a time per repository and base branch.
 
-An advisory `flock` on `.forge/locks/branches/<base>-<hash>.lock` (`.forge/locks/in-place.lock`
-for a run in place): the kernel drops it when its process dies
+An advisory `flock` on `.forge/locks/branches/<base>-<hash>.lock` (and `.forge/locks/in-place.lock`
+for a run in place, which holds its checked-out branch's too): the kernel drops it when its
+process dies
 (even by `kill -9`), so a stale lock is reclaimed by simply taking it. The file's content
 names the holder for the error message.
 """
@@ -12,8 +13,8 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +92,30 @@ def run_lock(
                 os.ftruncate(fd, 0)
     finally:
         os.close(fd)
+
+
+@dataclass
+class RunLocks:
+    """The locks one run holds (a run in place: its checked-out branch's and the checkout's)."""
+
+    locks: list[RunLock]
+
+    @property
+    def reclaimed_from(self) -> str | None:
+        return next((lock.reclaimed_from for lock in self.locks if lock.reclaimed_from), None)
+
+    def set_run(self, run_id: str) -> None:
+        for lock in self.locks:
+            lock.set_run(run_id)
+
+
+@contextmanager
+def run_locks(project: Path, bases: Sequence[str | None], *, run_label: str) -> Iterator[RunLocks]:
+    """Hold the exclusive lock of each of `bases` (see `run_lock`), in order, or fail fast."""
+    with ExitStack() as stack:
+        yield RunLocks(
+            [stack.enter_context(run_lock(project, b, run_label=run_label)) for b in bases]
+        )
 
 
 @contextmanager

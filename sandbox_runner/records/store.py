@@ -25,6 +25,7 @@ from sandbox_runner.records.reported import (
     NetworkRecord,
     RecordModel,
 )
+from sandbox_runner.records.timing import Pause, session_end
 
 if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
@@ -163,6 +164,8 @@ class RunRecord(RecordModel):
     engine: str | None = None
     """`sandbox.engine` of a run on another Docker engine than the local one (for fks clean)."""
     steps: list[StepRecord] = Field(default_factory=list)
+    pauses: list[Pause] = Field(default_factory=list)
+    """The times between its sessions (see `--resume`): not part of its duration."""
 
     @property
     def label(self) -> str:
@@ -440,7 +443,11 @@ class ActiveRun(RecordWriter):
         write_atomic(self.directory / "run.json", self.record.model_dump_json(indent=2))
 
     def reopen(self) -> None:
-        """Resume: the run is running again, in this process."""
+        """Resume: the run runs again, in this process (the pause is not in its duration)."""
+        record = self.record
+        moments = [m for s in record.steps for i in s.iterations for m in (i.started, i.ended) if m]
+        since = record.pauses[-1].end if record.pauses else record.started
+        record.pauses.append(Pause(start=session_end(record.ended, since, moments), end=now()))
         self.record.status = "running"
         self.record.pid = os.getpid()
         self.record.ended = None

@@ -7,6 +7,8 @@ lines (the session, tool calls `→`, results `←`, the closing `result:`)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox_runner.bounded import LimitExceeded, load_json
@@ -33,36 +35,71 @@ def is_transcript(first_line: bytes) -> bool:
     return obj is not None and obj.get("type") == "system" and obj.get("subtype") == "init"
 
 
-class TranscriptRenderer:
-    """Feed a log's lines in order; each gives the lines to show for it."""
+FULL_CHARS = 20_000
+"""Characters of one tool call or result shown whole (`fks logs --full`, the web view)."""
 
-    def __init__(self) -> None:
+
+@dataclass(frozen=True)
+class Shown:
+    """One thing a transcript shows: its lines, and the whole of a tool call or result."""
+
+    head: str
+    more: tuple[str, ...] = ()
+    """The lines after `head` shown by default (a result's next lines)."""
+    whole: tuple[str, ...] = ()
+    """The whole call or result (its first FULL_CHARS characters), a line each, neutralised;
+    empty when `head` and `more` show all of it."""
+    whole_head: str | None = None
+    """What `head` becomes above `whole` (None: the same)."""
+
+
+class TranscriptRenderer:
+    """Feed a log's lines in order; each gives the lines to show for it (`full`: tool calls
+    and results whole)."""
+
+    def __init__(self, *, full: bool = False) -> None:
         self._parser = StreamJsonParser()
+        self._full = full
 
     def lines(self, raw: bytes, cut: int) -> list[str]:
+        out: list[str] = []
+        for item in self.shown(raw, cut):
+            if self._full and item.whole:
+                out.append(item.head if item.whole_head is None else item.whole_head)
+                out.extend(f"    {line}" for line in item.whole)
+            else:
+                out += [item.head, *item.more]
+        return out
+
+    def shown(self, raw: bytes, cut: int) -> list[Shown]:
         obj, unread = (None, None) if cut else _json(raw)
         if obj is None:
             if cut and raw.startswith(b"{"):
-                return [_cut_event(cut)]
+                return [Shown(_cut_event(cut))]
             if unread is not None:
-                return [_unread_event(unread)]
-            return [AGENT_PREFIX + shown_line(raw, cut)]
+                return [Shown(_unread_event(unread))]
+            return [Shown(AGENT_PREFIX + shown_line(raw, cut))]
         kind = obj.get("type")
         if kind == "user":
             return _tool_results(obj)
         if kind == "system" and obj.get("subtype") == "init":
             self._parser.feed_line(raw.decode("utf-8", "replace"))
             model = obj.get("model")
-            return [_clean(clip(f"session {obj.get('session_id')}, model {model}", RESULT_WIDTH))]
-        shown: list[str] = []
+            return [
+                Shown(_clean(clip(f"session {obj.get('session_id')}, model {model}", RESULT_WIDTH)))
+            ]
+        shown: list[Shown] = []
+        calls = iter(_tool_inputs(obj))
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
             if isinstance(event, AssistantText):
                 text = event.text.splitlines() or [""]
-                shown.extend(AGENT_PREFIX + _clean(line) for line in text)
+                shown.extend(Shown(AGENT_PREFIX + _clean(line)) for line in text)
             elif isinstance(event, ToolCall):
-                shown.append(f"→ {_clean(event.summary)}")
+                head = f"→ {_clean(event.summary)}"
+                shown.append(Shown(head, whole=_whole_call(head, next(calls, None))))
             elif isinstance(event, Result):
-                shown.extend(_result(event))
+                head, *more = _result(event)
+                shown.append(Shown(head, tuple(more)))
         return shown
 
 
@@ -77,20 +114,70 @@ def _result(result: Result) -> list[str]:
     return lines
 
 
-def _tool_results(obj: dict[str, Any]) -> list[str]:
+def _tool_inputs(obj: dict[str, Any]) -> list[Any]:
+    """The inputs of an assistant event's tool calls, in order (as the parser finds them)."""
     message = obj.get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    shown: list[str] = []
+    blocks = content if isinstance(content, list) else []
+    return [
+        block.get("input")
+        for block in blocks
+        if isinstance(block, dict) and block.get("type") == "tool_use"
+    ]
+
+
+def _whole_call(head: str, tool_input: Any) -> tuple[str, ...]:
+    """A call's whole input: a Bash command as it is, anything else as indented JSON; empty
+    when `head` shows all of it."""
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("command"), str):
+        text = tool_input["command"]
+    else:
+        try:
+            text = json.dumps(tool_input, indent=2, ensure_ascii=False, default=str)
+        except (ValueError, RecursionError):
+            return ()
+    if not head.endswith("…") and " ".join(text.split()) in head:
+        return ()
+    return _bounded(text)
+
+
+def _bounded(text: str) -> tuple[str, ...]:
+    """`text`'s lines, neutralised, up to FULL_CHARS characters, saying what was left out."""
+    lines: list[str] = []
+    left = FULL_CHARS
+    for line in text.splitlines() or [""]:
+        if len(line) >= left:
+            lines.append(_clean(line[:left]))
+            lines.append(
+                f"… ({len(text) - FULL_CHARS:,} more characters; `fks logs --raw` has them)"
+            )
+            break
+        lines.append(_clean(line))
+        left -= len(line) + 1
+    return tuple(lines)
+
+
+def _tool_results(obj: dict[str, Any]) -> list[Shown]:
+    message = obj.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    shown: list[Shown] = []
     for block in content if isinstance(content, list) else []:
         if isinstance(block, dict) and block.get("type") == "tool_result":
             error = " (error)" if block.get("is_error") else ""
-            lines = _result_text(block.get("content")).splitlines() or ["(no output)"]
-            shown.append(f"  ← {_clean(clip(lines[0], RESULT_WIDTH))}{error}")
-            shown.extend(
-                f"    {_clean(clip(line, RESULT_WIDTH))}" for line in lines[1:RESULT_LINES]
-            )
+            text = _result_text(block.get("content"))
+            lines = text.splitlines() or ["(no output)"]
+            more = [f"    {_clean(clip(line, RESULT_WIDTH))}" for line in lines[1:RESULT_LINES]]
             if len(lines) > RESULT_LINES:
-                shown.append(f"    … ({len(lines) - RESULT_LINES} more lines)")
+                more.append(f"    … ({len(lines) - RESULT_LINES} more lines)")
+            whole = len(lines) > RESULT_LINES or any(len(line) > RESULT_WIDTH for line in lines)
+            shown.append(
+                Shown(
+                    f"  ← {_clean(clip(lines[0], RESULT_WIDTH))}{error}",
+                    tuple(more),
+                    whole=_bounded(text) if whole else (),
+                    whole_head=f"  ←{error}",
+                )
+            )
     return shown
 
 

@@ -1,5 +1,6 @@
 """An iteration's log made readable for a page: a Claude transcript as messages, tool calls and
-their results (as `fks logs` renders it), other output with its terminal colours turned into CSS
+their results (as `fks logs` renders it, each call and long result opening to the whole of it
+as `fks logs --full` shows it), other output with its terminal colours turned into CSS
 classes and every other escape, control and bidi character neutralised. Only the first
 `LOG_BYTES` of a log are read; the page says what was left out."""
 
@@ -14,7 +15,7 @@ from markupsafe import Markup, escape
 from sandbox_runner.ui.ansi import coloured_pieces
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
 from sandbox_runner.ui.output import AGENT_PREFIX
-from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
+from sandbox_runner.ui.transcript import Shown, TranscriptRenderer, is_transcript
 
 LOG_BYTES = 1 << 20
 """Bytes of a log read for its page (the raw log has all of it)."""
@@ -54,7 +55,7 @@ def read_log(path: Path, *, claude: bool) -> LogView:
                 renderer = TranscriptRenderer()
             read += len(raw) + cut + 1
             if renderer is not None:
-                out += [_classified(line) for line in renderer.lines(raw, cut)]
+                out += [_shown_html(item) for item in renderer.shown(raw, cut)]
             else:
                 out.append(_plain(raw, cut))
             if read >= LOG_BYTES:
@@ -67,6 +68,20 @@ def read_log(path: Path, *, claude: bool) -> LogView:
 
 def _line(kind: str, html: str) -> str:
     return f'<span class="l-{kind}">{html}</span>\n'
+
+
+def _shown_html(item: Shown) -> str:
+    """A transcript's item; a tool call opens to its whole input, a result to all of it (as
+    `fks logs --full` shows them), escaped."""
+    if not item.whole:
+        return "".join(_classified(line) for line in (item.head, *item.more))
+    whole = "\n".join(f'<span class="l-whole">    {escape(line)}</span>' for line in item.whole)
+    if item.head.startswith("→ "):
+        summary = f'<span class="l-tool">{escape(item.head)}</span>'
+        return f'<details class="whole"><summary>{summary}</summary>{whole}</details>'
+    shown = "".join(_classified(line) for line in (item.head, *item.more))
+    summary = '<span class="l-result">    (the whole result)</span>'
+    return f'{shown}<details class="whole"><summary>{summary}</summary>{whole}</details>'
 
 
 def _classified(line: str) -> str:

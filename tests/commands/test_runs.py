@@ -517,3 +517,62 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
     assert "  │ zzzz" in out and "zzzz… (8995904 more bytes not shown)\n" in out
     assert len(out) < 20_000
     assert fks_bytes("logs", run_id, "--raw", cwd=project).startswith(b'{"type":"system"')
+
+
+def _call(tool: str, tool_input: dict[str, object]) -> str:
+    block = {"type": "tool_use", "id": "t", "name": tool, "input": tool_input}
+    return json.dumps({"type": "assistant", "message": {"content": [block]}})
+
+
+LONG_COMMAND = (
+    "python3 -m pytest tests/test_a_module_with_a_long_name.py -k 'one or two or three' -q\n"
+    "git add -A && git commit -qm 'the second line of the command'\n"
+    "echo \x1b]52;c;eA==\x07done\u202egpj.sh"
+)
+
+
+def test_logs_full_shows_tool_calls_and_results_whole_bounded_and_neutralised(
+    project: Path,
+) -> None:
+    lines = TRANSCRIPT.read_text().splitlines()
+    result = {"type": "tool_result", "tool_use_id": "t", "content": "\n".join(map(str, range(9)))}
+    lines[-1:-1] = [
+        _call("Bash", {"command": LONG_COMMAND}),
+        _call("Edit", {"file_path": "src/app.py", "old_string": "a = 1", "new_string": "a = 2"}),
+        _call("Write", {"file_path": "big.txt", "content": "w" * 50_000}),
+        json.dumps({"type": "user", "message": {"content": [result]}}),
+    ]
+    (project / "transcript.jsonl").write_text("\n".join(lines) + "\n")
+    commit_scripts(project, {"claudish.sh": "#!/bin/sh\ncat transcript.jsonl\n"})
+    run_id = new_run(project, "./scripts/claudish.sh", code=0)
+
+    short = fks("logs", run_id, cwd=project)
+    assert short.code == 0, short.output
+    assert (
+        "→ Bash: python3 -m pytest tests/test_a_module_with_a_long_name.py -k 'one or two or t"
+        in (short.stdout)
+    )
+    assert "git commit -qm 'the second line" not in short.stdout  # cut to one line
+    assert "→ Edit: src/app.py\n" in short.stdout and "new_string" not in short.stdout
+
+    for flag in ("--full", "-w"):
+        full = fks("logs", run_id, flag, cwd=project)
+        assert full.code == 0, full.output
+        out = full.stdout
+        assert "\x1b" not in out and "\u202e" not in out
+        assert (
+            "    python3 -m pytest tests/test_a_module_with_a_long_name.py -k 'one or two or three' -q\n"
+            "    git add -A && git commit -qm 'the second line of the command'\n"
+            "    echo done<U+202E>gpj.sh\n"
+        ) in out
+        assert '→ Edit: src/app.py\n    {\n      "file_path": "src/app.py",\n' in out
+        assert '      "new_string": "a = 2"\n    }\n' in out
+        assert "\n  ←\n    0\n    1\n" in out and "    8\n" in out  # the result, all of it
+        assert "→ Bash: echo hi > f.txt\n  ← (Bash completed with no output)\n" in out  # whole
+        assert " more characters; `fks logs --raw` has them)" in out
+        assert len(out) < 30_000  # the 50,000-character call is cut at 20,000
+    both = fks("logs", run_id, "--full", "--raw", cwd=project)
+    assert both.code == 2
+    assert (
+        both.stderr == "fks: --full goes without --raw, which prints the bytes as written anyway\n"
+    )

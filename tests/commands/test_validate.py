@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sandbox_runner.testing.helpers import calls, fks, init_repo, write_config
 
 TYPOS = {
@@ -81,8 +83,32 @@ def test_run_suggests_chain_names_and_options(project: Path) -> None:
     assert "no such option: --chian (did you mean --chain?)" in res.stderr
 
 
-def test_dsl_agent_not_found_suggests_a_defined_one(project: Path) -> None:
+@pytest.mark.parametrize("sandboxed", [(), ("--sandbox",)])
+def test_dsl_agent_not_found_suggests_a_defined_one(
+    project: Path, sandboxed: tuple[str, ...]
+) -> None:
+    init_repo(project)
     write_config(project, {"agents": {"fk:builder": {"path": "fake"}}})
-    res = fks("run", "fk:bulider:2", cwd=project)
+    res = fks("run", "fk:bulider:2", *sandboxed, cwd=project)
     assert res.code == 2, res.output
-    assert "Agent 'fk:bulider' not found on PATH (did you mean 'fk:builder'?)" in res.stderr
+    assert res.stderr == (
+        "fks: Agent 'fk:bulider' is not defined under 'agents' and not on PATH "
+        "(did you mean 'fk:builder'?)\n"
+    )
+    assert calls(project.parent) == [] and not (project / ".forge" / "runs").exists()
+
+
+@pytest.mark.parametrize("sandboxed", [(), ("--sandbox",)])
+@pytest.mark.parametrize("suffix", ["abc", "", "three"])
+def test_a_suffix_that_is_no_count_after_a_defined_agent_is_named(
+    project: Path, sandboxed: tuple[str, ...], suffix: str
+) -> None:
+    init_repo(project)
+    write_config(project, {"agents": {"fk:builder": {"path": "fake"}}})
+    res = fks("run", f"fk:builder:{suffix}", *sandboxed, cwd=project)
+    assert res.code == 2, res.output
+    assert res.stderr == (
+        f"fks: step 'fk:builder:{suffix}': '{suffix}' is not an iteration count (ASCII digits, "
+        "e.g. 'fk:builder:3'); did you mean 'fk:builder:N'?\n"
+    )
+    assert calls(project.parent) == [] and not (project / ".forge" / "runs").exists()

@@ -386,14 +386,20 @@ def test_image_build_builds_the_proxy_then_the_agent_from_one_base(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     built: list[tuple[str, str, list[str]]] = []
+    tagged: list[tuple[str, str]] = []
 
-    def build_context(_client: object, context: Path, **kwargs: Any) -> str:
+    def build_image(_client: object, context: Path, **kwargs: Any) -> str:
         files = sorted(p.name for p in context.iterdir())
         built.append((kwargs["tag"], kwargs["base_image"], files))
         return "sha256:" + kwargs["tag"]
 
+    def tag_image(_client: object, image_id: str, name: str) -> str:
+        tagged.append((image_id, name))
+        return image_id
+
     monkeypatch.setattr(build, "docker_client", lambda: _client_without("fks-base:bookworm"))
-    monkeypatch.setattr(build, "build_context", build_context)
+    monkeypatch.setattr(build, "build_image", build_image)
+    monkeypatch.setattr(build, "tag_image", tag_image)
     image_id = build.build_agent_image(
         base_image="fks-base:bookworm", ca_certs=[], tag="my:tag", out=io.StringIO()
     )
@@ -402,54 +408,7 @@ def test_image_build_builds_the_proxy_then_the_agent_from_one_base(
         ("fks-proxy:latest", "fks-base:bookworm", ["Dockerfile.proxy", "ca-certs"]),
         ("my:tag", "fks-base:bookworm", ["Dockerfile.agent", "build_helper.py", "ca-certs", "fks"]),
     ]
-
-
-def test_build_output_is_whole_plain_lines() -> None:
-    events = [
-        {"stream": "Step 1/2 : FROM x\n ---> abc"},
-        {"stream": "\n\x1b[1mnpm\x1b[0m progress 10%\rprogress 100%\n"},
-        {"status": "Downloading", "progress": "[==>  ]"},
-        {"stream": "tail without newline"},
-    ]
-    lines = list(build._build_lines(events, plain=True))
-    assert lines == [
-        "Step 1/2 : FROM x",
-        " ---> abc",
-        "progress 100%",
-        "Downloading [==>  ]",
-        "tail without newline",
-    ]
-    assert not any(re.search(r"[\x00-\x08\x0b-\x1f\x7f]", line) for line in lines)
-
-
-def test_build_error_event_raises_one_line() -> None:
-    events = [
-        {"stream": "Step 7/18 : RUN apt-get update\n"},
-        {"error": "The command '/bin/sh -c apt-get update' returned a non-zero code: 100\n"},
-    ]
-    seen: list[str] = []
-    with pytest.raises(SandboxError) as caught:
-        seen.extend(build._build_lines(events, plain=True))
-    assert seen == ["Step 7/18 : RUN apt-get update"]
-    assert "\n" not in str(caught.value)
-    assert str(caught.value).startswith(
-        "docker build failed: The command '/bin/sh -c apt-get update' returned a non-zero code: 100"
-    )
-
-
-def test_a_step_that_explains_itself_gives_the_error_line() -> None:
-    """A build step's own `fks: …` line (stderr, in colour codes) is the error, not the command."""
-    events = [
-        {"stream": "Step 6/18 : RUN set -eu; ...\n"},
-        {
-            "stream": "\x1b[91mfks: img:1 has no apt-get; --from needs a Debian or Ubuntu based image\n"
-        },
-        {"stream": "\x1b[0mRemoving intermediate container bb2e79a52ab1\n"},
-        {"errorDetail": {"code": 3}, "error": "The command '/bin/sh -c set -eu; ...' returned 3"},
-    ]
-    with pytest.raises(SandboxError) as caught:
-        list(build._build_lines(events, plain=True))
-    assert str(caught.value) == "img:1 has no apt-get; --from needs a Debian or Ubuntu based image"
+    assert tagged == [("sha256:fks-proxy:latest", "fks-proxy:latest"), ("sha256:my:tag", "my:tag")]
 
 
 # --- the built image (needs Docker and `fks image build` / scripts/build-images) -------------

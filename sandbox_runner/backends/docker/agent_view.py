@@ -72,6 +72,15 @@ def container_agent(host_view: AgentCommand, repo: Repo, relative: Path, cwd: Pa
     return replace(agent, config_root=cwd)
 
 
+def planned_agent(
+    agent: AgentCommand, repo: Repo, base: str, cwd: Path
+) -> tuple[AgentCommand, str]:
+    """For --dry-run and -v: the agent as its container runs it, and its directory there."""
+    own, _base, relative = step_repo(agent, repo, base, cwd)
+    shown = container_agent(agent, own, relative, cwd)
+    return shown, f"{shown.cwd} (in the container)"
+
+
 def step_mounts(
     agent: AgentCommand, settings: SandboxSettings, workspace: VolumeWorkspace
 ) -> list[Mount]:

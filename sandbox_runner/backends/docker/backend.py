@@ -17,6 +17,7 @@ from sandbox_runner.backends.api import Notices, PreparedStep
 from sandbox_runner.backends.docker.agent_view import (
     check_committed,
     container_agent,
+    planned_agent,
     step_mounts,
     step_repo,
 )
@@ -38,7 +39,6 @@ from sandbox_runner.backends.docker.settings import (
     step_labels,
 )
 from sandbox_runner.backends.docker.targets import target_for
-from sandbox_runner.backends.docker.workspace.export import WORKSPACE
 from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace, volume_name
 from sandbox_runner.git.repo import (
@@ -146,9 +146,8 @@ class SandboxBackend:
     def describe(self) -> list[str]:
         return describe_sandbox(self._settings, self._image_default, self._base)
 
-    def planned_cwd(self, command: AgentCommand) -> str:
-        _repo, _base, relative = step_repo(command, self._repo, self._base, self._cwd)
-        return f"{Path(WORKSPACE) / relative} (in the container)"
+    def planned(self, command: AgentCommand) -> tuple[AgentCommand, str]:
+        return planned_agent(command, self._repo, self._base, self._cwd)
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
         return planned_network(self.settings_for(step.agent), command, self._repo.top)

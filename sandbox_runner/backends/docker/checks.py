@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_PROBE
-from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.plan.checks import did_you_mean
+from sandbox_runner.plan.sandbox import SandboxSettings, own_network
 
 if TYPE_CHECKING:
     import docker
@@ -70,7 +71,16 @@ GVISOR_REGISTRATION = (
 
 
 def check_engine(client: docker.DockerClient, settings: SandboxSettings, where: str) -> None:
-    """Limits the engine can honour; the runtime is one it has."""
+    """Limits the engine can honour; the runtime is one it has; a Docker network of the
+    user's exists on it."""
+    network = own_network(settings.network)
+    if network is not None and not client.networks.list(names=[network]):
+        raise ConfigError(
+            f"{where}.network: the Docker engine has no network '{network}'; use allowlist (the "
+            "default: only allowed hosts, through fks's egress proxy), open or none, or create "
+            f"it (docker network create {network}: the agent then gets that network as it is, "
+            "without the egress proxy)"
+        )
     if settings.runtime is not None:
         check_runtime(client.info().get("Runtimes") or {}, settings.runtime, where)
     if settings.cpus is not None:
@@ -93,8 +103,10 @@ def check_runtime(runtimes: dict[str, Any], runtime: str, where: str) -> None:
             if "runsc" in runtime
             else 'register it in the engine\'s /etc/docker/daemon.json "runtimes" or choose one it has'
         )
+        hint = did_you_mean(runtime, runtimes)
         raise ConfigError(
-            f"{where}.runtime: the Docker engine has no runtime '{runtime}' (it has: {has}); {how}"
+            f"{where}.runtime: the Docker engine has no runtime '{runtime}'{hint} "
+            f"(it has: {has}); {how}"
         )
     entry = runtimes[runtime] if isinstance(runtimes[runtime], dict) else {}
     args = {str(arg) for arg in entry.get("runtimeArgs") or ()}

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV, OPEN
+from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -41,17 +41,13 @@ def check_agents(client: docker.DockerClient, programs: dict[str, set[str]]) -> 
 
 
 def check_networks(client: docker.DockerClient, target: Target, wanted: set[str]) -> None:
-    """The egress proxy's image when a step needs it; every named network exists."""
+    """The egress proxy's image when a step needs it (each Docker network of the user's was
+    found by `check_engine`)."""
     if wanted & {ALLOWLIST, "none"}:
         from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE, require_image
 
         target.present(client, DEFAULT_PROXY_IMAGE)
         require_image(client, DEFAULT_PROXY_IMAGE)
-    for network in wanted - {ALLOWLIST, OPEN, "none", "host"}:
-        if not client.networks.list(names=[network]):
-            raise SandboxError(
-                f"sandbox network '{network}' does not exist; create it ('docker network create {network}') or use bridge/none"
-            )
 
 
 def check_credentials(agents: Iterable[AgentCommand]) -> None:

@@ -137,10 +137,10 @@ def _read_bounded(path: Path, limit: int) -> bytes:
 
 
 def describe_secret(entry: SecretEntry, environ: Mapping[str, str], top: Path) -> str:
-    """A secret for --dry-run and -v: destination, header and source (as `Secret.describe`),
-    with why it cannot be used when its value cannot be read here (`not set`). Never the
-    value."""
-    shown = f"{entry.destination} ({entry.header}, from {entry.source}"
+    """A secret for --dry-run and -v: destination, header with its scheme (and a `basic`
+    secret's user) and source, with why it cannot be used when its value cannot be read here
+    (`not set`). Never the value."""
+    shown = f"{entry.destination} ({entry.shown_header}, from {entry.source}"
     try:
         resolve_secrets([entry], environ, top)
     except ConfigError as exc:

@@ -10,7 +10,7 @@ from sandbox_runner.backends.docker.runners.container import ContainerSettings, 
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_STEP
 from sandbox_runner.plan.agents import AgentCommand
-from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.plan.sandbox import SandboxSettings, own_network
 from sandbox_runner.records.masking import CREDENTIAL_VARS
 
 # Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.
@@ -25,8 +25,9 @@ TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
 
 
 def network_mode(settings: SandboxSettings) -> str:
-    """`allowlist` (the default), `open` (`bridge` is the same), `none`, or a network's name."""
-    mode = settings.network or ALLOWLIST
+    """`allowlist` (the default), `open` (`bridge` is the same), `none`, `host`, or the name
+    of a Docker network of the user's (`docker:NAME` without its prefix)."""
+    mode = own_network(settings.network) or settings.network or ALLOWLIST
     return OPEN if mode == "bridge" else mode
 
 
@@ -144,4 +145,8 @@ def planned_network(settings: SandboxSettings, agent: AgentCommand, top: Path) -
         )
     if mode == "none":
         return f"none: no network{api.replace(' and', ' but')}"
-    return f"{mode}: any address the host reaches" if mode == OPEN else f"Docker network {mode}"
+    if mode == OPEN:
+        return f"{mode}: any address the host reaches"
+    if mode == "host":
+        return "host: this machine's network, its loopback included"
+    return f"Docker network {mode}, as it is (no egress proxy)"

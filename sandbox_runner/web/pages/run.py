@@ -25,6 +25,7 @@ from sandbox_runner.records.store import (
     StepRecord,
     now,
 )
+from sandbox_runner.records.timing import running_seconds
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render
 
@@ -92,7 +93,7 @@ def run_page(request: Request) -> Response:
         project=project,
         record=record,
         state=state,
-        seconds=_seconds(record.started, record.ended),
+        seconds=running_seconds(record.pauses, record.started, record.ended or now()),
         base=_base(request, project, record),
         chart=timeline(record),
         branches=branch_views(record),

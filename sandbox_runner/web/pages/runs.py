@@ -106,8 +106,10 @@ class Row:
     @property
     def duration(self) -> str:
         if self.status == "running":
-            return span(self.record.started, now())  # so far
-        return "-" if self.status == "died" else span(self.record.started, self.record.ended)
+            return span(self.record.started, now(), self.record.pauses)  # so far
+        if self.status == "died":
+            return "-"
+        return span(self.record.started, self.record.ended, self.record.pauses)
 
     @property
     def href(self) -> str:

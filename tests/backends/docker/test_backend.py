@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -353,11 +354,87 @@ def test_docker_problems_are_one_line(repo: Path) -> None:
 
 
 def test_missing_network_is_refused_up_front(repo: Path) -> None:
-    configure(repo, {"sandbox": {"network": "fks-no-such-network"}})
-    res = sandbox("./scripts/commit.sh:2")
-    assert res.code == 2
-    assert "network 'fks-no-such-network' does not exist" in res.stderr
+    configure(repo, {"sandbox": {"network": "docker:fks-no-such-network"}})
+    for res in (sandbox("./scripts/commit.sh:2"), fks("validate", cwd=repo)):
+        assert res.code == 2, res.output
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert (
+            "sandbox.network: the Docker engine has no network 'fks-no-such-network'; use "
+            "allowlist (the default: only allowed hosts, through fks's egress proxy), open or none"
+        ) in res.stderr
+        assert "without the egress proxy" in res.stderr
     assert not (repo / ".forge" / "runs").exists()
+
+
+@pytest.mark.parametrize("spelling", ["docker:", ""])
+def test_a_docker_network_of_the_users_is_used_as_it_is(repo: Path, spelling: str) -> None:
+    name = f"fks-test-net-{os.getpid()}-{len(spelling)}"
+    subprocess.run(["docker", "network", "create", name], check=True, capture_output=True)
+    try:
+        configure(repo, {"sandbox": {"network": f"{spelling}{name}"}})
+        assert fks("validate", cwd=repo).code == 0
+        dry = sandbox("./scripts/commit.sh:1", "--dry-run")
+        assert f"Docker network {name}, as it is (no egress proxy)" in dry.stdout, dry.output
+        res = sandbox("./scripts/commit.sh:1", env={"MARK_AT": "1"})
+        assert res.code == 0, res.output
+        assert (repo / "work-1.txt").exists()
+    finally:
+        subprocess.run(["docker", "network", "rm", name], check=False, capture_output=True)
+
+
+def _held_by_a_run(repo: Path, argv: list[str]) -> subprocess.Popen[str]:
+    """`fks ARGV` started in `repo`, once it holds its lock (its run record exists)."""
+    proc = subprocess.Popen([FKS, *argv], cwd=repo, stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list((repo / ".forge" / "runs").glob("*/run.json")):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, "the first run never started"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.parametrize("first", ["local", "sandboxed"])
+def test_a_local_run_and_a_sandboxed_one_on_one_base_exclude_each_other(
+    repo: Path, tmp_path: Path, first: str
+) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    configure(repo, {"sandbox": {"mounts": [str(flags)]}})
+    add_script(repo, "wait.sh", waiting_agent(flags, "echo waiting"))
+    sandboxed = ["--sandbox"] if first == "sandboxed" else []
+    proc = _held_by_a_run(repo, ["run", "./scripts/wait.sh:1", *sandboxed])
+    try:
+        run_id = record(repo)["id"]
+        second = ["run", "./scripts/commit.sh:1", *([] if sandboxed else ["--sandbox"])]
+        res = fks(*second, env={"MARK_AT": "1"})
+        assert res.code == 2, res.output
+        assert res.stderr.startswith(
+            f"fks: run {run_id} (pid {proc.pid}) is already running on base branch 'main'; "
+        )
+        assert len(res.stderr.strip().splitlines()) == 1
+        (flags / "go").touch()
+        assert proc.wait(timeout=180) == 0
+    finally:
+        (flags / "go").touch()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert [r["id"] for r in map(json.loads, _run_files(repo))] == [run_id]
+
+
+def _run_files(repo: Path) -> list[str]:
+    return [p.read_text() for p in (repo / ".forge" / "runs").glob("*/run.json")]
+
+
+def test_dry_run_shows_the_command_as_the_container_runs_it(repo: Path) -> None:
+    res = sandbox("./scripts/commit.sh:2", "--dry-run")
+    assert res.code == 0, res.output
+    lines = [line.strip() for line in res.stdout.splitlines()]
+    assert "command: /workspace/scripts/commit.sh" in lines
+    assert "cwd:     /workspace (in the container)" in lines
+    assert str(repo) not in res.stdout
+    local = fks("run", "./scripts/commit.sh:2", "--dry-run")
+    assert f"command: {repo}/scripts/commit.sh" in local.stdout  # without --sandbox: the host's
 
 
 def test_agent_name_resolves_in_image_and_missing_one_is_clear(repo: Path) -> None:

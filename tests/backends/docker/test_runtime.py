@@ -93,6 +93,12 @@ def test_a_runtime_the_engine_lacks_is_one_line_and_leaves_nothing(repo: Path) -
     assert "sandbox.runtime: the Docker engine has no runtime 'kata'" in res.stderr
     _left_nothing(repo)
 
+    configure(repo, {"sandbox": {"runtime": "rnusc"}})
+    res = sandbox("./scripts/commit.sh:2")
+    assert res.code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert "no runtime 'rnusc' (did you mean 'runsc'?)" in res.stderr
+    _left_nothing(repo)
+
 
 def test_a_bad_runtime_name_or_one_without_sandbox_is_a_usage_error(repo: Path) -> None:
     configure(repo, {"sandbox": {"runtime": "run sc"}})

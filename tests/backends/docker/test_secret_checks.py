@@ -92,9 +92,9 @@ def test_dry_run_shows_secrets_by_destination_and_source_never_the_value(
     network = [line.strip() for line in res.stdout.splitlines() if "network:" in line]
     assert network == [
         "network: allowlist: pypi.org, *.pythonhosted.org; secrets added by the proxy: "
-        f"api.example.com (Authorization, from env {SET}), "
-        f"github.com (Authorization, from env {SET}), "
-        f"*.internal.example (X-Token, from file {token}); "
+        f"api.example.com (Authorization: Bearer, from env {SET}), "
+        f"github.com (Authorization: Basic, user x-access-token, from env {SET}), "
+        f"*.internal.example (X-Token: Bearer, from file {token}); "
         "names looked up as: git.internal.example at 10.0.0.5; "
         "refused even so: *.evil.example; everything else refused"
     ]
@@ -104,11 +104,26 @@ def test_dry_run_shows_secrets_by_destination_and_source_never_the_value(
     assert "api.example.com (Authorization" in json.loads(as_json.stdout)["steps"][0]["network"]
 
 
+def test_dry_run_shows_a_raw_secrets_header_alone(repo: Path) -> None:
+    configure(
+        repo,
+        {
+            "sandbox": {
+                "secrets": [{"host": "a.example", "env": SET, "header": "X-Key", "scheme": "raw"}]
+            }
+        },
+    )
+    res = sandbox(AGENT, "--dry-run", env={SET: VALUE})
+    assert res.code == 0, res.output
+    assert f"a.example (X-Key, from env {SET})" in res.stdout
+    _never_shown(res.output)
+
+
 def test_dry_run_marks_a_secret_that_is_not_set_and_shows_the_plan(repo: Path) -> None:
     configure(repo, {"sandbox": {"secrets": [{"host": "api.example.com", "env": UNSET}]}})
     res = sandbox(AGENT, "--dry-run")
     assert res.code == 0, res.output
-    assert f"api.example.com (Authorization, from env {UNSET}: not set)" in res.stdout
+    assert f"api.example.com (Authorization: Bearer, from env {UNSET}: not set)" in res.stdout
     assert "Step 1: ./scripts/commit.sh (max 1 iteration)" in res.stdout
     nothing_started(repo)
 
@@ -144,9 +159,10 @@ def test_an_agents_secret_replaces_the_chains_for_its_destination(repo: Path) ->
     network = [line.strip() for line in res.stdout.splitlines() if "network:" in line]
     assert network == [
         "network: allowlist: the secrets' destinations; secrets added by the proxy: "
-        "top.example (Authorization, from env TOP_TOKEN: not set), "
-        "api.example.com (Authorization, from env AGENT_TOKEN: not set), "
-        "chain.example (Authorization, from env CHAIN_OTHER: not set); everything else refused"
+        "top.example (Authorization: Bearer, from env TOP_TOKEN: not set), "
+        "api.example.com (Authorization: Bearer, from env AGENT_TOKEN: not set), "
+        "chain.example (Authorization: Bearer, from env CHAIN_OTHER: not set); "
+        "everything else refused"
     ]
 
 
@@ -154,7 +170,8 @@ def test_verbose_run_shows_the_steps_secrets_never_the_value(repo: Path) -> None
     configure(repo, {"sandbox": {"secrets": [{"host": "api.example.com", "env": SET}]}})
     res = sandbox(AGENT, "-v", env={SET: VALUE, "MARK_AT": "1"})
     assert res.code == 0, res.output
-    assert f"secrets added by the proxy: api.example.com (Authorization, from env {SET})" in (
-        res.output
+    assert (
+        f"secrets added by the proxy: api.example.com (Authorization: Bearer, from env {SET})"
+        in (res.output)
     )
     _never_shown(res.output)

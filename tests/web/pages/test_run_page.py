@@ -392,6 +392,40 @@ def test_transcript_shown_as_messages_and_tool_calls(tmp_path: Path) -> None:
     assert_escaped(html)
 
 
+def test_a_tool_call_opens_to_the_whole_call_escaped_and_bounded(tmp_path: Path) -> None:
+    command = f"echo {'a' * 120}\nprintf '%s' '{SCRIPT}' \x1b]0;t\x07{BIDI}"
+
+    def call(tool: str, tool_input: dict[str, object]) -> dict[str, object]:
+        block = {"type": "tool_use", "id": "t", "name": tool, "input": tool_input}
+        return {"type": "assistant", "message": {"content": [block]}}
+
+    result = {"type": "tool_result", "content": "\n".join(f"{IMG} {n}" for n in range(9))}
+    events = [
+        {"type": "system", "subtype": "init", "session_id": "s1", "model": "m"},
+        call("Bash", {"command": command}),
+        call("Write", {"file_path": "big.txt", "content": "w" * 50_000}),
+        call("Bash", {"command": "ls"}),
+        {"type": "user", "message": {"content": [result]}},
+    ]
+    log = "".join(json.dumps(e) + "\n" for e in events).encode()
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[1], log_text=log)
+    html = client_for(project).get("/runs/0/20260102-030405-abcd/steps/1/iterations/1").text
+    opened = '<details class="whole"><summary><span class="l-tool">→ Bash: echo aaa'
+    assert opened in html
+    whole = html.split(opened, 1)[1].split("</details>", 1)[0]
+    assert f'<span class="l-whole">    echo {"a" * 120}</span>' in whole
+    assert "printf &#39;%s&#39; &#39;&lt;script&gt;window.__pwned=1&lt;/script&gt;&#39;" in whole
+    assert "&#39; evil&lt;U+202E&gt;gpj.sh</span>" in whole  # no escape; the bidi shown
+    assert '<span class="l-tool">→ Bash: ls</span>' in html  # shown whole already: no details
+    big = html.split('<span class="l-tool">→ Write: big.txt</span></summary>', 1)[1]
+    assert len(big.split("</details>", 1)[0]) < 21_000
+    assert "more characters; `fks logs --raw` has them)" in big.split("</details>", 1)[0]
+    results = html.split('<span class="l-result">    (the whole result)</span></summary>', 1)[1]
+    assert "&lt;img src=x onerror=window.__pwned=1&gt; 8" in results.split("</details>", 1)[0]
+    assert_escaped(html)
+
+
 def test_iteration_denied_hosts_and_requests_escaped(tmp_path: Path) -> None:
     from sandbox_runner.records.reported import DeniedRecord, NetworkRecord, RequestsRecord
     from sandbox_runner.records.store import RunRecord, write_atomic
