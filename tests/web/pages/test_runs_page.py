@@ -25,8 +25,8 @@ PORT = 8765
 
 
 def client_for(sources: Sources) -> Iterator[TestClient]:
-    app = create_app(sources, Guard(token="t0ken", port=PORT))
-    with TestClient(app, base_url=f"http://127.0.0.1:{PORT}") as client:
+    guard = Guard(token="t0ken", port=PORT, name="fks-test.localhost")
+    with TestClient(create_app(sources, guard), base_url=guard.origin) as client:
         assert client.get("/?token=t0ken").status_code == 200  # now it has the cookie
         yield client
 
