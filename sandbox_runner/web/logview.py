@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import BinaryIO
 
 from markupsafe import Markup, escape
 
@@ -35,14 +35,10 @@ class LogView:
     missing: bool = False
 
 
-def read_log(path: Path, *, claude: bool) -> LogView:
-    """The log at `path` (a Claude session's if `claude`, or if its first line says so)."""
+def read_log(stream: BinaryIO, *, claude: bool) -> LogView:
+    """The log read from `stream`, which it closes (a Claude session's if `claude`, or if its
+    first line says so)."""
     view = LogView()
-    try:
-        stream = path.open("rb")
-    except FileNotFoundError:
-        view.missing = True
-        return view
     out: list[str] = []
     with stream:
         size = os.fstat(stream.fileno()).st_size
