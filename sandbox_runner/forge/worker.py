@@ -16,6 +16,7 @@ from sandbox_runner.forge.budget import TaskBudget
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
 from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
+from sandbox_runner.ui.units import usd
 
 STAGE_TITLES = {
     "analyze": "Analyze",
@@ -47,7 +48,7 @@ class _Events:
 
     def finished(self, item: WorkItem) -> None:
         reporter = self.ctx.reporter
-        cost = f"${item.cost_usd:.4f}"
+        cost = usd(item.cost_usd)
         if item.status == "completed":
             self.board.set_status(item.task_id, "Done")
             reporter.info(f"Landed on '{item.base}' ({(item.merge_commit or '')[:12]}), {cost}")

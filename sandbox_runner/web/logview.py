@@ -15,6 +15,7 @@ from sandbox_runner.ui.ansi import coloured_pieces
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
 from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
+from sandbox_runner.ui.units import byte_count
 
 LOG_BYTES = 1 << 20
 """Bytes of a log read for its page (the raw log has all of it)."""
@@ -78,7 +79,7 @@ def _plain(raw: bytes, cut: int) -> str:
         raw, cut = raw[:LINE_BYTES], cut + len(raw) - LINE_BYTES
     html = coloured(raw.decode("utf-8", "replace"))
     if cut:
-        html += f'<span class="cut">… ({cut} more bytes not shown)</span>'
+        html += f'<span class="cut">… ({byte_count(cut, more=True)} not shown)</span>'
     return _line("agent", html)
 
 

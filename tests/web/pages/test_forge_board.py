@@ -109,7 +109,7 @@ def test_the_board_shows_each_task_in_its_stage(
         assert f"the {column} one" in board[column]
         others = [c for c in board if c != column]
         assert not any(task_id in board[c] for c in others), column
-    assert "2 attempts" in board["implementing"] and "$0.25" in board["implementing"]
+    assert "2 attempts" in board["implementing"] and "$0.2500" in board["implementing"]
     assert "a.txt must say &#39;two&#39;" in board["implementing"]
     assert "$1.50" in board["landed"] and "Review: approved" in board["landed"]
     assert "Implement made no commit" in board["failed"]

@@ -215,7 +215,7 @@ def test_records_the_page_does_not_follow_or_read(project: Path, client: TestCli
 def test_without_runs_it_says_how_to_make_one(client: TestClient) -> None:
     page = client.get("/").text
     assert "No runs recorded here yet" in page
-    assert totals(page) == {"runs": "0", "landed": "0", "failed": "0", "cost": "$0.00"}
+    assert totals(page) == {"runs": "0", "landed": "0", "failed": "0", "cost": "$0.0000"}
 
 
 def test_the_page_updates_live(client: TestClient) -> None:
