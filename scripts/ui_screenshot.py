@@ -34,6 +34,7 @@ def shoot(repo: Path, env: dict[str, str], out: Path) -> None:
         context = browser.new_context(viewport={"width": 1100, "height": 760})
         page = context.new_page()
         page.goto(server.url)
+        page.wait_for_url(f"{server.origin}/")  # the page with the token goes on without it
         runs = page.locator("a[href*='/runs/']")
         if runs.count():
             runs.first.click()

@@ -208,10 +208,10 @@ def test_cli_imports_neither_docker_nor_git() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# Lower layers never import higher ones (lazy imports included, type-only ones not). Two
+# Lower layers never import higher ones (lazy imports included, type-only ones not). Three
 # modules that import nothing from the package are shared downwards: `ui.ansi` (records and the
-# image builder strip escapes with it) and `records.layout` (git keeps `.forge/` out of the
-# user's repository by its names).
+# image builder strip escapes with it), `ui.units` (every display shows costs and byte counts
+# with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
 _LOWER_LAYERS = ("plan", "steps", "backends", "git", "records")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     _LOWER_LAYERS: ("ui", "commands", "cli", "tasks"),
@@ -220,7 +220,7 @@ _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     ("records",): ("steps", "backends"),
     ("images",): ("backends", "steps", "forge", "commands", "cli", "ui"),
 }
-_ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.records.layout"}
+_ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.ui.units", "sandbox_runner.records.layout"}
 
 
 def _layer(module: str) -> str:

@@ -15,7 +15,10 @@ def ui_cmd(
         typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (default: any free one)."),
     ] = 0,
     open_browser: Annotated[
-        bool, typer.Option("--open", help="Open the page in your browser.")
+        bool,
+        typer.Option(
+            "--open", help="Open the page in your browser (the token stays off its command line)."
+        ),
     ] = False,
     every: Annotated[
         bool, typer.Option("--all", help="Every repository with fks records on this machine.")

@@ -44,6 +44,7 @@ from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
+from sandbox_runner.ui.units import usd
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -302,8 +303,8 @@ def _write_outputs(
     out = sys.stderr if options.json_output else sys.stdout
     for item in items:
         print(f"[fks] {strip_escapes(_summary_line(item, session), keep='')}", file=out)
-    earlier = f" (with earlier runs of these tasks: ${total:.4f})" if total > spent else ""
-    print(f"[fks] Cost of this run ${spent:.4f}{earlier}", file=out)
+    earlier = f" (with earlier runs of these tasks: {usd(total)})" if total > spent else ""
+    print(f"[fks] Cost of this run {usd(spent)}{earlier}", file=out)
     if options.json_output:
         print(
             json.dumps(
@@ -378,7 +379,7 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
         waits = one_line(i.waiting_for or i.error or "")
         row = (
             f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>8} "
-            f"{f'${i.cost_usd:.4f}':>9}  "
+            f"{usd(i.cost_usd):>9}  "
             f"{i.branch or '-'}{'  ' + waits if waits else ''}"
         )
         print(strip_escapes(row, keep=""))

@@ -33,6 +33,7 @@ from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
+from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from sandbox_runner.records.store import StepRecord
@@ -241,7 +242,7 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
     lines = [
         f"#{entry['seq']} {what}: {plural(entry['attempts'], 'attempt')}, "
         f"{plural(entry['retries'], 'retry', 'retries')}, "
-        f"${entry['cost_usd']:.4f}, branch {entry['branch'] or '-'} from "
+        f"{usd(entry['cost_usd'])}, branch {entry['branch'] or '-'} from "
         f"{(entry['start_commit'] or '-')[:12]}, {_shown_time(entry['updated'])}"
     ]
     if entry["error"]:
@@ -254,7 +255,7 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
     for stage in entry["stages"]:
         said = stage.get("reason") if stage["status"] != "complete" else None
         reason = f" ({one_line(said, 200)})" if said else ""
-        cost = f" ${stage['cost_usd']:.4f}" if "cost_usd" in stage else ""
+        cost = f" {usd(stage['cost_usd'])}" if "cost_usd" in stage else ""
         status = stage.get("answered") or stage["status"]
         lines.append(f"  {stage['stage']:<17} {status}{cost}{reason}  run {stage['run']}")
     lines += [f"  commit {one_line(commit, 200)}" for commit in entry["commits"]]

@@ -25,6 +25,7 @@ from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.store import RunRecord, RunStore, now
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
+from sandbox_runner.ui.units import usd
 
 STATUSES = ("running", "complete", "incomplete", "interrupted", "failed", "died")
 _AGE = re.compile(r"(\d{1,6})([mhdw])")
@@ -239,7 +240,7 @@ def _rows(group: Group, forge: ForgeInfo) -> list[tuple[str, ...]]:
         span(runs[0].started, now() if running else max((e for e in ends if e), default=None)),
         f"{sum(landed(r, forge) for r in runs)}/{len(runs)} landed",
         "",
-        f"${sum(r.cost_usd for r in runs):.4f}",
+        usd(sum(r.cost_usd for r in runs)),
     )
     return [head, *(_run_row(r, forge, indent="  ") for r in runs)]
 
@@ -257,7 +258,7 @@ def _totals_line(records: Sequence[RunRecord], forge: ForgeInfo) -> str:
     t = _totals(records, forge)
     return (
         f"\nTotal: {plural(t['runs'], 'run')}, {t['landed']} landed, {t['failed']} failed, "
-        f"${t['cost_usd']:.4f}"
+        f"{usd(t['cost_usd'])}"
     )
 
 

@@ -14,6 +14,7 @@ from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.records.reported import RequestsRecord
 from sandbox_runner.records.store import IterationRecord, RunRecord
 from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.units import byte_count
 
 _COLUMNS = ("REQUESTS", "METHOD", "DESTINATION", "STATUS", "RESULT", "SENT", "RECEIVED", "SECRET")
 _NUMERIC = frozenset(("REQUESTS", "SENT", "RECEIVED"))
@@ -84,7 +85,7 @@ def _iteration(it: IterationRecord) -> Iterator[str]:
     if network.more:
         yield (
             f"      and {network.more} more request{'' if network.more == 1 else 's'} of other "
-            f"kinds: {network.more_sent} bytes sent, {network.more_received} received"
+            f"kinds: {byte_count(network.more_sent)} sent, {byte_count(network.more_received)} received"
         )
 
 
@@ -96,8 +97,8 @@ def _row(r: RequestsRecord) -> tuple[str, ...]:
         where,
         "-" if r.status is None else str(r.status),
         r.result,
-        str(r.sent),
-        str(r.received),
+        byte_count(r.sent, unit=False),
+        byte_count(r.received, unit=False),
         r.secret or "-",
     )
 

@@ -22,6 +22,7 @@ from sandbox_runner.records.store import (
 from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip
+from sandbox_runner.ui.units import byte_count, usd
 
 _STDERR_WIDTH = 300
 
@@ -78,7 +79,7 @@ def local_time(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 
 def format_cost(record: RunRecord) -> str:
-    return f"${record.cost_usd:.4f}"
+    return usd(record.cost_usd)
 
 
 def yes_no(value: bool | None) -> str:
@@ -297,7 +298,8 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
     if it.log:
         yield f"      log: {shown_path(run_dir / it.log)}"
     if it.log_dropped:
-        yield f"      log cut: {it.log_dropped} bytes of output past the log limit were not kept"
+        dropped = byte_count(it.log_dropped)
+        yield f"      log cut: {dropped} of output past the log limit were not kept"
 
 
 def _iteration_line(it: IterationRecord, run_state: str) -> str:
@@ -328,7 +330,7 @@ def _iteration_line(it: IterationRecord, run_state: str) -> str:
 def _claude_stats(c: ClaudeStats) -> list[str]:
     stats: list[str] = []
     if c.cost_usd is not None:
-        stats.append(f"${c.cost_usd:.4f}")
+        stats.append(usd(c.cost_usd))
     if c.input_tokens is not None or c.output_tokens is not None:
         stats.append(f"{c.input_tokens or 0} in / {c.output_tokens or 0} out tokens")
     if c.turns is not None:

@@ -10,6 +10,7 @@ from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.records.junit import NOT_XML
 from sandbox_runner.records.store import write_atomic
 from sandbox_runner.ui.output import plural
+from sandbox_runner.ui.units import usd
 
 
 def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
@@ -22,7 +23,7 @@ def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
         ET.SubElement(case, "system-out").text = _clean(
             f"stage {item.stage}, {plural(item.attempts, 'attempt')}, "
             f"{item.retries} {'retry' if item.retries == 1 else 'retries'}, "
-            f"${item.cost_usd:.4f}, branch {item.branch}, runs {' '.join(item.runs)}"
+            f"{usd(item.cost_usd)}, branch {item.branch}, runs {' '.join(item.runs)}"
         )
         if item.status == "failed":
             failures += 1

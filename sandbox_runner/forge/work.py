@@ -23,6 +23,7 @@ from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.store import now, pid_alive, write_atomic
+from sandbox_runner.ui.units import usd
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
@@ -87,8 +88,8 @@ class WorkItem(BaseModel):
         `session` spent on it too."""
         spent = self.session_cost if self.session == session else 0.0
         if spent >= self.cost_usd:
-            return f"${self.cost_usd:.4f}"
-        return f"${spent:.4f} this run (${self.cost_usd:.4f} in all)"
+            return usd(self.cost_usd)
+        return f"{usd(spent)} this run ({usd(self.cost_usd)} in all)"
 
     @property
     def held(self) -> bool:

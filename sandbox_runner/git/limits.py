@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import GitError, git_process
+from sandbox_runner.ui.units import byte_limit
 
 DEFAULT_MAX_MERGE_BYTES = 1024**3
 DEFAULT_MAX_MERGE_FILES = 100_000
@@ -96,13 +97,6 @@ class _Over(Exception):
         )
 
 
-def _size(count: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if count >= scale and count % scale == 0:
-            return f"{count // scale} {unit}"
-    return f"{count} bytes"
-
-
 @dataclass(frozen=True)
 class _Stats:
     """What a folder (or one entry) writes: counts, and its longest path below it."""
@@ -150,7 +144,7 @@ class _Objects:
         if kind != b"tree":
             raise GitError(f"object {oid[:12]} is not a tree")
         if size > MAX_TREE_BYTES:
-            raise _Over(f"has a folder listing over {_size(MAX_TREE_BYTES)} of names", None)
+            raise _Over(f"has a folder listing over {byte_limit(MAX_TREE_BYTES)} of names", None)
         data = self._out.read(size + 1)
         width = 20 if len(oid) == 40 else 32
         entries: list[Entry] = []
@@ -235,7 +229,7 @@ class _Walk:
         if added.files > limits.files:
             raise _Over(f"changes more than {limits.files} files and folders", "FILES")
         if added.bytes > limits.bytes:
-            raise _Over(f"writes more than {_size(limits.bytes)} of files", "BYTES")
+            raise _Over(f"writes more than {byte_limit(limits.bytes)} of files", "BYTES")
         if added.depth > limits.depth:
             raise _Over(f"has paths over {limits.depth} names deep", "DEPTH")
         if added.longest > MAX_PATH_BYTES:

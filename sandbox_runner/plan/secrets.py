@@ -22,6 +22,7 @@ from pydantic import model_validator
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.model import ConfigModel
+from sandbox_runner.ui.units import byte_count
 
 DEFAULT_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 NEVER_METHODS = ("TRACE", "TRACK", "CONNECT")
@@ -244,7 +245,9 @@ def read_regular(path: Path, limit: int, what: str, hint: str) -> bytes:
                 f"{what}: {path} is not a regular file; give a file holding the value"
             )
         if info.st_size > limit:
-            raise ConfigError(f"{what}: {path} is {info.st_size} bytes, over {limit}; {hint}")
+            raise ConfigError(
+                f"{what}: {path} is {byte_count(info.st_size)}, over {limit:,}; {hint}"
+            )
         return handle.read(limit + 1)
 
 

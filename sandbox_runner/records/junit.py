@@ -17,6 +17,7 @@ from sandbox_runner.records.store import (
 )
 from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.units import usd
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
 # cannot carry at all would make the whole file unreadable.
@@ -133,7 +134,7 @@ def _iteration_line(it: IterationRecord, logs: str) -> str:
     if it.changed is not None:
         parts.append("changed" if it.changed else "unchanged")
     if it.claude is not None and it.claude.cost_usd is not None:
-        parts.append(f"${it.claude.cost_usd:.4f}")
+        parts.append(usd(it.claude.cost_usd))
     if not it.counted:
         parts.append("not counted")
     if it.log:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from sandbox_runner.records.results import usd_limit
+from sandbox_runner.ui.units import usd
 
 DEFAULT_STALL_TIMEOUT = 1200.0
 """Seconds without output before an iteration counts as stalled and is killed (20 minutes:
@@ -50,7 +51,7 @@ class Budget:
 
     def stopped(self, spent: float) -> str:
         """`Stopped: spent $0.0612 of --max-cost $0.05`."""
-        return f"Stopped: spent ${spent:.4f} of {self.option} {usd_limit(self.limit)}"
+        return f"Stopped: spent {usd(spent)} of {self.option} {usd_limit(self.limit)}"
 
 
 class RunningCost:

@@ -35,6 +35,7 @@ from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.tap import LogLimits, OutputTap
+from sandbox_runner.ui.units import byte_limit
 
 if TYPE_CHECKING:
     from sandbox_runner.steps.streamjson import Result
@@ -253,12 +254,14 @@ class StepLoop:
         """The iteration's output tap, bounded by what is left of both log limits."""
         ctx, limits = self.ctx, self.ctx.log_limits
         limit = limits.iteration
-        what = f"the log limit of {_size(limit)} per iteration (maxLogBytes, FKS_MAX_LOG_BYTES)"
+        what = (
+            f"the log limit of {byte_limit(limit)} per iteration (maxLogBytes, FKS_MAX_LOG_BYTES)"
+        )
         if ctx.run is not None:
             left = limits.run - ctx.run.record.log_bytes
             if left < limit:
                 limit = max(0, left)
-                what = f"the run's log limit of {_size(limits.run)} (maxRunLogBytes, FKS_MAX_RUN_LOG_BYTES)"
+                what = f"the run's log limit of {byte_limit(limits.run)} (maxRunLogBytes, FKS_MAX_RUN_LOG_BYTES)"
         return OutputTap(
             monitor=monitor,
             reporter=ctx.reporter,
@@ -348,11 +351,3 @@ def _claude_stats(result: Result) -> ClaudeStats:
 
 def _error_tail(tap: OutputTap, result: Result | None) -> str | None:
     return tap.stderr_tail() or (result.text if result and result.is_error else None)
-
-
-def _size(size: int) -> str:
-    """Bytes in the unit a user would set them in (`100 MiB`, `1 GiB`, `2000 bytes`)."""
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor} {unit}"
-    return f"{size} bytes"

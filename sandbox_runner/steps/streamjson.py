@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 from sandbox_runner.bounded import load_json
 from sandbox_runner.plan.prompts import MARKER
 from sandbox_runner.steps.guards import RunningCost
+from sandbox_runner.ui.units import usd
 
 SUMMARY_WIDTH = 100
 LINE_BYTES = 8 * 1024 * 1024
@@ -106,7 +107,7 @@ class Result:
         if self.duration_ms is not None:
             parts.append(f"{self.duration_ms / 1000:.1f}s")
         if self.cost_usd is not None:
-            parts.append(f"${self.cost_usd:.4f}")
+            parts.append(usd(self.cost_usd))
         return ", ".join(parts)
 
 

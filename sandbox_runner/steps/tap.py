@@ -20,6 +20,7 @@ from sandbox_runner.errors import UsageError
 from sandbox_runner.records.masking import Masker
 from sandbox_runner.steps.marker import Monitor
 from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.ui.units import byte_count
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.config import ChainsConfig
@@ -116,7 +117,8 @@ class OutputTap:
     def __exit__(self, *exc: object) -> None:
         try:
             if self.dropped:
-                self._note(f"\n[fks] {self.dropped} bytes of output were not kept in this log\n")
+                kept = byte_count(self.dropped)
+                self._note(f"\n[fks] {kept} of output were not kept in this log\n")
         finally:
             self._exit.close()
 

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from sandbox_runner.testing.helpers import FKS
 
 if TYPE_CHECKING:
+    import httpx
     from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Playwright
     from playwright.sync_api import Request as PageRequest
     from playwright.sync_api import Response as PageResponse
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
 CHROMIUM = Path("/usr/bin/chromium")
 """Debian's chromium: the one browser the tests drive."""
 CHECKOUT = Path(__file__).resolve().parents[2]
-URL = re.compile(r"(http://127\.0\.0\.1:(\d+))/\?token=([A-Za-z0-9_-]+)")
+URL = re.compile(r"(http://fks-[0-9a-f]+\.localhost:(\d+))/\?token=([A-Za-z0-9_-]+)")
+"""The URL `fks ui` prints: its origin (a `.localhost` name of its own), port and token."""
 _CSP_PREFIX = "csp violation:"
 # Injected by Playwright before any script of the page (outside the page's CSP): each
 # violation the browser reports becomes a console error the test sees.
@@ -49,7 +51,8 @@ def artifacts_dir() -> Path:
 
 @dataclass(frozen=True)
 class UiServer:
-    """A running `fks ui`: its origin and the URL it printed (with the token)."""
+    """A running `fks ui`: its origin (`http://fks-….localhost:PORT`, which chromium resolves
+    itself) and the URL it printed (with the token)."""
 
     origin: str
     token: str
@@ -67,6 +70,20 @@ class UiServer:
     @property
     def port(self) -> int:
         return int(self.origin.rsplit(":", 1)[1])
+
+    @property
+    def host(self) -> str:
+        """The `Host` its pages are served for: `fks-….localhost:PORT`."""
+        return self.origin.removeprefix("http://")
+
+    def client(self) -> httpx.Client:
+        """An HTTP client (without the cookie) that reaches it as a browser does: it connects
+        to 127.0.0.1 and names its host (the system resolver may not know `.localhost`)."""
+        import httpx
+
+        return httpx.Client(
+            base_url=f"http://127.0.0.1:{self.port}", headers={"host": self.host}, timeout=60
+        )
 
 
 @contextmanager
@@ -197,6 +214,7 @@ def watched_page(browser: Browser, server: UiServer, test_name: str) -> Iterator
         response = page.goto(server.url)
         assert response is not None, server.url
         assert response.status == 200, f"{response.status}: {server.errors()}"
+        page.wait_for_url(f"{server.origin}/")  # the page with the token goes on without it
         yield watched
     finally:
         context.close()
@@ -219,17 +237,19 @@ def _console(watched: Watched, message: ConsoleMessage) -> None:
 
 class MarkerServer:
     """A local HTTP server on another port (another origin) that records what is asked of it:
-    a payload that made the browser fetch from it shows up in `hits`. It serves `page` (an
-    attacker's page) at /attack."""
+    a payload that made the browser fetch from it shows up in `hits`, the headers of each
+    request in `headers`. It serves `page` (an attacker's page) at /attack."""
 
     def __init__(self, page: str = "") -> None:
         self.hits: list[str] = []
-        hits = self.hits
+        self.headers: list[dict[str, str]] = []
+        hits, seen = self.hits, self.headers
         body = page.encode()
 
         class Recorder(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 hits.append(self.path)
+                seen.append({name.lower(): value for name, value in self.headers.items()})
                 if self.path == "/attack":
                     self.send_response(200)
                     self.send_header("content-type", "text/html; charset=utf-8")
@@ -246,7 +266,8 @@ class MarkerServer:
                 return
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> MarkerServer:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

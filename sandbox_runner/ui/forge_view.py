@@ -17,6 +17,7 @@ from sandbox_runner.errors import FksError
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.live import REFRESH_PER_SECOND, clean_line, clock
 from sandbox_runner.ui.output import plural
+from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -130,7 +131,7 @@ class LiveForgeView(PlainForgeView):
         total = max(self._total, len(self._seen))
         return (
             f"{done}/{plural(total, 'task')} done, {len(in_flight)} in flight, "
-            f"{len(self._landed)} landed · ${self._cost:.4f} · {clock(now - self._began)}"
+            f"{len(self._landed)} landed · {usd(self._cost)} · {clock(now - self._began)}"
         )
 
     def render(self) -> RenderableType:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.ui.units import byte_count
 
 LINE_BYTES = 4096
 """Bytes shown of one line of agent output."""
@@ -87,4 +88,4 @@ def shown_line(raw: bytes, cut: int = 0, *, limit: int = LINE_BYTES) -> str:
     if len(raw) > limit:
         raw, cut = raw[:limit], cut + len(raw) - limit
     text = strip_escapes(raw.decode("utf-8", "replace"), keep="\t")
-    return f"{text}… ({cut} more bytes not shown)" if cut else text
+    return f"{text}… ({byte_count(cut, more=True)} not shown)" if cut else text

@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING
 from sandbox_runner.backends.api import Stream
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import PREFIX, plural
+from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -201,7 +202,7 @@ class LiveReporter:
     ) -> None:
         self._stop()
         kind = "Pipeline" if pipeline else "Chain"
-        spent = f", ${cost:.4f}" if cost else ""
+        spent = f", {usd(cost)}" if cost else ""
         self._console.print()
         if complete:
             self._line(f"{kind} complete ({done}/{total} steps{spent})", "bold green")
@@ -236,7 +237,7 @@ class LiveReporter:
                 )
             header.append(f"  ·  run {clock(now - self._started)}")
             if self._cost:
-                header.append(f"  ·  ${self._cost:.4f}", style="green")
+                header.append(f"  ·  {usd(self._cost)}", style="green")
             tail = self._tail_lines()
         lines = [Text(text, style=style, no_wrap=True, overflow="ellipsis") for text, style in tail]
         if not lines:

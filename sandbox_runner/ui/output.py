@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.api import Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
+from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from sandbox_runner.records.results import IterationResult, StepOutcome
@@ -135,7 +136,7 @@ class PlainReporter:
         self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
     ) -> None:
         kind = "Pipeline" if pipeline else "Chain"
-        spent = f", ${cost:.4f}" if cost else ""
+        spent = f", {usd(cost)}" if cost else ""
         self._end_partial_lines()
         self._out.write("\n")
         if complete:

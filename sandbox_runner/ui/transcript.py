@@ -22,6 +22,7 @@ from sandbox_runner.steps.streamjson import (
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip, shown_line
 from sandbox_runner.ui.output import AGENT_PREFIX
+from sandbox_runner.ui.units import byte_count
 
 RESULT_LINES = 3
 """Lines shown of a tool's result."""
@@ -191,7 +192,7 @@ def _result_text(content: Any) -> str:
 
 
 def _cut_event(cut: int) -> str:
-    return f"(an event too long to show here, {cut} bytes cut; `fks logs --raw` has it)"
+    return f"(an event too long to show here, {byte_count(cut)} cut; `fks logs --raw` has it)"
 
 
 def _unread_event(why: LimitExceeded) -> str:

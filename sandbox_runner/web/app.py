@@ -32,7 +32,7 @@ def create_app(sources: Sources, guard: Guard) -> Starlette:
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost"]),
+            Middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", guard.name]),
             Middleware(GuardMiddleware, guard=guard),
         ],
     )

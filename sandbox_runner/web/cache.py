@@ -1,6 +1,8 @@
 """Parsed run records kept between requests: a `run.json` is parsed again only when its size,
 modification time or inode changed (fks rewrites it by replacing the file), so listing
-thousands of runs costs a `stat` each."""
+thousands of runs costs a `stat` each. Every page reads records (and logs) through here: no
+link is followed, nothing but a regular file is opened (a FIFO would block), nothing larger
+than `RECORD_LIMIT` is read."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import gc
 import os
 import stat
 import threading
-from typing import NamedTuple
+from pathlib import PurePosixPath
+from typing import BinaryIO, NamedTuple
 
 from pydantic import ValidationError
 
 from sandbox_runner.commands.listing import ForgeInfo, landed
+from sandbox_runner.nofollow import open_dir
 from sandbox_runner.records.store import RunRecord, RunStore
 
 RECORD_LIMIT = 64 << 20
@@ -21,10 +25,14 @@ RECORD_LIMIT = 64 << 20
 _Key = tuple[int, int, int]
 
 
-def record_key(path: str) -> _Key | None:
-    """What identifies one version of the file at `path` (None: no such regular file)."""
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def record_key(path: str, dir_fd: int | None = None) -> _Key | None:
+    """What identifies one version of the file at `path` (in the folder `dir_fd` if given;
+    None: no such regular file)."""
     try:
-        st = os.lstat(path)  # a link is not followed: it is no record
+        st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)  # a link is no record
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
@@ -32,10 +40,13 @@ def record_key(path: str) -> _Key | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def read_record(path: str, limit: int = RECORD_LIMIT) -> RunRecord | None:
-    """The run record at `path`; None when it is missing, too large or not a run record."""
+def read_record(
+    path: str, limit: int = RECORD_LIMIT, dir_fd: int | None = None
+) -> RunRecord | None:
+    """The run record at `path` (in the folder `dir_fd` if given); None when it is missing, a
+    link, not a regular file, too large or not a run record."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, _OPEN, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -108,15 +119,30 @@ class RecordCache:
             gc.freeze()
         return found
 
-    def _record(self, path: str) -> RunRecord | None:
-        key = record_key(path)
+    def run(self, store: RunStore, run_id: str) -> RunRecord | None:
+        """The record of run `run_id` (a run id, no path) of `store`, read as the runs list
+        reads it: None when it is unreadable or the run's folder, or one above it in the
+        project, is a link."""
+        folder = run_folder(store, run_id)
+        if folder is None:
+            return None
+        try:
+            path = f"{store.root}{os.sep}{run_id}{os.sep}run.json"
+            return self._record(path, (folder, "run.json"))
+        finally:
+            os.close(folder)
+
+    def _record(self, path: str, inside: tuple[int, str] | None = None) -> RunRecord | None:
+        """The record at `path`, or at `inside` (a folder's descriptor and a name) if given."""
+        at, dir_fd = (path, None) if inside is None else (inside[1], inside[0])
+        key = record_key(at, dir_fd)
         if key is None:
             return None
         with self._lock:
             cached = self._parsed.get(path)
         if cached is not None and cached[0] == key:
             return cached[1]
-        record = read_record(path)
+        record = read_record(at, dir_fd=dir_fd)
         with self._lock:
             self._parsed[path] = (key, record)
             if cached is not None and cached[1] is not None:
@@ -130,3 +156,35 @@ class RecordCache:
             for path in [p for p in self._parsed if p.startswith(prefix) and p not in seen]:
                 _, record = self._parsed.pop(path)
                 self._facts.pop(id(record), None)
+
+
+def run_folder(store: RunStore, run_id: str, *inner: str) -> int | None:
+    """A descriptor of run `run_id`'s folder (or of the folder `inner` in it; the caller
+    closes it), no link followed from the project down; None when it is not there."""
+    try:
+        relative = store.run_dir(run_id).relative_to(store.project).joinpath(*inner)
+        return open_dir(store.project, relative, create=False)
+    except (OSError, ValueError):  # LinkRefused is an OSError
+        return None
+
+
+def open_log(store: RunStore, run_id: str, log: str) -> BinaryIO | None:
+    """The log `log` (a path relative to the run's folder, as its record names it) of run
+    `run_id`, open for reading; None unless it is a regular file inside the run's folder,
+    reached without a link."""
+    path = PurePosixPath(log)
+    if path.is_absolute() or not path.parts or ".." in path.parts:
+        return None
+    folder = run_folder(store, run_id, *path.parts[:-1])
+    if folder is None:
+        return None
+    try:
+        fd = os.open(path.parts[-1], _OPEN, dir_fd=folder)
+    except OSError:
+        return None
+    finally:
+        os.close(folder)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")

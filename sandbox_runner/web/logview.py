@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import BinaryIO
 
 from markupsafe import Markup, escape
 
@@ -16,6 +16,7 @@ from sandbox_runner.ui.ansi import coloured_pieces
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
 from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import Shown, TranscriptRenderer, is_transcript
+from sandbox_runner.ui.units import byte_count
 
 LOG_BYTES = 1 << 20
 """Bytes of a log read for its page (the raw log has all of it)."""
@@ -36,14 +37,10 @@ class LogView:
     missing: bool = False
 
 
-def read_log(path: Path, *, claude: bool) -> LogView:
-    """The log at `path` (a Claude session's if `claude`, or if its first line says so)."""
+def read_log(stream: BinaryIO, *, claude: bool) -> LogView:
+    """The log read from `stream`, which it closes (a Claude session's if `claude`, or if its
+    first line says so)."""
     view = LogView()
-    try:
-        stream = path.open("rb")
-    except FileNotFoundError:
-        view.missing = True
-        return view
     out: list[str] = []
     with stream:
         size = os.fstat(stream.fileno()).st_size
@@ -97,7 +94,7 @@ def _plain(raw: bytes, cut: int) -> str:
         raw, cut = raw[:LINE_BYTES], cut + len(raw) - LINE_BYTES
     html = coloured(raw.decode("utf-8", "replace"))
     if cut:
-        html += f'<span class="cut">… ({cut} more bytes not shown)</span>'
+        html += f'<span class="cut">… ({byte_count(cut, more=True)} not shown)</span>'
     return _line("agent", html)
 
 

@@ -5,6 +5,7 @@ characters neutralised before escaping (as `fks show` does on a terminal)."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
+from sandbox_runner.ui import units
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.lines import clip
 
@@ -27,7 +29,13 @@ def agent_text(value: object, limit: int = TEXT_LIMIT) -> str:
 
 
 def usd(value: float | None) -> str:
-    return "-" if value is None else f"${value:.2f}"
+    """A cost as the terminal shows it (`ui.units.usd`); `-` when there is none."""
+    return "-" if value is None else units.usd(value)
+
+
+def byte_count(value: int, *, more: bool = False, unit: bool = True) -> str:
+    """A number of bytes as the terminal shows it (`ui.units.byte_count`)."""
+    return units.byte_count(value, more=more, unit=unit)
 
 
 def duration(seconds: float | None) -> str:
@@ -51,6 +59,11 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters |= {"agent": agent_text, "usd": usd, "duration": duration, "when": when}
+    env.filters |= {
+        "bytes": byte_count,
+        "more_bytes": partial(byte_count, more=True),
+        "byte_number": partial(byte_count, unit=False),
+    }
     return env
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sandbox_runner.records.store import IterationRecord, RunRecord, StepRecord, now
+from sandbox_runner.ui.units import usd
 
 WIDTH = 1000.0
 """Width of the chart's drawing area in SVG units (the chart scales to the page)."""
@@ -147,7 +148,7 @@ def _title(step: StepRecord, it: IterationRecord, kind: str, took: float) -> str
     if it.reason:
         parts.append(f"reason {it.reason}")
     if it.claude is not None and it.claude.cost_usd is not None:
-        parts.append(f"${it.claude.cost_usd:.4f}")
+        parts.append(usd(it.claude.cost_usd))
     if it.network is not None and it.network.total:
         parts.append(f"{it.network.total} requests through the egress proxy")
     denied = [d.describe() for d in it.denied]

@@ -474,8 +474,8 @@ def test_logs_cut_very_long_lines(project: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert len(done.stdout) < 10_000
     first, after = done.stdout.decode().splitlines()
-    shown, cut = re.fullmatch(r"(x+)… \((\d+) more bytes not shown\)", first).groups()  # type: ignore[union-attr]
-    assert len(shown) + int(cut) == 20_000_000
+    shown, cut = re.fullmatch(r"(x+)… \(([\d,]+) more bytes not shown\)", first).groups()  # type: ignore[union-attr]
+    assert len(shown) + int(cut.replace(",", "")) == 20_000_000
     assert after == "after"
     assert len(fks_bytes("logs", run_id, "--raw", cwd=project)) == 20_000_000 + len("\nafter\n")
 
@@ -514,7 +514,7 @@ def test_logs_of_a_claude_transcript_are_readable(project: Path) -> None:
     )
     assert "  │ oops\n" in out  # stderr lines as they are
     assert "\n(an event too long to show here, " in out
-    assert "  │ zzzz" in out and "zzzz… (8995904 more bytes not shown)\n" in out
+    assert "  │ zzzz" in out and "zzzz… (8,995,904 more bytes not shown)\n" in out
     assert len(out) < 20_000
     assert fks_bytes("logs", run_id, "--raw", cwd=project).startswith(b'{"type":"system"')
 

@@ -64,10 +64,10 @@ def test_show_network_lists_each_iterations_requests(project: Path) -> None:
     assert "#1" in lines[2] and lines[2].endswith("13 requests"), lines
     assert lines[3:8] == [
         "REQUESTS METHOD DESTINATION STATUS RESULT SENT RECEIVED SECRET",
-        "3 CONNECT github.com:443 200 TCP_TUNNEL 1500 90000 -",
+        "3 CONNECT github.com:443 200 TCP_TUNNEL 1,500 90,000 -",
         "2 POST api.test:443 200 TCP_MISS 10 20 model API",
         "1 GET evil.test:80 403 TCP_DENIED 10 20 -",
-        "and 7 more requests of other kinds: 70 bytes sent, 140 received",
+        "and 7 more requests of other kinds: 70 bytes sent, 140 bytes received",
     ], lines
     assert lines[8:] == [
         "Step 2: ./scripts/fail.sh",

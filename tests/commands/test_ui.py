@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -16,6 +18,7 @@ from sandbox_runner.records.projects import remember_project
 from sandbox_runner.testing.helpers import FKS, Result, fks, init_repo, one_line_error
 from sandbox_runner.testing.records import START, make_run, save_run
 from sandbox_runner.testing.webui import ui_server
+from sandbox_runner.web.server import HEAD_TIMEOUT
 
 
 @pytest.fixture
@@ -28,19 +31,44 @@ def repo(tmp_path: Path) -> Path:
 def test_the_url_carries_the_token_and_only_it_opens_the_page(repo: Path) -> None:
     with ui_server(cwd=repo) as ui:
         assert ui.first_line.startswith(f"fks ui: {ui.url}")
-        bare = httpx.get(f"{ui.base}/", timeout=60)
+        assert ui.url.startswith(f"http://{ui.name}:{ui.port}/?token=")
+        named = {"host": ui.host}
+        bare = httpx.get(f"{ui.base}/", headers=named, timeout=60)
         assert bare.status_code == 403 and "open the URL that `fks ui` printed" in bare.text
-        wrong = httpx.get(f"{ui.base}/", cookies={ui.cookie: "x" + ui.token}, timeout=60)
+        wrong = httpx.get(f"{ui.base}/", headers=named, cookies={ui.cookie: "x" + ui.token})
         assert wrong.status_code == 403
-        opened = httpx.get(ui.url, timeout=60)
-        assert opened.status_code == 303 and opened.headers["location"] == "/"
+        opened = httpx.get(f"{ui.base}/?token={ui.token}", headers=named, timeout=60)
+        # A page that goes on to the same URL without the token (a redirect would lose the
+        # SameSite=Strict cookie when the URL was opened from another site or a file).
+        assert opened.status_code == 200
+        assert f'http-equiv="refresh" content="0;url={ui.origin}/"' in opened.text
+        assert ui.token not in opened.text
         cookie = opened.headers["set-cookie"]
-        assert f"{ui.cookie}={ui.token}" in cookie
+        assert f"{ui.cookie}={ui.token}" in cookie and "Domain" not in cookie
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-        page = httpx.get(f"{ui.base}/", cookies={ui.cookie: ui.token}, timeout=60)
+        page = httpx.get(f"{ui.base}/", headers=named, cookies={ui.cookie: ui.token})
         assert page.status_code == 200
         assert "20261101-090000-abcd" in page.text
         assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_on_127_0_0_1_the_token_only_moves_the_browser_to_its_host_name(repo: Path) -> None:
+    """The same port under 127.0.0.1 or localhost serves no page and sets no cookie (a cookie
+    for those names goes to every server on them); the printed URL typed with 127.0.0.1 moves
+    to fks ui's own name."""
+    with ui_server(cwd=repo) as ui, httpx.Client(timeout=60) as client:
+        for name in ("127.0.0.1", "localhost"):
+            host = {"host": f"{name}:{ui.port}"}
+            moved = client.get(f"{ui.base}/runs/0/x?token={ui.token}", headers=host)
+            assert moved.status_code == 303, moved.text
+            assert moved.headers["location"] == f"{ui.origin}/runs/0/x?token={ui.token}"
+            assert "set-cookie" not in moved.headers
+            for cookie in ({}, {"cookie": f"{ui.cookie}={ui.token}"}):
+                refused = client.get(f"{ui.base}/", headers={**host, **cookie})
+                assert refused.status_code == 403 and ui.name not in refused.text
+                assert "20261101-090000-abcd" not in refused.text
+            wrong = client.get(f"{ui.base}/?token=x{ui.token}", headers=host)
+            assert wrong.status_code == 403 and ui.name not in wrong.text
 
 
 def test_another_host_or_a_foreign_origin_is_refused(repo: Path) -> None:
@@ -52,6 +80,42 @@ def test_another_host_or_a_foreign_origin_is_refused(repo: Path) -> None:
         blind = client.post("/")  # no Origin: not from fks ui's own pages either
         assert blind.status_code == 403
         assert client.get("/").status_code == 200
+
+
+def test_a_flood_of_half_sent_requests_leaves_the_owners_pages_answering(repo: Path) -> None:
+    """Any local process may connect (no token needed to open a connection): 1,100 requests
+    that are never finished would hold every descriptor of a process with the usual 1,024,
+    and the owner's pages would not be answered any more."""
+    head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
+    with (
+        ui_server(cwd=repo, files=1024) as ui,
+        ui.client(timeout=10) as client,
+        ExitStack() as held,
+    ):
+        for _ in range(1100):
+            try:
+                flood = held.enter_context(socket.create_connection(("127.0.0.1", ui.port), 5))
+                flood.sendall(head)
+            except OSError:
+                break  # the server accepts no more connections: the owner's turn
+        started = time.monotonic()
+        try:
+            page = client.get("/")
+        except httpx.TimeoutException as exc:
+            raise AssertionError(f"the owner's page was not answered: {exc!r}") from None
+        assert page.status_code == 200 and "20261101-090000-abcd" in page.text
+        assert time.monotonic() - started < 5
+        code, _, err = ui.stop()
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_a_request_head_that_never_ends_is_cut_off(repo: Path) -> None:
+    with ui_server(cwd=repo) as ui, socket.create_connection(("127.0.0.1", ui.port), 5) as slow:
+        slow.sendall(f"GET / HTTP/1.1\r\nHost: {ui.host}\r\n".encode())
+        slow.settimeout(HEAD_TIMEOUT + 10)
+        started = time.monotonic()
+        assert slow.recv(100) == b""  # closed, nothing answered
+        assert HEAD_TIMEOUT - 1 < time.monotonic() - started < HEAD_TIMEOUT + 5
 
 
 def test_a_port_in_use_is_one_line(repo: Path) -> None:

@@ -89,7 +89,7 @@ def test_an_unset_variable_names_the_entry_and_the_fix(repo: Path) -> None:
     ("content", "expected"),
     [
         (None, "cannot read {path} (No such file or directory); create it or fix the path"),
-        ("x" * 9000, "{path} is 9000 bytes, over 2050; is it the right file?"),
+        ("x" * 9000, "{path} is 9,000 bytes, over 2,050; is it the right file?"),
         ('has"quote\n', "the value from file token is empty or has characters a header cannot"),
         ("\n", "the value from file token is empty"),
     ],
@@ -164,7 +164,7 @@ def test_a_deny_and_a_secret_from_different_levels_meet_in_the_step(repo: Path) 
         (None, "cannot read {path} (No such file or directory); create it or fix the entry"),
         ("not a certificate\n", "{path} holds no '-----BEGIN CERTIFICATE-----'; give a PEM"),
         ("", "{path} holds no '-----BEGIN CERTIFICATE-----'"),
-        (2**20 + 1, "{path} is 1048577 bytes, over the 1 MiB a CA file may have"),
+        (2**20 + 1, "{path} is 1,048,577 bytes, over the 1 MiB a CA file may have"),
     ],
     ids=["missing", "not-pem", "empty", "oversized"],
 )

@@ -85,11 +85,11 @@ def test_a_stream_that_crosses_the_budget_is_stopped(
     (it,) = data["steps"][0]["iterations"]
     assert it["reason"] == "budget", done.output
     # 1M input tokens at Sonnet's price, counted once although two events carry the message.
-    assert "Stopped: spent $3.0000 of --max-cost $0.5" in done.stdout, done.output
+    assert "Stopped: spent $3.00 of --max-cost $0.5" in done.stdout, done.output
     assert data["reason"] == "max_cost"
     # Stopped before its result: what its stream showed counts, for the budget and the record.
     assert it["claude"]["cost_usd"] == pytest.approx(3.000015)  # 1M in, 1 out token
-    assert "did not complete: stopped after 1 iteration: spent $3.0000" in done.stdout
+    assert "did not complete: stopped after 1 iteration: spent $3.00" in done.stdout
     assert f"fks run --resume {data['id']} --max-cost USD" in done.stdout
 
 

@@ -42,12 +42,12 @@ def test_an_agent_flooding_its_output_is_cut_at_the_iteration_limit(project: Pat
     assert log.stat().st_size <= 100_000 and it["log_bytes"] == log.stat().st_size
     assert it["log_dropped"] > 4_800_000  # everything past the bound, counted
     text = log.read_text()
-    assert "[fks] output cut here: it passed the log limit of 100000 bytes per iteration" in text
-    assert f"[fks] {it['log_dropped']} bytes of output were not kept" in text
+    assert "[fks] output cut here: it passed the log limit of 100,000 bytes per iteration" in text
+    assert f"[fks] {it['log_dropped']:,} bytes of output were not kept" in text
     assert "neither kept nor shown" in res.stdout
     assert len(res.stdout) < 200_000  # nor is the screen flooded
     shown = fks("show", "last", cwd=project)
-    assert f"log cut: {it['log_dropped']} bytes" in shown.stdout, shown.output
+    assert f"log cut: {it['log_dropped']:,} bytes" in shown.stdout, shown.output
 
 
 def test_the_run_limit_bounds_all_iterations_together(project: Path) -> None:
@@ -60,7 +60,7 @@ def test_the_run_limit_bounds_all_iterations_together(project: Path) -> None:
     assert sum(sizes) <= 150_000 and sizes == [it["log_bytes"] for it in its]
     assert its[0]["log_dropped"] == 0 and sizes[0] == 80_001  # the first whole
     assert its[1]["log_dropped"] > 0 and its[2]["log_dropped"] > 80_000
-    assert "the run's log limit of 150000 bytes" in (run_dir / its[1]["log"]).read_text()
+    assert "the run's log limit of 150,000 bytes" in (run_dir / its[1]["log"]).read_text()
     assert its[2]["marker"] is True
 
 

@@ -90,7 +90,7 @@ def test_at_80_columns_id_stage_and_time_are_whole_with_an_overall_line() -> Non
         view.close()
         first.proc.wait()
         second.proc.wait()
-    assert overall.startswith("1/5 tasks done, 1 in flight, 1 landed · $1.2500 · ")
+    assert overall.startswith("1/5 tasks done, 1 in flight, 1 landed · $1.25 · ")
     assert len(rows) == 1 and rows[0].startswith("TASK-77aa01 Review")
     assert len(both) == 2 and all(len(row) <= 80 for row in both)
     assert both[0].startswith("TASK-3f9a2c1b Implement (attempt 2) 1:02:05 Reading")

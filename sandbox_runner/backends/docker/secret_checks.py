@@ -13,6 +13,7 @@ from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets, secret_path
+from sandbox_runner.ui.units import byte_count
 
 CA_LIMIT = 2**20
 """Bytes a `caCerts` file may have (its size is checked before it is read)."""
@@ -128,7 +129,7 @@ def _read_bounded(path: Path, limit: int) -> bytes:
             raise ConfigError(f"{path} is not a regular file; give a PEM file")
         if info.st_size > limit:
             raise ConfigError(
-                f"{path} is {info.st_size} bytes, over the {limit // 2**20} MiB a CA file may "
+                f"{path} is {byte_count(info.st_size)}, over the {limit // 2**20} MiB a CA file may "
                 "have; is it the right file?"
             )
         return os.read(fd, limit + 1)

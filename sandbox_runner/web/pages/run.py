@@ -10,14 +10,12 @@ import re
 import shlex
 from collections.abc import Iterator
 from datetime import datetime
-from pathlib import Path
 from typing import BinaryIO
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from sandbox_runner.errors import FksError
 from sandbox_runner.records.store import (
     IterationRecord,
     RunRecord,
@@ -46,10 +44,12 @@ def _record(request: Request) -> tuple[int, RunStore, RunRecord]:
     if not _RUN_ID.fullmatch(run_id):
         raise _NotFound("that is not a run id")
     store = sources.store_of(project)
-    try:
-        return project, store, store.load(run_id)
-    except FksError as exc:
-        raise _NotFound(str(exc)) from None
+    # As the runs list reads it: a link, a FIFO, a file over the size limit or no run record
+    # at all is no run.
+    record = sources.cache.run(store, run_id)
+    if record is None:
+        raise _NotFound(f"run '{run_id}' has no record in {store.root} that fks ui can read")
+    return project, store, record
 
 
 def _in(sources: Sources, project: int) -> str:
@@ -123,17 +123,9 @@ def _neighbours(step: StepRecord, k: int) -> tuple[int | None, int | None]:
     return (numbers[at - 1] if at else None), (numbers[at + 1] if at + 1 < len(numbers) else None)
 
 
-def _log_path(store: RunStore, record: RunRecord, it: IterationRecord) -> Path | None:
-    """The iteration's log, if it lies in the run's directory."""
-    run_dir = store.run_dir(record.id).resolve()
-    if not it.log:
-        return None
-    path = (run_dir / it.log).resolve()
-    return path if path.is_relative_to(run_dir) else None
-
-
 def iteration_page(request: Request) -> Response:
     from sandbox_runner.commands.runs import run_status
+    from sandbox_runner.web.cache import open_log
     from sandbox_runner.web.logview import LogView, read_log
     from sandbox_runner.web.timeline import outcome
 
@@ -142,10 +134,11 @@ def iteration_page(request: Request) -> Response:
         step, it = _iteration(record, request.path_params["step"], request.path_params["k"])
     except _NotFound as exc:
         return _missing(request, str(exc))
-    path = _log_path(store, record, it)
+    # A regular file in the run's folder, reached without a link, or no log.
+    log = open_log(store, record.id, it.log) if it.log else None
     if request.query_params.get("raw"):
-        return _raw(request, path)
-    view = LogView(missing=True) if path is None else read_log(path, claude=it.claude is not None)
+        return _raw(request, log)
+    view = LogView(missing=True) if log is None else read_log(log, claude=it.claude is not None)
     sources: Sources = request.app.state.sources
     where = _in(sources, project)
     return render(
@@ -168,13 +161,10 @@ def iteration_page(request: Request) -> Response:
     )
 
 
-def _raw(request: Request, path: Path | None) -> Response:
+def _raw(request: Request, stream: BinaryIO | None) -> Response:
     """The log's bytes as plain text, shown inline, never sniffed as anything else: as much of
-    it as there is when asked (a running iteration's log goes on growing)."""
-    try:
-        stream = path.open("rb") if path is not None else None  # closed by _chunks
-    except OSError:
-        stream = None
+    it as there is when asked (a running iteration's log goes on growing). `stream` is closed
+    by `_chunks`."""
     if stream is None:
         return _missing(request, "this iteration has no log")
     size = os.fstat(stream.fileno()).st_size

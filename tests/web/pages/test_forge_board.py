@@ -23,7 +23,8 @@ from sandbox_runner.web.sources import Sources
 
 PORT = 48213
 TOKEN = "forge-page-token-0123456789"
-ORIGIN = f"http://127.0.0.1:{PORT}"
+NAME = "fks-test.localhost"
+ORIGIN = f"http://{NAME}:{PORT}"
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def client_for(*projects: Path, token: bool = True) -> TestClient:
-    app = create_app(Sources(projects), Guard(token=TOKEN, port=PORT))
+    app = create_app(Sources(projects), Guard(token=TOKEN, port=PORT, name=NAME))
     client = TestClient(app, base_url=ORIGIN)
     if token:
         assert client.get(f"/?token={TOKEN}").status_code == 200
@@ -108,7 +109,7 @@ def test_the_board_shows_each_task_in_its_stage(
         assert f"the {column} one" in board[column]
         others = [c for c in board if c != column]
         assert not any(task_id in board[c] for c in others), column
-    assert "2 attempts" in board["implementing"] and "$0.25" in board["implementing"]
+    assert "2 attempts" in board["implementing"] and "$0.2500" in board["implementing"]
     assert "a.txt must say &#39;two&#39;" in board["implementing"]
     assert "$1.50" in board["landed"] and "Review: approved" in board["landed"]
     assert '<span class="status">landed</span>' in board["landed"], board["landed"]
@@ -297,7 +298,7 @@ def test_with_every_project_each_has_its_board_and_commands_name_it(
     with client_for(first, second) as client:
         listing = client.get("/forge")
         assert listing.status_code == 200
-        assert 'href="http://127.0.0.1:48213/forge/1"' in listing.text
+        assert f'href="{ORIGIN}/forge/1"' in listing.text
         assert str(second) in listing.text
         board = client.get("/forge/1")
         assert "Which one?" in columns(board.text)["waiting"]

@@ -12,6 +12,7 @@ import pytest
 from playwright import sync_api
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.testing.browser import URL
 from sandbox_runner.testing.forge import new_task
 from sandbox_runner.testing.helpers import FKS, init_repo
 
@@ -33,7 +34,7 @@ def served(repo: Path) -> Iterator[str]:
     proc = subprocess.Popen([FKS, "ui", "--port", "0"], cwd=repo, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        found = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", proc.stdout.readline())
+        found = URL.search(proc.stdout.readline())
         assert found, "fks ui printed no URL"
         yield found.group(0)
     finally:

@@ -50,8 +50,8 @@ echo FORKHESTRA_COMPLETE
 
 
 def client_for(*projects: Path) -> TestClient:
-    guard = Guard(token=secrets.token_urlsafe(16), port=PORT)
-    client = TestClient(create_app(Sources(projects), guard), base_url=f"http://127.0.0.1:{PORT}")
+    guard = Guard(token=secrets.token_urlsafe(16), port=PORT, name="fks-test.localhost")
+    client = TestClient(create_app(Sources(projects), guard), base_url=guard.origin)
     assert client.get(f"/static/fks.css?token={guard.token}").status_code == 200
     return client
 

@@ -25,8 +25,8 @@ PORT = 8765
 
 
 def client_for(sources: Sources) -> Iterator[TestClient]:
-    app = create_app(sources, Guard(token="t0ken", port=PORT))
-    with TestClient(app, base_url=f"http://127.0.0.1:{PORT}") as client:
+    guard = Guard(token="t0ken", port=PORT, name="fks-test.localhost")
+    with TestClient(create_app(sources, guard), base_url=guard.origin) as client:
         assert client.get("/?token=t0ken").status_code == 200  # now it has the cookie
         yield client
 
@@ -215,7 +215,7 @@ def test_records_the_page_does_not_follow_or_read(project: Path, client: TestCli
 def test_without_runs_it_says_how_to_make_one(client: TestClient) -> None:
     page = client.get("/").text
     assert "No runs recorded here yet" in page
-    assert totals(page) == {"runs": "0", "landed": "0", "failed": "0", "cost": "$0.00"}
+    assert totals(page) == {"runs": "0", "landed": "0", "failed": "0", "cost": "$0.0000"}
 
 
 def test_the_page_updates_live(client: TestClient) -> None:
