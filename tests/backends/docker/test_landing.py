@@ -188,3 +188,43 @@ def test_a_landing_never_changes_a_file_secrets_are_read_from(repo: Path) -> Non
     assert git(repo, "rev-parse", "main") == base
     assert (repo / ".secrets" / "token").read_text() == "the-users-token\n"
 
+
+# --- resuming a step whose merge was blocked ------------------------------------------------
+
+
+def test_resuming_a_blocked_merge_only_merges_whatever_the_steps_count(repo: Path) -> None:
+    """A step of one iteration (`:1`, or none) whose merge was blocked: `fks run --resume`
+    (the fix the line gave) merges it without running the agent again, says so, and records
+    that it landed on resume."""
+    add_script(
+        repo,
+        "once.sh",
+        "#!/bin/sh\necho agent > x.md\ngit add x.md && git commit -qm x\n"
+        "echo FORKHESTRA_COMPLETE\n",
+    )
+    for dsl in ("./scripts/once.sh:1", "./scripts/once.sh"):
+        (repo / "x.md").write_text("mine\n")
+        res = sandbox(dsl)
+        assert res.code == 1 and "it would overwrite your untracked file x.md" in res.stdout
+        (repo / "x.md").unlink()  # as it says
+        res = fks("run", "--resume", "last", cwd=repo)
+        assert res.code == 0, res.output
+        rec = record(repo)
+        branch, run_id = rec["steps"][0]["branch"], rec["id"]
+        lines = [line.removeprefix("[fks] ") for line in res.stdout.splitlines()]
+        assert (
+            f"Resuming step 1/1 (./scripts/once.sh): its agent had finished, only its merge was "
+            f"left; merging {branch} again (no agent runs)"
+        ) in lines, res.stdout
+        assert any(line.startswith(f"Merged {branch} into 'main'") for line in lines)
+        assert (
+            "Landed on resume: ./scripts/once.sh (only its merge was left; no agent ran)" in lines
+        )
+        assert "Running:" not in res.stdout and "Done:" not in res.stdout
+        assert len(rec["steps"][0]["iterations"]) == 1  # the agent ran once, before
+        assert (rec["status"], rec["steps"][0]["reason"]) == ("complete", "landed_on_resume")
+        review = fks("review", run_id, cwd=repo)
+        assert "(complete, landed_on_resume)" in review.stdout, review.output
+        assert (repo / "x.md").read_text() == "agent\n"
+        git(repo, "rm", "-q", "x.md")
+        git(repo, "commit", "-qm", "again")
