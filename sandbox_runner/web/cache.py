@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
-from sandbox_runner.commands.listing import ForgeInfo, landed
 from sandbox_runner.records.store import RunRecord, RunStore
 
 RECORD_LIMIT = 64 << 20
@@ -57,8 +56,6 @@ class RunFacts(NamedTuple):
     """Sums over a run's steps and iterations."""
 
     cost: float
-    merged: bool
-    """Some step was merged into its base branch."""
 
 
 class RecordCache:
@@ -77,7 +74,7 @@ class RecordCache:
         found = self._facts.get(id(record))
         if found is not None and found[0] is record:
             return found[1]
-        facts = RunFacts(cost=record.cost_usd, merged=landed(record, ForgeInfo()))
+        facts = RunFacts(cost=record.cost_usd)
         self._facts[id(record)] = (record, facts)
         return facts
 
