@@ -103,7 +103,7 @@ class _Finder:
             if was is not None:  # tracked: git checks it against the user's changes
                 if was[0] == TREE:
                     self._tracked_folder(fd, name, path, was[1], oid if mode == TREE else None)
-                elif was[0] == GITLINK and _holds_files(fd, name):
+                elif was[0] == GITLINK and mode != GITLINK and _holds_files(fd, name):
                     self._found.add(path, folder=True)  # a submodule's checkout
                 continue
             if path in self._skipped:

@@ -162,3 +162,27 @@ def test_a_file_secrets_are_read_from_never_changes_by_landing(repo: Path) -> No
     assert git(repo, "rev-parse", "main") == tip
     agent_commits(repo, {"certs/README": "more\n"})  # beside them: lands
     assert land(repo, kept) is None
+
+
+def test_a_submodule_bump_lands_and_its_checkout_is_never_replaced(repo: Path) -> None:
+    """A new commit for a submodule leaves its checkout alone (git does not touch it): that
+    lands; a file in its place would delete what the checkout holds: that does not."""
+    (repo / "sub").mkdir()
+    (repo / "sub" / "work.txt").write_text("the submodule's files\n")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},sub")
+    git(repo, "commit", "-qm", "submodule")
+    env = {"GIT_INDEX_FILE": str(repo / ".git" / "agent-index")}
+    git_env(repo, env, "read-tree", "main")
+    git_env(repo, env, "update-index", "--cacheinfo", f"160000,{'2' * 40},sub")
+    tree = git_env(repo, env, "write-tree")
+    git(
+        repo,
+        "branch",
+        "-f",
+        BRANCH,
+        git_env(repo, env, "commit-tree", tree, "-p", "main", "-m", "bump"),
+    )
+    assert land(repo) is None
+    agent_commits(repo, {"sub": "a file\n"}, removed=("sub",))
+    assert land(repo) == "it would overwrite your untracked file sub/; commit, stash or move it"
+    assert (repo / "sub" / "work.txt").read_text() == "the submodule's files\n"
