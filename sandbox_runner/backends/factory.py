@@ -3,6 +3,7 @@ local processes. The Docker backend (and the docker package) is imported only wh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,7 @@ def make_backend(
     keep_interrupted: bool = True,
     dry_run: bool = False,
     local_sandbox: Sandbox | None = None,
+    secret_files: Sequence[str] = (),
 ) -> Backend:
     """A backend for the steps of `agents` in `cwd`.
 
@@ -31,6 +33,8 @@ def make_backend(
     checked it already, `keep_interrupted`: keep an interrupted step's workspace for
     `--resume`, `dry_run`: the steps are only shown (a secret not set here is shown so,
     not refused). `local_sandbox`: where local processes run (tests pass a fake).
+    `secret_files`: what the project's secrets and caCerts read in the repository (relative to
+    it): no landing of a sandboxed step changes them.
     """
     if sandbox is not None:
         from sandbox_runner.backends.docker.backend import SandboxBackend
@@ -43,6 +47,7 @@ def make_backend(
             checked_base=checked_base,
             keep_interrupted=keep_interrupted,
             dry_run=dry_run,
+            secret_files=secret_files,
         )
     from sandbox_runner.backends.local import LocalBackend
 

@@ -40,7 +40,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
-from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
+from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.shown import one_line
@@ -123,6 +123,10 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),
         log_limits=LogLimits.of_config(setup.config),
+        secret_files=files_read(
+            [setup.sandbox, *(setup.config.every_sandbox() if setup.config else ())],
+            setup.project,
+        ),
     )
 
 

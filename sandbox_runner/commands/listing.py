@@ -22,6 +22,7 @@ from sandbox_runner.commands.runs import (
     span,
 )
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.records.landed import landed as run_landed
 from sandbox_runner.records.store import RunRecord, RunStore, now
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
@@ -149,7 +150,7 @@ class ForgeInfo:
     titles: dict[str, str] = field(default_factory=dict)
     """Task id → its title, as plain one-line text."""
     landed: frozenset[str] = frozenset()
-    """The last run of every task whose work landed on its base."""
+    """The last run of every task whose work landed on its base (`records.landed`)."""
 
 
 def forge_info(project: Path) -> ForgeInfo:
@@ -162,15 +163,13 @@ def forge_info(project: Path) -> ForgeInfo:
     return ForgeInfo(
         sessions={run: i.session for i in items if i.session for run in i.runs},
         titles={i.task_id: _plain(i.title) for i in items if i.title},
-        landed=frozenset(
-            i.runs[-1] for i in items if i.status == "completed" and i.merge_commit and i.runs
-        ),
+        landed=frozenset(i.runs[-1] for i in items if i.landed and i.runs),
     )
 
 
 def landed(record: RunRecord, forge: ForgeInfo) -> bool:
-    """Some of the run's work was merged into its base branch."""
-    return record.id in forge.landed or any(step.merged for step in record.steps)
+    """All of the run's work is on its base branch (what that means: `records.landed`)."""
+    return run_landed(record, forge.landed)
 
 
 def failed(record: RunRecord) -> bool:
@@ -238,11 +237,16 @@ def _rows(group: Group, forge: ForgeInfo) -> list[tuple[str, ...]]:
         f"forge session: {plural(len(tasks), 'task')}",
         local_time(runs[0].started),
         span(runs[0].started, now() if running else max((e for e in ends if e), default=None)),
-        f"{sum(landed(r, forge) for r in runs)}/{len(runs)} landed",
+        f"{len(_landed_tasks(runs, forge))}/{len(tasks)} landed",
         "",
         usd(sum(r.cost_usd for r in runs)),
     )
     return [head, *(_run_row(r, forge, indent="  ") for r in runs)]
+
+
+def _landed_tasks(runs: Sequence[RunRecord], forge: ForgeInfo) -> set[str | None]:
+    """The forge tasks of `runs` whose work landed."""
+    return {r.options.forge_task for r in runs if landed(r, forge)}
 
 
 def _totals(records: Sequence[RunRecord], forge: ForgeInfo) -> dict[str, Any]:
@@ -288,7 +292,7 @@ def _json(
             "id": g.session,
             "tasks": sorted({r.options.forge_task or "" for r in g.runs}),
             "runs": [r.id for r in g.runs],
-            "landed": sum(landed(r, forge) for r in g.runs),
+            "landed": len(_landed_tasks(g.runs, forge)),
             "cost_usd": round(sum(r.cost_usd for r in g.runs), 6),
         }
         for g in groups

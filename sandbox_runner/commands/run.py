@@ -29,6 +29,7 @@ from sandbox_runner.plan.config import parse_vars
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned, plan_run
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.plan.sandbox import files_read
 from sandbox_runner.records.store import (
     RunOptions,
     RunRecord,
@@ -299,6 +300,9 @@ def _backend(planned: Planned, *, dry_run: bool = False) -> Backend:
         sandbox=planned.sandbox_settings() if planned.options.sandbox else None,
         base=planned.options.base,
         dry_run=dry_run,
+        secret_files=files_read(
+            planned.config.every_sandbox() if planned.config else (), project_root(planned.cwd)
+        ),
     )
 
 

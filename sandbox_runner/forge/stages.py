@@ -90,6 +90,9 @@ class ForgeContext:
     """Seconds without output before a stage's agent is stopped as stalled (None: never)."""
     merge_lock: Path | None = None
     log_limits: LogLimits = field(default_factory=LogLimits)
+    secret_files: Sequence[str] = ()
+    """Files (relative to the repository) secrets and CA certificates are read from: a task
+    that changes one does not land."""
 
     @property
     def project(self) -> Path:
@@ -322,6 +325,7 @@ class TaskStages:
                 item.branch,
                 f"fks forge: {item.task_id} {item.title}"[:200],
                 identity_env(self.ctx.repo),
+                kept=self.ctx.secret_files,
             )
         return Integrated(
             merged=landing.merged,

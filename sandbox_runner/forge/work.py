@@ -111,6 +111,11 @@ class WorkItem(BaseModel):
         return describe(self.shown_status, self.stage, answered=bool(self.answer))
 
     @property
+    def landed(self) -> bool:
+        """Its work was merged into the base (its last run has landed: `records.landed`)."""
+        return self.status == "completed" and self.merge_commit is not None
+
+    @property
     def landable(self) -> bool:
         """Approved, but its landing failed: the next run lands it without new agent runs."""
         return self.status == "failed" and self.stage == "integrate"

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sandbox_runner.git.limits import MergeLimits, measure
+from sandbox_runner.git.overwrites import InTheWay, changed_files, in_the_way
 from sandbox_runner.git.repo import Repo, checkout_of, rev
 from sandbox_runner.git.runner import GitError, git, git_ok, run_git
 from sandbox_runner.records.layout import ForgeLayout
@@ -31,14 +33,26 @@ class Landing:
     """The base already had every commit of the step."""
 
 
-def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[str, str]) -> Landing:
+def merge_back(
+    repo: Repo,
+    base: str,
+    branch: str,
+    message: str,
+    env: Mapping[str, str],
+    *,
+    kept: Sequence[str] = (),
+) -> Landing:
     """Merge `branch` into `base` without ever leaving the base half-merged.
 
     The merge is computed with `git merge-tree` (no work tree involved); the base then moves by
     a fast-forward, which in a checked-out base updates the user's files the way
     `git merge --ff-only` does: refusing rather than touching anything uncommitted. Before
     that, what the merge would write is measured from git's objects against `MergeLimits`
-    (files, bytes, path depth) and for `.forge/` paths: either leaves the base untouched.
+    (files, bytes, path depth) and for `.forge/` paths and `.gitattributes`; the checkout is
+    searched for what git does not track where the merge writes (git would overwrite an
+    ignored file, or a folder of them, without a word); and the files `kept` names
+    (repository-relative: secrets and CA certificates are read from them) must not change.
+    Each refusal leaves the base untouched.
     """
     base_tip = rev(repo, base)
     step_tip = rev(repo, branch)
@@ -53,26 +67,71 @@ def merge_back(repo: Repo, base: str, branch: str, message: str, env: Mapping[st
     merged = step_tip if fast_forward else _merge_commit(repo, base_tip, step_tip, message, env)
     if isinstance(merged, Landing):
         return merged
+    checkout = checkout_of(repo, base)
+    refused = _refused(repo, base_tip, merged, kept, checkout)
+    if refused:
+        return Landing(merged=False, blocked=refused)
+    if checkout is None:
+        git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", merged, base_tip)
+    else:
+        done = run_git(checkout, "merge", "-q", "--ff-only", "--no-edit", merged, env=env)
+        if done.returncode != 0:
+            why = _why_blocked(done.stderr.decode("utf-8", "replace"))
+            return Landing(merged=False, blocked=why)
+    return Landing(merged=True, commit=merged, fast_forward=fast_forward)
+
+
+def _refused(
+    repo: Repo, base_tip: str, merged: str, kept: Sequence[str], checkout: Path | None
+) -> str | None:
+    """Why moving the base from `base_tip` to `merged` is refused before anything moves: what
+    it would write is over the limits, it changes fks's records or a `.gitattributes`, it would
+    write over what git does not track in the base's `checkout`, or it changes a file secrets
+    are read from (None: it is not)."""
     records = ForgeLayout(repo.top).root.name
     measured = measure(repo, base_tip, merged, MergeLimits.from_env(), records)
     if measured.over:
-        return Landing(merged=False, blocked=measured.over)
+        return measured.over
     owned = measured.owned
     if owned:
-        return Landing(
-            merged=False,
-            blocked=f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {records}/ "
-            "holds fks's run records (a merge would replace them); review the branch and merge by hand",
+        return (
+            f"it changes {owned[0]}{' and more' if len(owned) > 1 else ''}, and {records}/ "
+            "holds fks's run records (a merge would replace them); review the branch and merge by hand"
         )
     if measured.attributes:
         changed = _few(measured.attributes, shown=1)
-        return Landing(
-            merged=False,
-            blocked=f"it changes {changed}{' and more' if len(measured.attributes) > 1 else ''}, "
+        return (
+            f"it changes {changed}{' and more' if len(measured.attributes) > 1 else ''}, "
             "which changes what git writes on checkout beyond what fks measured; review the "
-            "branch and merge by hand",
+            "branch and merge by hand"
         )
-    return _move_base(repo, base, base_tip, merged, message, env, fast_forward=fast_forward)
+    secret = changed_files(repo, base_tip, merged, kept)
+    found = in_the_way(checkout, base_tip, merged, skip=secret) if checkout else InTheWay()
+    return _kept_files(secret, found)
+
+
+def _kept_files(secret: Sequence[str], found: InTheWay) -> str | None:
+    """Why a landing that changes a file secrets are read from, or would write over the user's
+    files git does not track, is refused (None: it does neither)."""
+    many = found.count > 1
+    untracked = f"untracked file{'s' if many else ''} {_few(found.paths, total=found.count)}"
+    if not secret:
+        return (
+            f"it would overwrite your {untracked}; commit, stash or move {'them' if many else 'it'}"
+            if found.count
+            else None
+        )
+    also = f", and would overwrite your {untracked}" if found.count else ""
+    move = (
+        f", move {'those' if many else 'that'} file{'s' if many else ''} away"
+        if found.count
+        else ""
+    )
+    return (
+        f"it changes {_few(secret)}, which sandbox.secrets or sandbox.caCerts read "
+        f"(the next run would send what the branch put there){also}; review the branch{move} "
+        "and merge it by hand only if that is meant"
+    )
 
 
 def _merge_commit(
@@ -106,27 +165,6 @@ def _merge_commit(
     )
 
 
-def _move_base(
-    repo: Repo,
-    base: str,
-    base_tip: str,
-    new: str,
-    message: str,
-    env: Mapping[str, str],
-    *,
-    fast_forward: bool,
-) -> Landing:
-    """Fast-forward `base` to `new`: its ref alone, or through its checkout when it has one."""
-    checkout = checkout_of(repo, base)
-    if checkout is None:
-        git(repo.top, "update-ref", "-m", f"fks: {message}", f"refs/heads/{base}", new, base_tip)
-        return Landing(merged=True, commit=new, fast_forward=fast_forward)
-    done = run_git(checkout, "merge", "-q", "--ff-only", "--no-edit", new, env=env)
-    if done.returncode != 0:
-        return Landing(merged=False, blocked=_why_blocked(done.stderr.decode("utf-8", "replace")))
-    return Landing(merged=True, commit=new, fast_forward=fast_forward)
-
-
 def _why_blocked(stderr: str) -> str:
     """One line from git's refusal to update a checkout: which of the user's files are in the
     way (git lists them one per line, after a tab, under a heading saying what kind they are),
@@ -154,9 +192,10 @@ def _why_blocked(stderr: str) -> str:
     )
 
 
-def _few(paths: Sequence[str], shown: int = 3) -> str:
+def _few(paths: Sequence[str], shown: int = 3, total: int | None = None) -> str:
+    """The first `shown` of `paths` (of `total`), then `and N more`."""
     names = [_printable(p if len(p) <= 120 else p[:119] + "…") for p in paths[:shown]]
-    more = len(paths) - shown
+    more = (len(paths) if total is None else total) - shown
     return ", ".join(names) + (f" and {more} more" if more > 0 else "")
 
 

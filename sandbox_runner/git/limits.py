@@ -28,8 +28,8 @@ MAX_PATH_BYTES = 4096
 """A longer path cannot be created (PATH_MAX), so none is merged."""
 MAX_TREE_BYTES = 8 * 1024 * 1024
 """A folder whose listing (one tree object) is bigger is not read."""
-_TREE = b"40000"
-_GITLINK = b"160000"
+TREE = b"40000"
+GITLINK = b"160000"
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,15 @@ def measure(repo: Repo, old: str, new: str, limits: MergeLimits, records: str) -
     """What going from commit `old` to `new` writes into a work tree: files, bytes, path depth,
     and paths under a `records` (`.forge`) directory; stops at the first limit crossed."""
     with git_process(repo.top, "cat-file", "--batch-command", stdin=True) as cat:
-        walk = _Walk(_Objects(cat), limits, records)
+        walk = _Walk(Objects(cat), limits, records)
         try:
             found = walk.diff(walk.objects.tree_of(old), walk.objects.tree_of(new), 1)
-        except _Over as over:
+        except OverLimit as over:
             return Measured(over=str(over))
     return Measured(owned=found.owned, attributes=found.attributes)
 
 
-class _Over(Exception):
+class OverLimit(Exception):
     """A limit is crossed: the reason for the user."""
 
     def __init__(self, what: str, name: str | None) -> None:
@@ -113,7 +113,7 @@ Entry = tuple[bytes, bytes, str]
 """A tree's entry: mode, name, object id."""
 
 
-class _Objects:
+class Objects:
     """Trees and blob sizes from one `git cat-file --batch-command`, one object at a time."""
 
     def __init__(self, cat: subprocess.Popen[bytes]) -> None:
@@ -144,7 +144,9 @@ class _Objects:
         if kind != b"tree":
             raise GitError(f"object {oid[:12]} is not a tree")
         if size > MAX_TREE_BYTES:
-            raise _Over(f"has a folder listing over {byte_limit(MAX_TREE_BYTES)} of names", None)
+            raise OverLimit(
+                f"has a folder listing over {byte_limit(MAX_TREE_BYTES)} of names", None
+            )
         data = self._out.read(size + 1)
         width = 20 if len(oid) == 40 else 32
         entries: list[Entry] = []
@@ -160,7 +162,7 @@ class _Objects:
 class _Walk:
     """Adds up what trees write, each distinct tree (or pair of trees) once."""
 
-    def __init__(self, objects: _Objects, limits: MergeLimits, records: str) -> None:
+    def __init__(self, objects: Objects, limits: MergeLimits, records: str) -> None:
         self.objects = objects
         self._limits = limits
         self._records = records
@@ -186,7 +188,7 @@ class _Walk:
                 was = before.pop(name, None)
                 if was == (mode, oid):
                     continue
-                if mode == _TREE and was is not None and was[0] == _TREE:
+                if mode == TREE and was is not None and was[0] == TREE:
                     self._deeper(level)
                     child = self.diff(was[1], oid, level + 1)
                 else:
@@ -198,19 +200,19 @@ class _Walk:
         return self._diffs[key]
 
     def _entry(self, mode: bytes, oid: str, level: int) -> _Stats:
-        if mode == _TREE:
+        if mode == TREE:
             self._deeper(level)
             inner = self.full(oid, level + 1)
             return replace(inner, files=inner.files + 1, depth=inner.depth + 1)
-        size = 0 if mode == _GITLINK else self.objects.size(oid)
+        size = 0 if mode == GITLINK else self.objects.size(oid)
         return _Stats(files=1, bytes=size, depth=1)
 
     def _deeper(self, level: int) -> None:
         if level >= self._limits.depth:
-            raise _Over(f"has paths over {self._limits.depth} names deep", "DEPTH")
+            raise OverLimit(f"has paths over {self._limits.depth} names deep", "DEPTH")
 
     def _add(self, total: _Stats, name: bytes, child: _Stats) -> _Stats:
-        """`total` with entry `name` (what `child` writes) added; _Over at a limit crossed."""
+        """`total` with entry `name` (what `child` writes) added; OverLimit at a limit crossed."""
         text = name.decode("utf-8", "replace")
         owned = (text,) if _is(text, self._records) else tuple(f"{text}/{p}" for p in child.owned)
         attributes = (
@@ -227,13 +229,13 @@ class _Walk:
         )
         limits = self._limits
         if added.files > limits.files:
-            raise _Over(f"changes more than {limits.files} files and folders", "FILES")
+            raise OverLimit(f"changes more than {limits.files} files and folders", "FILES")
         if added.bytes > limits.bytes:
-            raise _Over(f"writes more than {byte_limit(limits.bytes)} of files", "BYTES")
+            raise OverLimit(f"writes more than {byte_limit(limits.bytes)} of files", "BYTES")
         if added.depth > limits.depth:
-            raise _Over(f"has paths over {limits.depth} names deep", "DEPTH")
+            raise OverLimit(f"has paths over {limits.depth} names deep", "DEPTH")
         if added.longest > MAX_PATH_BYTES:
-            raise _Over(f"has paths over {MAX_PATH_BYTES} bytes long", None)
+            raise OverLimit(f"has paths over {MAX_PATH_BYTES} bytes long", None)
         return added
 
 

@@ -201,6 +201,11 @@ class ChainsConfig(ConfigModel):
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
 
+    def every_sandbox(self) -> list[SandboxSettings | None]:
+        """The sandbox settings at the top, of every chain and of every agent."""
+        chains = [c.sandbox for c in self.chains.values()]
+        return [self.sandbox, *chains, *(a.sandbox for a in self.agents.values())]
+
     @field_validator("agents", "chains")
     @classmethod
     def _names_not_blank(cls, value: dict[str, Any]) -> dict[str, Any]:

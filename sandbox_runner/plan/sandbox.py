@@ -6,8 +6,10 @@ top-level settings, then the chain's, then the command line's (`--image`, `--eng
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
@@ -17,7 +19,7 @@ from sandbox_runner.plan.allow import AllowEntry, parse_host
 from sandbox_runner.plan.checks import FRIENDLY, did_you_mean
 from sandbox_runner.plan.engine import EngineSpec
 from sandbox_runner.plan.model import ConfigModel
-from sandbox_runner.plan.secrets import SecretEntry, merge_secrets
+from sandbox_runner.plan.secrets import SecretEntry, merge_secrets, secret_path
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RUNTIME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -232,3 +234,20 @@ def first_error(exc: ValueError) -> str:
     if isinstance(exc, ValidationError):
         return str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
     return str(exc)
+
+
+def files_read(every: Iterable[SandboxSettings | None], top: Path) -> tuple[str, ...]:
+    """The files in the repository at `top` that the `secrets` and `caCerts` of `every` read,
+    relative to it: a landing never changes them (the next run would send what a branch put
+    there)."""
+    found: list[str] = []
+    roots = {Path(os.path.normpath(top)), Path(os.path.realpath(top))}
+    for settings in every:
+        if settings is None:
+            continue
+        named = [e.file for e in settings.secrets if e.file is not None] + list(settings.ca_certs)
+        for text in named:
+            path = secret_path(text, top)
+            for form in {Path(os.path.normpath(path)), Path(os.path.realpath(path))}:
+                found += [form.relative_to(r).as_posix() for r in roots if form.is_relative_to(r)]
+    return tuple(sorted({p for p in found if p != "."}))

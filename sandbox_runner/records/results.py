@@ -50,6 +50,11 @@ def usd_limit(value: float) -> str:
     return "$" + (text if text not in ("", "0") else f"{value:.2g}")
 
 
+LANDED_ON_RESUME = "landed_on_resume"
+"""The reason of a step whose agent had finished in an earlier session and whose work could
+not land then (a blocked merge, a conflict): resumed, it was only merged, no agent ran."""
+
+
 @dataclass(frozen=True)
 class StepOutcome:
     """How a step ended: complete or not, why, and its iterations."""
@@ -99,6 +104,8 @@ class StepOutcome:
     def end_line(self, agent: str, loop: bool) -> str:
         """The step's last line: `Done: x (exit 0)`, `Complete after 2 iterations`, …"""
         used = self.iterations_used
+        if self.complete and self.reason == LANDED_ON_RESUME:
+            return f"Landed on resume: {agent} (only its merge was left; no agent ran)"
         if self.complete and not loop:
             failed = self.agent_failed()
             if failed is not None:

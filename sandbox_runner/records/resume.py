@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
-from sandbox_runner.records.store import RunRecord, RunStore, project_root, run_alive
+from sandbox_runner.records.store import (
+    RunRecord,
+    RunStore,
+    StepRecord,
+    project_root,
+    run_alive,
+)
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.planned import Planned
@@ -54,10 +60,17 @@ def plan_resume(
     return Resumed(planned=planned, record=record)
 
 
+def awaits_landing(step: StepRecord) -> bool:
+    """The step's agent finished, but its work could not land then (a blocked merge, a
+    conflict): resumed, it is only merged again, whatever its iterations."""
+    counted = any(it.counted for it in step.iterations)
+    return counted and step.reason in ("merge_conflict", "merge_blocked")
+
+
 def _check_iterations_left(record: RunRecord, more: int) -> None:
     """A resumed run whose next step has no iteration left would run nothing: say what to do."""
     step = next((s for s in record.steps if s.status != "complete"), None)
-    if step is None or step.iterations_used < step.iterations_max:
+    if step is None or step.iterations_used < step.iterations_max or awaits_landing(step):
         return
     n = step.iterations_max
     allowed = f"{n} iteration{'s' if n != 1 else ''}" + (f" (with --more {more})" if more else "")

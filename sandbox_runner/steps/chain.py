@@ -16,6 +16,7 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned
 from sandbox_runner.records.masking import masked_names, secrets_from_env
 from sandbox_runner.records.results import StepOutcome
+from sandbox_runner.records.resume import awaits_landing
 from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
@@ -220,7 +221,13 @@ def _run_step(
     prompt = step_prompt(
         step, plan, options.agents, options.cwd, options.cli_prompt, options.cli_prompt_file
     )
-    reporter.step_started(index, total, step.agent, step.iterations + more, step.loop)
+    if awaits_landing(step_record):
+        reporter.info(
+            f"Resuming step {index}/{total} ({step.agent}): its agent had finished, only its "
+            f"merge was left; merging {step_record.branch} again (no agent runs)"
+        )
+    else:
+        reporter.step_started(index, total, step.agent, step.iterations + more, step.loop)
     outcome = run_step(
         step,
         prompt,

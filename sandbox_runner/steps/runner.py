@@ -12,7 +12,8 @@ from sandbox_runner.backends.api import Backend, PreparedStep
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.records.results import StepOutcome
+from sandbox_runner.records.results import LANDED_ON_RESUME, StepOutcome
+from sandbox_runner.records.resume import awaits_landing
 from sandbox_runner.records.store import ActiveRun, StepRecord
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import (
@@ -116,16 +117,8 @@ def _context(
 
 
 def _run_or_retry_landing(ctx: StepContext, record: StepRecord, spent: int) -> StepOutcome:
-    if _loop_finished(record):
-        # Resumed after the agent had finished but its work could not land (conflict,
-        # blocked merge): only try landing again.
-        return StepOutcome(complete=True, reason="marker", spent_before=spent, maximum=ctx.maximum)
+    if awaits_landing(record):  # only its merge was left: no agent runs
+        return StepOutcome(
+            complete=True, reason=LANDED_ON_RESUME, spent_before=spent, maximum=ctx.maximum
+        )
     return StepLoop(ctx).run()
-
-
-def _loop_finished(record: StepRecord) -> bool:
-    counted = [it for it in record.iterations if it.counted]
-    if not counted or record.reason not in ("merge_conflict", "merge_blocked"):
-        return False
-    last = counted[-1]
-    return last.marker or (not record.loop and last.reason == "once")

@@ -179,12 +179,9 @@ class LiveReporter:
             self._line(result.note, "yellow")
 
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
-        used = outcome.iterations_used
-        if outcome.complete and not loop:
+        if outcome.complete:
             failed = outcome.agent_failed() is not None
             self._line(outcome.end_line(agent, loop), "red" if failed else "green")
-        elif outcome.complete:
-            self._line(f"Complete after {plural(used, 'iteration')}", "green")
         else:
             self._line(f"Incomplete: {agent} {outcome.describe()}", "red")
             # The panel goes away; keep what the agent said last, it usually tells why.

@@ -124,11 +124,8 @@ class PlainReporter:
             self._line(result.note)
 
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None:
-        used = outcome.iterations_used
-        if outcome.complete and not loop:
+        if outcome.complete:
             self._line(outcome.end_line(agent, loop))
-        elif outcome.complete:
-            self._line(f"Complete after {plural(used, 'iteration')}")
         else:
             self._line(f"Incomplete: {agent} {outcome.describe()}")
 

@@ -15,7 +15,6 @@ from typing import BinaryIO, NamedTuple
 
 from pydantic import ValidationError
 
-from sandbox_runner.commands.listing import ForgeInfo, landed
 from sandbox_runner.nofollow import open_dir
 from sandbox_runner.records.store import RunRecord, RunStore
 
@@ -68,8 +67,6 @@ class RunFacts(NamedTuple):
     """Sums over a run's steps and iterations."""
 
     cost: float
-    merged: bool
-    """Some step was merged into its base branch."""
 
 
 class RecordCache:
@@ -88,7 +85,7 @@ class RecordCache:
         found = self._facts.get(id(record))
         if found is not None and found[0] is record:
             return found[1]
-        facts = RunFacts(cost=record.cost_usd, merged=landed(record, ForgeInfo()))
+        facts = RunFacts(cost=record.cost_usd)
         self._facts[id(record)] = (record, facts)
         return facts
 

@@ -117,7 +117,7 @@ def test_runs_lists_complete_and_incomplete_runs_oldest_first(project: Path) -> 
     assert [row.split()[0] for row in rows] == [first, second]
     assert re.search(r"\bcomplete\s+2/2\s+\$0\.0000$", rows[0])
     assert re.search(r"\bincomplete\s+1/3\s+\$0\.0000$", rows[1])
-    assert (blank, total) == ("", "Total: 2 runs, 0 landed, 0 failed, $0.0000")
+    assert (blank, total) == ("", "Total: 2 runs, 1 landed, 0 failed, $0.0000")
     assert "./scripts/ok.sh:3 -> ./scripts/ok.sh" in rows[0]
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+\d+\.\ds\s", rows[0])
     # columns are aligned: every status starts at the same offset

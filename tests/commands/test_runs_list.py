@@ -4,12 +4,16 @@ real `fks run` invocations."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.records.store import RunOptions
 from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 from sandbox_runner.testing.helpers import fks, git, init_repo
+from sandbox_runner.testing.records import START, make_run, save_run
 from sandbox_runner.testing.runs import (
     complete_run,
     incomplete_run,
@@ -34,7 +38,7 @@ def test_filters_and_totals(project: Path) -> None:
     assert _ids(done.stdout) == [third], done.output
     done = fks("runs", "--status", "complete,incomplete", "--since", "1h", cwd=project)
     assert _ids(done.stdout) == [first, second, third], done.output
-    assert done.stdout.splitlines()[-1] == "Total: 3 runs, 0 landed, 0 failed, $0.0000"
+    assert done.stdout.splitlines()[-1] == "Total: 3 runs, 2 landed, 0 failed, $0.0000"
     done = fks("runs", "--since", "2999-01-01", cwd=project)
     assert done.code == 0 and "No run recorded in" in done.stdout and "matches" in done.stdout
     assert done.stdout.rstrip().endswith("matches --since."), done.output
@@ -51,8 +55,40 @@ def test_json_lists_runs_and_totals_in_snake_case(project: Path) -> None:
     assert [r["id"] for r in data["runs"]] == [first, second]
     assert [r["status"] for r in data["runs"]] == ["complete", "incomplete"]
     assert data["runs"][1]["steps"] == 3 and data["runs"][1]["steps_done"] == 1
-    assert data["totals"] == {"runs": 2, "landed": 0, "failed": 0, "cost_usd": 0.0}
+    assert [r["landed"] for r in data["runs"]] == [True, False]
+    assert data["totals"] == {"runs": 2, "landed": 1, "failed": 0, "cost_usd": 0.0}
     assert data["forge_sessions"] == []
+
+
+def test_a_forge_session_counts_the_tasks_that_landed_not_its_stages_merges(
+    project: Path,
+) -> None:
+    """A sandboxed forge session that ended with a task waiting for an answer: each task's
+    stages were merged into the task's own branch, but only the two completed tasks landed on
+    the base (the numbers `fks forge run` printed), and a complete local run counts too."""
+    local = complete_run(project)
+    items = {"t1": "completed", "t2": "completed", "t3": "waiting"}
+    for n, (task, status) in enumerate(items.items()):
+        record = make_run(f"forge-{n}", started=START + timedelta(minutes=n), merged=True)
+        record.options = RunOptions(forge_task=task, forge_session="S1")
+        record.status = "complete" if status == "completed" else "incomplete"
+        save_run(project, record)
+        item = WorkItem(task_id=task, title=f"task {n}", status=status, runs=[record.id])
+        item.merge_commit = "a" * 40 if status == "completed" else None
+        WorkStore(project).write(item)
+    done = fks("runs", cwd=project)
+    assert done.code == 0, done.output
+    head = next(line for line in done.stdout.splitlines() if line.startswith("S1"))
+    assert "forge session: 3 tasks" in head and "2/3 landed" in head, done.stdout
+    assert done.stdout.splitlines()[-1] == "Total: 4 runs, 3 landed, 0 failed, $0.0600"
+    data = json.loads(fks("runs", "--json", cwd=project).stdout)
+    assert {r["id"]: r["landed"] for r in data["runs"]} == {
+        "forge-0": True,
+        "forge-1": True,
+        "forge-2": False,
+        local: True,
+    }
+    assert data["forge_sessions"][0]["landed"] == 2 and data["totals"]["landed"] == 3
 
 
 def test_bad_filters_are_one_line_usage_errors(project: Path) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,12 +78,14 @@ class SandboxBackend:
         checked_base: bool = False,
         keep_interrupted: bool = True,
         dry_run: bool = False,
+        secret_files: Sequence[str] = (),
     ) -> None:
         """`checked_base`: the caller has already checked `base` (fks forge: its own rules).
         `keep_interrupted`: keep an interrupted step's workspace for `--resume` (fks forge
         resumes from the task's branch in a new run, so it has no use for it). `dry_run`: the
         steps are only shown, so a secret whose value cannot be read here is shown so, not
-        refused."""
+        refused. `secret_files`: what secrets and caCerts read in the repository (relative to
+        it): no landing changes them."""
         from sandbox_runner.backends.docker.engine.connect import supported_engine
         from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
@@ -113,6 +115,7 @@ class SandboxBackend:
         self._keep_interrupted = keep_interrupted
         self._dry_run = dry_run
         self._credentials: dict[str, Credentials] = {}
+        self._secret_files = tuple(secret_files)
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -126,11 +129,8 @@ class SandboxBackend:
 
     def resolve(self, step: Step) -> AgentCommand:
         """Check the agent the way the container will see it (paths inside the repository)."""
-        target = (
-            self._agents[step.agent].path
-            if step.agent in self._agents and self._agents[step.agent].path
-            else step.agent
-        )
+        cfg = self._agents.get(step.agent)
+        target = (cfg.path if cfg else None) or step.agent
         external = parse_claude_agent_path(target or step.agent, self._cwd)
         if external is not None and external.project.is_dir():
             open_repo(external.project, what=f"--sandbox (agent '{step.agent}')")
@@ -287,8 +287,7 @@ class SandboxBackend:
             mounts, user = step_mounts(agent, settings, workspace), self._users.get(image)
             labels = step_labels(run_id, index, repo)
             container = container_settings(image, mounts, labels, settings, user)
-            credentials = self._credentials.get(step.agent)
-            proxy = self._proxies.for_step(agent, settings, repo, credentials)
+            proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
             if proxy is not None:
                 container, env = through_proxy(proxy, container, env, settings.env)
             with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
@@ -305,6 +304,7 @@ class SandboxBackend:
                 landing = StepLanding(
                     self._run, self._reporter, self._base, index, step, record, sandbox, env, proxy
                 )
+                landing.secret_files = self._secret_files
                 if resumed and workspace.exists():
                     landing.salvage(interrupted=False)
                 workspace.ensure()

@@ -6,7 +6,7 @@ left uncommitted committed, then a complete step merged into its base through
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -43,6 +43,9 @@ class StepLanding:
     sandbox: WorkspaceSandbox
     env: dict[str, str]
     proxy: EgressProxy | None
+    secret_files: Sequence[str] = ()
+    """Files (relative to the repository) secrets and CA certificates are read from: a landing
+    that changes one is refused."""
 
     def salvage(self, *, interrupted: bool) -> None:
         """Import the commits a workspace holds that its branch has not got yet: those of the
@@ -120,7 +123,12 @@ class StepLanding:
         if not outcome.complete:
             return outcome
         landing = merge_back(
-            repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity
+            repo,
+            base,
+            branch,
+            f"fks: merge step {index} ({step.agent}) of run {run_id}",
+            identity,
+            kept=self.secret_files,
         )
         self.run.record_landing(record, landing)
         return self._report_landing(landing, branch, base, outcome)

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from sandbox_runner.commands.listing import STATUSES, ForgeInfo, failed, forge_info
+from sandbox_runner.commands.listing import STATUSES, ForgeInfo, failed, forge_info, landed
 from sandbox_runner.commands.runs import run_status, span
 from sandbox_runner.records.store import RunRecord, now
 from sandbox_runner.web.cache import RecordCache
@@ -152,10 +152,7 @@ def totals(
     facts = [cache.facts(r.record) for r in rows]
     return {
         "runs": len(rows),
-        "landed": sum(
-            r.record.id in forges[r.project].landed or f.merged
-            for r, f in zip(rows, facts, strict=True)
-        ),
+        "landed": sum(landed(r.record, forges[r.project]) for r in rows),
         "failed": sum(failed(r.record) for r in rows),
         "cost": sum(f.cost for f in facts),
     }

@@ -1,11 +1,14 @@
-"""What a step's end says: a merge blocked by the user's own files names them and what to do
-(and doing it lands the step); Ctrl-C and `fks clean` say what they saved."""
+"""What a step's end says: a merge blocked by the user's own files (untracked, ignored, or
+those secrets are read from) names them and what to do (and doing it lands the step, without
+running its agent again); Ctrl-C and `fks clean` say what they saved."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import trustme
 
 from sandbox_runner.testing.helpers import fks, git
 from sandbox_runner.testing.sandboxed import (
@@ -96,3 +99,132 @@ def test_ctrl_c_and_clean_say_what_they_saved(repo: Path) -> None:
     assert f"committed what ./scripts/half.sh left uncommitted to {branch}" in res.stdout
     assert "commits" not in res.stdout.replace("committed what", "")
     assert git(repo, "show", f"{branch}:u.txt") == "u"
+
+
+# --- what git does not track, and the files secrets are read from --------------------------
+
+FORCE_ADDS = """#!/bin/sh
+echo AGENT=1 > .env
+echo agent > data
+git add -f .env data && git commit -qm "agent: .env and data"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_a_landing_never_overwrites_or_deletes_ignored_files(repo: Path) -> None:
+    """The agent force-adds `.env` and a file where the user keeps an ignored folder holding a
+    database: `git merge` would replace both without a word. The landing refuses instead, names
+    them and the fix; the user's files are byte for byte what they were, the base did not move,
+    the branch is kept; moving them away and resuming lands the step."""
+    (repo / ".gitignore").write_text(".env\ndata/\n")
+    git(repo, "add", ".gitignore")
+    git(repo, "commit", "-qm", "ignore .env and data/")
+    add_script(repo, "force.sh", FORCE_ADDS)
+    env, db = b"TOKEN=the-users-own\n", os.urandom(4096)
+    (repo / ".env").write_bytes(env)
+    (repo / "data").mkdir()
+    (repo / "data" / "app.db").write_bytes(db)
+    base = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/force.sh")
+    assert res.code == 1, res.output
+    rec = record(repo)
+    branch = rec["steps"][0]["branch"]
+    assert blocked_line(res.stdout).endswith(
+        f"could not update 'main' with {branch}: it would overwrite your untracked files .env, "
+        f"data/; commit, stash or move them, then continue with: fks run --resume {rec['id']} "
+        f"(or: git merge {branch})"
+    )
+    assert (repo / ".env").read_bytes() == env and (repo / "data" / "app.db").read_bytes() == db
+    assert git(repo, "rev-parse", "main") == base
+    assert git(repo, "show", f"{branch}:.env") == "AGENT=1"
+    (repo / ".env").rename(repo.parent / "saved.env")  # as it says
+    (repo / "data").rename(repo.parent / "saved-data")
+    res = fks("run", "--resume", rec["id"], cwd=repo)
+    assert res.code == 0, res.output
+    assert (repo / ".env").read_text() == "AGENT=1\n" and (repo / "data").read_text() == "agent\n"
+    assert (repo.parent / "saved-data" / "app.db").read_bytes() == db
+
+
+CREDENTIALS = """#!/bin/sh
+mkdir -p .secrets certs
+echo agent-token > .secrets/token
+printf -- '-----BEGIN CERTIFICATE-----\\nAGENT\\n-----END CERTIFICATE-----\\n' > certs/ca.pem
+git add -f .secrets/token certs/ca.pem && git commit -qm "agent: credentials"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_a_landing_never_changes_a_file_secrets_are_read_from(repo: Path) -> None:
+    """The agent commits its own token where `sandbox.secrets` reads the user's (an ignored
+    file) and its own CA over the committed one `caCerts` names: landed, the next run would
+    send the user's requests with the agent's token and trust the agent's CA. The landing
+    refuses, naming both; nothing of the user's changes, and resuming does not land it either
+    (only the user, merging by hand, can)."""
+    (repo / ".gitignore").write_text(".secrets/\n")
+    (repo / "certs").mkdir()
+    ca = trustme.CA().cert_pem.bytes()
+    (repo / "certs" / "ca.pem").write_bytes(ca)
+    git(repo, "add", ".gitignore", "certs")
+    git(repo, "commit", "-qm", "the CA the proxy trusts")
+    (repo / ".secrets").mkdir()
+    (repo / ".secrets" / "token").write_text("the-users-token\n")
+    add_script(repo, "creds.sh", CREDENTIALS)
+    secret = {"host": "api.test", "file": ".secrets/token"}
+    configure(repo, {"sandbox": {"secrets": [secret], "caCerts": ["certs/ca.pem"]}})
+    base = git(repo, "rev-parse", "main")
+    res = sandbox("./scripts/creds.sh")
+    assert res.code == 1, res.output
+    rec = record(repo)
+    branch = rec["steps"][0]["branch"]
+    line = blocked_line(res.stdout)
+    assert f"with {branch}: it changes .secrets/token, certs/ca.pem, which sandbox.secrets" in line
+    assert "review the branch and merge it by hand only if that is meant" in line
+    assert (repo / ".secrets" / "token").read_text() == "the-users-token\n"
+    assert (repo / "certs" / "ca.pem").read_bytes() == ca
+    assert git(repo, "rev-parse", "main") == base
+    assert git(repo, "show", f"{branch}:.secrets/token") == "agent-token"
+    res = fks("run", "--resume", rec["id"], cwd=repo)
+    assert res.code == 1 and "it changes .secrets/token, certs/ca.pem" in res.stdout, res.output
+    assert git(repo, "rev-parse", "main") == base
+    assert (repo / ".secrets" / "token").read_text() == "the-users-token\n"
+
+
+# --- resuming a step whose merge was blocked ------------------------------------------------
+
+
+def test_resuming_a_blocked_merge_only_merges_whatever_the_steps_count(repo: Path) -> None:
+    """A step of one iteration (`:1`, or none) whose merge was blocked: `fks run --resume`
+    (the fix the line gave) merges it without running the agent again, says so, and records
+    that it landed on resume."""
+    add_script(
+        repo,
+        "once.sh",
+        "#!/bin/sh\necho agent > x.md\ngit add x.md && git commit -qm x\n"
+        "echo FORKHESTRA_COMPLETE\n",
+    )
+    for dsl in ("./scripts/once.sh:1", "./scripts/once.sh"):
+        (repo / "x.md").write_text("mine\n")
+        res = sandbox(dsl)
+        assert res.code == 1 and "it would overwrite your untracked file x.md" in res.stdout
+        (repo / "x.md").unlink()  # as it says
+        res = fks("run", "--resume", "last", cwd=repo)
+        assert res.code == 0, res.output
+        rec = record(repo)
+        branch, run_id = rec["steps"][0]["branch"], rec["id"]
+        lines = [line.removeprefix("[fks] ") for line in res.stdout.splitlines()]
+        assert (
+            f"Resuming step 1/1 (./scripts/once.sh): its agent had finished, only its merge was "
+            f"left; merging {branch} again (no agent runs)"
+        ) in lines, res.stdout
+        assert any(line.startswith(f"Merged {branch} into 'main'") for line in lines)
+        assert (
+            "Landed on resume: ./scripts/once.sh (only its merge was left; no agent ran)" in lines
+        )
+        assert "Running:" not in res.stdout and "Done:" not in res.stdout
+        assert len(rec["steps"][0]["iterations"]) == 1  # the agent ran once, before
+        assert (rec["status"], rec["steps"][0]["reason"]) == ("complete", "landed_on_resume")
+        review = fks("review", run_id, cwd=repo)
+        assert "(complete, landed_on_resume)" in review.stdout, review.output
+        assert (repo / "x.md").read_text() == "agent\n"
+        git(repo, "rm", "-q", "x.md")
+        git(repo, "commit", "-qm", "again")

@@ -229,10 +229,16 @@ def test_started_times_are_shown_local(project: Path, client: TestClient) -> Non
 
 
 def test_a_forge_task_whose_work_landed_counts_as_landed(project: Path, client: TestClient) -> None:
-    record = make_run("r1")
+    """As `fks runs` counts: a forge run landed when its task's work reached the base (its
+    stages' merges into the task's branch do not count); an incomplete run never did, even
+    when its first step was merged."""
+    record = make_run("r1", merged=True)
     record.options = RunOptions(forge_task="t1")
     save_run(project, record)
-    save_run(project, make_run("r2", started=START + timedelta(hours=1)))
+    save_run(
+        project,
+        make_run("r2", started=START + timedelta(hours=1), status="incomplete", merged=True),
+    )
     assert totals(client.get("/").text)["landed"] == "0"
     item = WorkItem(task_id="t1", title="Add <b>it</b>", status="completed", runs=["r1"])
     item.merge_commit = "a" * 40
