@@ -61,8 +61,10 @@ def claude_project(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 def client_for(project: Path) -> TestClient:
-    guard = Guard(token=secrets.token_urlsafe(16), port=PORT)
-    client = TestClient(create_app(Sources([project]), guard), base_url=f"http://127.0.0.1:{PORT}")
+    guard = Guard(token=secrets.token_urlsafe(16), port=PORT, name="fks-test.localhost")
+    client = TestClient(
+        create_app(Sources([project]), guard), base_url=f"http://fks-test.localhost:{PORT}"
+    )
     assert client.get(f"/static/fks.css?token={guard.token}").status_code == 200
     return client
 

@@ -239,8 +239,11 @@ def test_a_task_file_nested_3000_deep_is_named_and_skipped_everywhere(tmp_path: 
     from sandbox_runner.web.security import Guard
     from sandbox_runner.web.sources import Sources
 
-    app = create_app(Sources([repo]), Guard(token="deep-yaml-token-0123456789", port=48214))
-    with TestClient(app, base_url="http://127.0.0.1:48214") as client:
+    app = create_app(
+        Sources([repo]),
+        Guard(token="deep-yaml-token-0123456789", port=48214, name="fks-test.localhost"),
+    )
+    with TestClient(app, base_url="http://fks-test.localhost:48214") as client:
         assert client.get("/?token=deep-yaml-token-0123456789").status_code == 200
         page = client.get("/forge")
     assert page.status_code == 200, page.text[-2000:]
