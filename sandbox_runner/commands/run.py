@@ -258,6 +258,8 @@ def _execute(
         finally:
             reporter.close()
     _summary(result, backend, reporter)
+    done = active.record.steps_done
+    reporter.chain_ended(result.success, done, result.total, cost=result.cost_usd or None)
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     _write_junit(junit, active.record)

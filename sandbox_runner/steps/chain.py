@@ -177,13 +177,6 @@ def run_chain(
         failed_at=failed_at,
         reason=None if success else summaries[-1].outcome.reason,
     )
-    reporter.chain_ended(
-        success,
-        record.steps_done,
-        total,
-        pipeline=not any(s.loop for s in plan.steps),
-        cost=record.cost_usd or None,
-    )
     return ChainResult(
         success=success,
         steps=tuple(summaries),

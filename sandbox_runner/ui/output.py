@@ -131,20 +131,20 @@ class PlainReporter:
         else:
             self._line(f"Incomplete: {agent} {outcome.describe()}")
 
-    def chain_ended(
-        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
-    ) -> None:
-        kind = "Pipeline" if pipeline else "Chain"
-        spent = f", ${cost:.4f}" if cost else ""
+    def chain_ended(self, complete: bool, done: int, total: int, cost: float | None) -> None:
         self._end_partial_lines()
         self._out.write("\n")
-        if complete:
-            self._line(f"{kind} complete ({done}/{total} steps{spent})")
-        else:
-            self._line(f"{kind} incomplete ({done}/{total} steps{spent})")
+        self._line(closing_line(complete, done, total, cost))
 
     def close(self) -> None:
         self._end_partial_lines()
+
+
+def closing_line(complete: bool, done: int, total: int, cost: float | None) -> str:
+    """A run's last line, the same for every run (one step or many, looping or not), for CI
+    and scripts to match: `Chain complete (2/2 steps)`, `Chain incomplete (0/2 steps, $0.0120)`."""
+    spent = f", ${cost:.4f}" if cost else ""
+    return f"Chain {'complete' if complete else 'incomplete'} ({done}/{total} steps{spent})"
 
 
 def _prefixed(data: bytes, *, at_line_start: bool) -> bytes:
