@@ -85,6 +85,22 @@ def test_incomplete_step_exits_1_and_says_which(
     assert "[fks] Chain incomplete (0/2 steps)" in res.stdout
 
 
+def test_a_step_whose_agent_failed_alike_every_time_names_that_not_the_marker(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MARKER_AT", "0")
+    monkeypatch.setenv("FAKE_EXIT", "3")
+    res = cli("run", "fake:2")
+    assert res.code == 1, res.output
+    why = "stopped after 2/2 iterations: the agent exited 3 every time (exit_3)"
+    assert f"[fks] Incomplete: fake {why}: its output is in fks logs" in res.stdout, res.stdout
+    assert f"[fks] Step 1 (fake) did not complete: {why}" in res.stdout
+    assert "did not print the marker" not in res.stdout
+    monkeypatch.setenv("FAKE_EXIT_UNTIL", "2")  # the second one exits 0: not alike
+    res = cli("run", "fake:2")
+    assert res.code == 1 and "did not print the marker in 2/2 iterations" in res.stdout
+
+
 @pytest.mark.parametrize(
     ("how", "detected"),
     [
