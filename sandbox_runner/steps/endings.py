@@ -152,32 +152,32 @@ def alike(
     cause other than a missing marker, with its fix (None: the iterations ended otherwise)."""
     if not reasons or len(set(reasons)) != 1:
         return None
-    reason = reasons[0]
+    reason, each = reasons[0], "every one" if len(reasons) > 1 else "it"
     if reason == "max_turns":
         limit = f"maxTurns ({max_turns})" if max_turns else "the turn limit"
         return (
-            f"every one stopped at {limit} (max_turns): raise the agent's maxTurns in "
+            f"{each} stopped at {limit} (max_turns): raise the agent's maxTurns in "
             "forge/chains.json, or give it a smaller task"
         )
     if reason == "timeout":
         after = f" after {timeout:g}s" if timeout else ""
         return (
-            f"every one timed out{after} (timeout): raise sandbox.timeout in forge/chains.json, "
+            f"{each} timed out{after} (timeout): raise sandbox.timeout in forge/chains.json, "
             "or give it a smaller task"
         )
     if reason == "oom":
-        return "every one ran out of memory (oom): raise sandbox.memory in forge/chains.json"
+        return f"{each} ran out of memory (oom): raise sandbox.memory in forge/chains.json"
     if reason == "stalled":
         quiet = f" for {_duration(stall_after)}" if stall_after else ""
         return (
-            f"every one stalled, printing nothing{quiet} (stalled): if the agent really works "
+            f"{each} stalled, printing nothing{quiet} (stalled): if the agent really works "
             "that long in silence, raise stallTimeout in forge/chains.json (0: off)"
         )
     if reason == "is_error":
-        return "every one ended with an error from Claude (is_error): its notes are in fks show"
+        return f"{each} ended with an error from Claude (is_error): its notes are in fks show"
     if reason.startswith("exit_") and reason != "exit_0":
-        code = reason.removeprefix("exit_")
-        return f"the agent exited {code} every time ({reason}): its output is in fks logs"
+        times = " every time" if len(reasons) > 1 else ""
+        return f"the agent exited {reason.removeprefix('exit_')}{times} ({reason}): its output is in fks logs"
     return None
 
 
