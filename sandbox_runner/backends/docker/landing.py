@@ -6,9 +6,10 @@ left uncommitted committed, then a complete step merged into its base through
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.docker.egress.audit import merged
@@ -189,6 +190,29 @@ class StepLanding:
             how = "fast-forward" if landing.fast_forward else "merge commit"
             reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
         return outcome
+
+
+def review_lines(
+    record: StepRecord, top: Path, base: str, run_id: str | None, kept: Collection[str]
+) -> list[str]:
+    """How to look at a step's branch that did not land (none for one that did), and its
+    workspace when it is one of the `kept` volumes."""
+    if not record.branch or record.merged:
+        return []
+    repo = Path(record.repo or top)
+    base = record.base_branch or base
+    lines = [f"Branch kept for review: {record.branch}"]
+    if record.conflicts:
+        lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
+    lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
+    if run_id is not None:
+        lines.append(f"  fks review {run_id}")
+    if record.workspace and record.workspace in kept:
+        lines.append(
+            f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
+            "what is uncommitted in it to the branch, then removes it)"
+        )
+    return lines
 
 
 @contextmanager
