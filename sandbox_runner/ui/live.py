@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.api import Stream
+from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import PREFIX, closing_line, plural
 
@@ -95,6 +95,9 @@ class LiveReporter:
         self._line(f"Warning: {message}", "yellow")
 
     # --- events ------------------------------------------------------------------------------
+
+    def phase(self, phase: Phase) -> None:
+        """The sandbox's phases are for --verbose (plain output); the panel shows the time."""
 
     def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
         with self._lock:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.api import Stream
+from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ class PlainReporter:
     def warn(self, message: str) -> None:
         self._line(f"Warning: {message}")
 
+    def phase(self, phase: Phase) -> None:
+        if self._verbose:
+            self._line(f"  {phase_text(phase)}")
+
     def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
         if index > 1:
             self._end_partial_lines()
@@ -138,6 +142,12 @@ class PlainReporter:
 
     def close(self) -> None:
         self._end_partial_lines()
+
+
+def phase_text(phase: Phase) -> str:
+    """`checkout: 9.81s`, `workspace: 0.05s (Docker volume fks-ws-…)`."""
+    took = f"{phase.seconds:.2f}s" if phase.seconds < 10 else f"{phase.seconds:.1f}s"
+    return f"{phase.name}: {took}" + (f" ({phase.detail})" if phase.detail else "")
 
 
 def closing_line(complete: bool, done: int, total: int, cost: float | None) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.api import Notices, PreparedStep
+from sandbox_runner.backends.api import Notices, Phase, PreparedStep
 from sandbox_runner.backends.docker.agent_view import (
     check_committed,
     container_agent,
@@ -295,13 +296,16 @@ class SandboxBackend:
                     scratch=Path(scratch),
                     new_step=not resumed,
                     warm=self._warm(settings, step),
+                    notices=self._reporter,
                 )
                 landing = StepLanding(
                     self._run, self._reporter, self._base, index, step, record, sandbox, env, proxy
                 )
+                began = time.monotonic()
                 if resumed and workspace.exists():
                     landing.salvage(interrupted=False)
                 workspace.ensure()
+                sandbox.timed("workspace", began, f"Docker volume {workspace.name}")
                 self._kept.discard(workspace.name)
                 try:
                     with closing(sandbox):
@@ -342,9 +346,11 @@ class SandboxBackend:
         labels = step_labels(self._run.record.id, index, repo)
         gvisor = settings.runtime in self._gvisor
         container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
+        began = time.monotonic()
         proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
         if proxy is None:
             return container, env, None
+        self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
         return container, env, proxy
 

@@ -5,6 +5,7 @@ left uncommitted committed, then a complete step merged into its base through
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox_runner.backends.api import Phase
 from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
@@ -114,6 +116,7 @@ class StepLanding:
         if self.proxy is not None and record.iterations:
             self._late_refusals(record.iterations[-1], self.proxy)
         self._report_denied()
+        began = time.monotonic()  # the merge: what was left uncommitted, then the branch
         leftover = apply_leftover(repo, branch, self.sandbox.leftover, message, identity)
         if leftover:
             self.reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
@@ -123,6 +126,7 @@ class StepLanding:
         landing = merge_back(
             repo, base, branch, f"fks: merge step {index} ({step.agent}) of run {run_id}", identity
         )
+        self.reporter.phase(Phase("merge", time.monotonic() - began))
         self.run.record_landing(record, landing)
         return self._report_landing(landing, branch, base, outcome)
 
