@@ -37,7 +37,7 @@ Benchmarks:
   forge      `fks forge run --parallel 4` on four independent tasks whose agents (the real claude
              CLI against a fake API) spend 5 s per stage, against one such task alone
                                                                                    (target: <= 1.4x)
-  exit       from `Pipeline complete` to fks's exit, `fks run true --sandbox` on a 20,000-file
+  exit       from `Chain complete` to fks's exit, `fks run true --sandbox` on a 20,000-file
              repo (the workspace volume is removed after fks has returned)    (target: <= 1 s)
   output     an agent printing 200 MB: fks's peak memory, and its throughput against
              `docker logs` of the same output                                      (targets: < 150 MB, >= 0.5x)

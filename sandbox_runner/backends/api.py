@@ -13,20 +13,40 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.dsl import Step
+    from sandbox_runner.records.record import StepRecord
     from sandbox_runner.records.results import IterationResult, StepOutcome
-    from sandbox_runner.records.store import ActiveRun, StepRecord
+    from sandbox_runner.records.store import ActiveRun
 
 Stream = Literal["stdout", "stderr"]
 INTERRUPT_GRACE = 1.0
 """Seconds an interrupted agent has to stop on SIGINT before SIGTERM (then SIGKILL)."""
 
 
+PhaseName = Literal["workspace", "proxy", "container", "checkout", "export", "import", "merge"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of a sandboxed step's own work (not its agent's) that has ended, and how long
+    it took: the step's workspace, its egress proxy, an iteration's container, checkout,
+    export and import, the step's merge."""
+
+    name: PhaseName
+    seconds: float
+    detail: str = ""
+    """What the phase did, when there is more to say (`kept as the last iteration left it`)."""
+
+
 class Notices(Protocol):
-    """Where a backend's `[fks]` lines go (the engine's `Reporter` is one)."""
+    """Where a backend's `[fks]` lines and events go (the engine's `Reporter` is one)."""
 
     def info(self, message: str) -> None: ...
 
     def warn(self, message: str) -> None: ...
+
+    def phase(self, phase: Phase) -> None:
+        """A phase of the backend's own work ended (shown with --verbose)."""
+        ...
 
 
 @dataclass(frozen=True)

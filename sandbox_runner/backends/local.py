@@ -29,7 +29,8 @@ from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.store import ActiveRun, StepRecord
+    from sandbox_runner.records.record import StepRecord
+    from sandbox_runner.records.store import ActiveRun
 
 _READ_SIZE = 1 << 16
 _KILL_GRACE = 2.0

@@ -58,7 +58,9 @@ VerboseOption = Annotated[
         "-v",
         help=(
             "Stream all agent output line by line (no live view on a terminal) and show "
-            "each step's command, cwd and prompt before it runs."
+            "each step's command, cwd and prompt before it runs; with --sandbox, each phase "
+            "of the sandbox's work (workspace, container, checkout, export, import, merge) "
+            "with its time."
         ),
     ),
 ]

@@ -16,12 +16,8 @@ from pathlib import Path
 
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
-from sandbox_runner.records.store import (
-    RunRecord,
-    RunStore,
-    project_root,
-    run_alive,
-)
+from sandbox_runner.records.record import RunRecord, run_alive
+from sandbox_runner.records.store import RunStore, project_root
 from sandbox_runner.ui.output import plural
 
 

@@ -36,7 +36,7 @@ from sandbox_runner.ui.shown import one_line
 from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.store import StepRecord
+    from sandbox_runner.records.record import StepRecord
 
 MAX_COMMITS = 20
 """Commits `show` lists per branch (the newest)."""

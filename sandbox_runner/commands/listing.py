@@ -23,7 +23,8 @@ from sandbox_runner.commands.runs import (
 )
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.landed import landed as run_landed
-from sandbox_runner.records.store import RunRecord, RunStore, now
+from sandbox_runner.records.record import RunRecord, now
+from sandbox_runner.records.store import RunStore
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.output import plural
 from sandbox_runner.ui.units import usd

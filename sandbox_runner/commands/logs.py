@@ -11,7 +11,7 @@ from typing import BinaryIO
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.records.store import IterationRecord, RunRecord, StepRecord, run_alive
+from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, run_alive
 from sandbox_runner.ui.lines import LineReader, shown_line
 from sandbox_runner.ui.output import AGENT_PREFIX
 from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript

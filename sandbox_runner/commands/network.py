@@ -11,8 +11,8 @@ from typing import Any
 
 from sandbox_runner.commands.runs import load_run, local_time, open_store
 from sandbox_runner.errors import EXIT_COMPLETE
+from sandbox_runner.records.record import IterationRecord, RunRecord
 from sandbox_runner.records.reported import RequestsRecord
-from sandbox_runner.records.store import IterationRecord, RunRecord
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.units import byte_count
 

@@ -10,7 +10,7 @@ from sandbox_runner.commands.runs import load_run, open_store, run_status, step_
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
-from sandbox_runner.records.store import RunRecord, StepRecord
+from sandbox_runner.records.record import RunRecord, StepRecord
 from sandbox_runner.ui.ansi import diff_colour, strip_escapes
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 

@@ -30,15 +30,8 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned, plan_run
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import files_read
-from sandbox_runner.records.store import (
-    RunOptions,
-    RunRecord,
-    RunStore,
-    StepRecord,
-    new_run_id,
-    now,
-    project_root,
-)
+from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
+from sandbox_runner.records.store import RunStore, new_run_id, project_root
 from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
@@ -259,6 +252,8 @@ def _execute(
         finally:
             reporter.close()
     _summary(result, backend, reporter)
+    done = active.record.steps_done
+    reporter.chain_ended(result.success, done, result.total, cost=result.cost_usd or None)
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     _write_junit(junit, active.record)

@@ -82,7 +82,7 @@ class TaskBoard:
 
     def set_status(self, task_id: str, status: Status, note: str | None = None) -> None:
         """Move the task (and append `note` to its notes)."""
-        from sandbox_runner.records.store import now
+        from sandbox_runner.records.record import now
 
         store = self._store()
         with store.locked():

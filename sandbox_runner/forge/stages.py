@@ -42,16 +42,9 @@ from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
 from sandbox_runner.records.results import StepOutcome
-from sandbox_runner.records.store import (
-    ActiveRun,
-    RunOptions,
-    RunRecord,
-    RunStore,
-    StepRecord,
-    new_run_id,
-    now,
-)
+from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
 from sandbox_runner.steps.guards import Budget
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.runner import StepSettings, run_step

@@ -22,7 +22,8 @@ from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
-from sandbox_runner.records.store import now, pid_alive, write_atomic
+from sandbox_runner.records.record import now, pid_alive
+from sandbox_runner.records.store import write_atomic
 from sandbox_runner.ui.units import usd
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]

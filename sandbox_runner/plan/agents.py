@@ -157,6 +157,13 @@ class AgentCommand:
     """Where config-relative files (systemPrompt, mcpConfig, settings) live."""
 
     @property
+    def max_turns(self) -> int | None:
+        """The turn limit fks gives Claude Code (`--max-turns`); None: fks gives none."""
+        if self.kind != "claude" or self.config is None:
+            return None
+        return self.config.max_turns or DEFAULT_MAX_TURNS
+
+    @property
     def stream_json(self) -> bool:
         """Output is Claude stream-json (completion read from model text only)."""
         return self.kind != "binary"
@@ -197,7 +204,7 @@ class AgentCommand:
     def _config_flags(self) -> list[str]:
         cfg = self.config
         assert cfg is not None
-        flags = ["--max-turns", str(cfg.max_turns or DEFAULT_MAX_TURNS)]
+        flags = ["--max-turns", str(self.max_turns)]
         if cfg.model:
             flags += ["--model", cfg.model]
         if cfg.mcp_config:

@@ -25,7 +25,7 @@ from sandbox_runner.plan.dsl import parse_dsl
 from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.store import RunOptions
+    from sandbox_runner.records.record import RunOptions
 
 
 @dataclass

@@ -9,12 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from sandbox_runner.records.layout import ForgeLayout
-from sandbox_runner.records.store import (
-    IterationRecord,
-    RunRecord,
-    StepRecord,
-    write_atomic,
-)
+from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord
+from sandbox_runner.records.store import write_atomic
 from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.ui.ansi import strip_escapes
 from sandbox_runner.ui.units import usd

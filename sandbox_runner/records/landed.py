@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from sandbox_runner.records.store import RunRecord
+from sandbox_runner.records.record import RunRecord
 
 
 def landed(record: RunRecord, landed_tasks: Collection[str]) -> bool:

@@ -66,6 +66,9 @@ class StepOutcome:
     maximum: int = 1
     detail: str | None = None
     """What a budget stop adds to its reason (`Stopped: spent $0.0612 of --max-cost $0.05`)."""
+    cause: str | None = None
+    """What ended every one of its iterations, when they all ended alike for another reason
+    than a missing marker, with the fix (`every one stopped at maxTurns (10) …`)."""
 
     @property
     def iterations_used(self) -> int:
@@ -76,8 +79,15 @@ class StepOutcome:
         return self.iterations[-1] if self.iterations else None
 
     def describe(self) -> str:
-        """`did not complete after 10 iterations (max_iterations)`-style explanation."""
+        """`did not complete after 10 iterations (max_iterations)`-style explanation; the cause
+        of every iteration's end when they all ended alike."""
         used = self.iterations_used
+        if self.cause and self.reason == "max_iterations":
+            return f"stopped after {used}/{self.maximum} iterations: {self.cause}"
+        why = self._why(used)
+        return f"{why}; {self.cause}" if self.cause else why
+
+    def _why(self, used: int) -> str:
         n = f"{used} iteration{'' if used == 1 else 's'}"
         return {
             "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",

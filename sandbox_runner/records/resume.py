@@ -11,13 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
-from sandbox_runner.records.store import (
-    RunRecord,
-    RunStore,
-    StepRecord,
-    project_root,
-    run_alive,
-)
+from sandbox_runner.records.record import RunRecord, StepRecord, run_alive
+from sandbox_runner.records.store import RunStore, project_root
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.planned import Planned

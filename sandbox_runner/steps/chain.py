@@ -15,9 +15,10 @@ from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned
 from sandbox_runner.records.masking import masked_names, secrets_from_env
+from sandbox_runner.records.record import RunRecord, StepRecord
 from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.resume import awaits_landing
-from sandbox_runner.records.store import ActiveRun, RunRecord, StepRecord
+from sandbox_runner.records.store import ActiveRun
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 from sandbox_runner.steps.reporter import Reporter
@@ -177,13 +178,6 @@ def run_chain(
         success=success,
         failed_at=failed_at,
         reason=None if success else summaries[-1].outcome.reason,
-    )
-    reporter.chain_ended(
-        success,
-        record.steps_done,
-        total,
-        pipeline=not any(s.loop for s in plan.steps),
-        cost=record.cost_usd or None,
     )
     return ChainResult(
         success=success,

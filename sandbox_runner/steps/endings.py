@@ -3,6 +3,7 @@ the cause and the fix (the turn limit, the key, the URL, the budget, a stall).""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -138,6 +139,46 @@ def _claude_error(seen: Seen) -> Ending | None:
         )
         return Ending("api_unreachable", note, failed=True)
     return Ending("is_error", f"Iteration {n} ended with an error: {text}", failed=True)
+
+
+def alike(
+    reasons: Sequence[str],
+    *,
+    max_turns: int | None = None,
+    timeout: float | None = None,
+    stall_after: float | None = None,
+) -> str | None:
+    """What ended every counted iteration of a step that did not complete, when that is one
+    cause other than a missing marker, with its fix (None: the iterations ended otherwise)."""
+    if not reasons or len(set(reasons)) != 1:
+        return None
+    reason, each = reasons[0], "every one" if len(reasons) > 1 else "it"
+    if reason == "max_turns":
+        limit = f"maxTurns ({max_turns})" if max_turns else "the turn limit"
+        return (
+            f"{each} stopped at {limit} (max_turns): raise the agent's maxTurns in "
+            "forge/chains.json, or give it a smaller task"
+        )
+    if reason == "timeout":
+        after = f" after {timeout:g}s" if timeout else ""
+        return (
+            f"{each} timed out{after} (timeout): raise sandbox.timeout in forge/chains.json, "
+            "or give it a smaller task"
+        )
+    if reason == "oom":
+        return f"{each} ran out of memory (oom): raise sandbox.memory in forge/chains.json"
+    if reason == "stalled":
+        quiet = f" for {_duration(stall_after)}" if stall_after else ""
+        return (
+            f"{each} stalled, printing nothing{quiet} (stalled): if the agent really works "
+            "that long in silence, raise stallTimeout in forge/chains.json (0: off)"
+        )
+    if reason == "is_error":
+        return f"{each} ended with an error from Claude (is_error): its notes are in fks show"
+    if reason.startswith("exit_") and reason != "exit_0":
+        times = " every time" if len(reasons) > 1 else ""
+        return f"the agent exited {reason.removeprefix('exit_')}{times} ({reason}): its output is in fks logs"
+    return None
 
 
 def _duration(seconds: float) -> str:

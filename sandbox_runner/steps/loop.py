@@ -21,16 +21,17 @@ from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.record import IterationRecord, StepRecord, now
 from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import IterationResult, StepOutcome
-from sandbox_runner.records.store import (
-    ActiveRun,
-    IterationRecord,
-    RecordWriter,
-    StepRecord,
-    now,
+from sandbox_runner.records.store import ActiveRun, RecordWriter
+from sandbox_runner.steps.endings import (
+    ENDS_A_STEP_WITHOUT_N,
+    STOPS_THE_STEP,
+    Seen,
+    alike,
+    ending,
 )
-from sandbox_runner.steps.endings import ENDS_A_STEP_WITHOUT_N, STOPS_THE_STEP, Seen, ending
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
+_RAN_OUT = frozenset({"max_iterations", "no_progress", "repeated_error"})
+"""Step ends after iterations that each ended without the marker: their common cause is named."""
 
 
 @dataclass
@@ -114,14 +117,24 @@ class StepLoop:
         return self._outcome(False, self._stop_reason)
 
     def _outcome(self, complete: bool, reason: str) -> StepOutcome:
-        budget = self.ctx.budget() if self.ctx.budget is not None else None
+        ctx = self.ctx
+        budget = ctx.budget() if ctx.budget is not None else None
+        cause = None
+        if not complete and reason in _RAN_OUT:
+            cause = alike(
+                [it.reason or "" for it in ctx.record.iterations if it.counted],
+                max_turns=ctx.agent.max_turns,
+                timeout=ctx.timeout,
+                stall_after=ctx.stall_after,
+            )
         return StepOutcome(
             complete=complete,
             reason=reason,
             iterations=tuple(self.results),
-            spent_before=self.ctx.spent_before,
-            maximum=self.ctx.maximum,
+            spent_before=ctx.spent_before,
+            maximum=ctx.maximum,
             detail=budget.stopped(budget.spent) if budget and reason == "max_cost" else None,
+            cause=cause,
         )
 
     def _should_stop(self, state: RetryCallState, remaining: int) -> bool:

@@ -12,9 +12,10 @@ from sandbox_runner.backends.api import Backend, PreparedStep
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
+from sandbox_runner.records.record import StepRecord
 from sandbox_runner.records.results import LANDED_ON_RESUME, StepOutcome
 from sandbox_runner.records.resume import awaits_landing
-from sandbox_runner.records.store import ActiveRun, StepRecord
+from sandbox_runner.records.store import ActiveRun
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import (
     DEFAULT_NO_PROGRESS_LIMIT,

@@ -7,16 +7,15 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sandbox_runner.records.reported import ClaudeStats
-from sandbox_runner.records.store import (
+from sandbox_runner.records.record import (
     IterationRecord,
     RunOptions,
     RunRecord,
     RunStatus,
-    RunStore,
     StepRecord,
-    write_atomic,
 )
+from sandbox_runner.records.reported import ClaudeStats
+from sandbox_runner.records.store import RunStore, write_atomic
 
 DEAD_PID = 2**22 + 1
 """A pid above Linux's pid_max: no process has it (a `running` record with it has died)."""

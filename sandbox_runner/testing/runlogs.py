@@ -7,14 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sandbox_runner.records.record import IterationRecord, RunOptions, RunRecord, StepRecord
 from sandbox_runner.records.reported import ClaudeStats, DeniedRecord
-from sandbox_runner.records.store import (
-    IterationRecord,
-    RunOptions,
-    RunRecord,
-    StepRecord,
-    write_atomic,
-)
+from sandbox_runner.records.store import write_atomic
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

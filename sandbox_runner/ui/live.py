@@ -11,9 +11,9 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.api import Stream
+from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.output import PREFIX, plural
+from sandbox_runner.ui.output import PREFIX, closing_line, plural
 from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
@@ -96,6 +96,9 @@ class LiveReporter:
         self._line(f"Warning: {message}", "yellow")
 
     # --- events ------------------------------------------------------------------------------
+
+    def phase(self, phase: Phase) -> None:
+        """The sandbox's phases are for --verbose (plain output); the panel shows the time."""
 
     def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
         with self._lock:
@@ -194,17 +197,11 @@ class LiveReporter:
                     Text(f"    {text}", style=style or "dim", no_wrap=True, overflow="ellipsis")
                 )
 
-    def chain_ended(
-        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
-    ) -> None:
+    def chain_ended(self, complete: bool, done: int, total: int, cost: float | None) -> None:
         self._stop()
-        kind = "Pipeline" if pipeline else "Chain"
-        spent = f", {usd(cost)}" if cost else ""
         self._console.print()
-        if complete:
-            self._line(f"{kind} complete ({done}/{total} steps{spent})", "bold green")
-        else:
-            self._line(f"{kind} incomplete ({done}/{total} steps{spent})", "bold red")
+        line = closing_line(complete, done, total, cost)
+        self._line(line, "bold green" if complete else "bold red")
 
     def close(self) -> None:
         """Take the panel off the screen and give the terminal back; safe to call twice."""

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
-from sandbox_runner.backends.api import Stream
+from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.ui.units import usd
 
@@ -86,6 +86,10 @@ class PlainReporter:
     def warn(self, message: str) -> None:
         self._line(f"Warning: {message}")
 
+    def phase(self, phase: Phase) -> None:
+        if self._verbose:
+            self._line(f"  {phase_text(phase)}")
+
     def step_started(self, index: int, total: int, agent: str, iterations: int, loop: bool) -> None:
         if index > 1:
             self._end_partial_lines()
@@ -129,20 +133,26 @@ class PlainReporter:
         else:
             self._line(f"Incomplete: {agent} {outcome.describe()}")
 
-    def chain_ended(
-        self, complete: bool, done: int, total: int, pipeline: bool, cost: float | None
-    ) -> None:
-        kind = "Pipeline" if pipeline else "Chain"
-        spent = f", {usd(cost)}" if cost else ""
+    def chain_ended(self, complete: bool, done: int, total: int, cost: float | None) -> None:
         self._end_partial_lines()
         self._out.write("\n")
-        if complete:
-            self._line(f"{kind} complete ({done}/{total} steps{spent})")
-        else:
-            self._line(f"{kind} incomplete ({done}/{total} steps{spent})")
+        self._line(closing_line(complete, done, total, cost))
 
     def close(self) -> None:
         self._end_partial_lines()
+
+
+def phase_text(phase: Phase) -> str:
+    """`checkout: 9.81s`, `workspace: 0.05s (Docker volume fks-ws-…)`."""
+    took = f"{phase.seconds:.2f}s" if phase.seconds < 10 else f"{phase.seconds:.1f}s"
+    return f"{phase.name}: {took}" + (f" ({phase.detail})" if phase.detail else "")
+
+
+def closing_line(complete: bool, done: int, total: int, cost: float | None) -> str:
+    """A run's last line, the same for every run (one step or many, looping or not), for CI
+    and scripts to match: `Chain complete (2/2 steps)`, `Chain incomplete (0/2 steps, $0.0120)`."""
+    spent = f", {usd(cost)}" if cost else ""
+    return f"Chain {'complete' if complete else 'incomplete'} ({done}/{total} steps{spent})"
 
 
 def _prefixed(data: bytes, *, at_line_start: bool) -> bytes:

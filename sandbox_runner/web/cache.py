@@ -16,7 +16,8 @@ from typing import BinaryIO, NamedTuple
 from pydantic import ValidationError
 
 from sandbox_runner.nofollow import open_dir
-from sandbox_runner.records.store import RunRecord, RunStore
+from sandbox_runner.records.record import RunRecord
+from sandbox_runner.records.store import RunStore
 
 RECORD_LIMIT = 64 << 20
 """Bytes of one run.json read at most (a step of 1,000 iterations takes about 1 MiB)."""

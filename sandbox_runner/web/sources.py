@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox_runner.records.projects import known_projects
-from sandbox_runner.records.store import RunRecord, RunStore
+from sandbox_runner.records.record import RunRecord
+from sandbox_runner.records.store import RunStore
 from sandbox_runner.web.cache import RecordCache
 
 

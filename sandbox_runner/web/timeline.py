@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sandbox_runner.records.store import IterationRecord, RunRecord, StepRecord, now
+from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
 from sandbox_runner.ui.units import usd
 
 WIDTH = 1000.0

@@ -116,7 +116,7 @@ def bench_exit(work: Path, repeat: int) -> list[str]:
     print(f"exit after complete (ms): {[round(t * 1000) for t in times]}", file=sys.stderr)
     took = statistics.median(times)
     return [
-        f"| exit: from `Pipeline complete` to fks's exit, `fks run true --sandbox`, 20,000-file repo | {took * 1000:.0f} ms | - | - | <= 1 s | {'ok' if took <= 1 else 'MISSED'} |",
+        f"| exit: from `Chain complete` to fks's exit, `fks run true --sandbox`, 20,000-file repo | {took * 1000:.0f} ms | - | - | <= 1 s | {'ok' if took <= 1 else 'MISSED'} |",
     ]
 
 

@@ -36,8 +36,39 @@ def test_once_needs_no_marker(project: Path, cli, monkeypatch: pytest.MonkeyPatc
     assert len(calls(project.parent)) == 2
     assert "[fks] Running: fake" in res.stdout
     assert "[fks] Done: fake (exit 0)" in res.stdout
-    assert "[fks] Pipeline complete (2/2 steps)" in res.stdout
+    assert "[fks] Chain complete (2/2 steps)" in res.stdout
+    assert "Pipeline" not in res.output
     assert "Iteration" not in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("dsl", "marker_at", "code", "last"),
+    [
+        ("fake", "0", 0, "[fks] Chain complete (1/1 steps)"),
+        ("fake -> builder", "0", 0, "[fks] Chain complete (2/2 steps)"),
+        ("fake:3 -> builder", "1", 0, "[fks] Chain complete (2/2 steps)"),
+        ("builder -> fake:2", "0", 1, "[fks] Chain incomplete (1/2 steps)"),
+    ],
+)
+def test_every_run_ends_with_one_closing_line_for_scripts(
+    project: Path,
+    cli,
+    monkeypatch: pytest.MonkeyPatch,
+    dsl: str,
+    marker_at: str,
+    code: int,
+    last: str,
+) -> None:
+    """Whatever its steps (once, looping, mixed), a run's last line reads the same way: one
+    pattern for CI and scripts to match; with --json it is the last line on stderr."""
+    monkeypatch.setenv("FAKE_MARKER_AT", marker_at)
+    res = cli("run", dsl)
+    assert res.code == code, res.output
+    assert res.stdout.rstrip("\n").splitlines()[-1] == last, res.stdout
+    assert "Pipeline" not in res.output
+    res = cli("run", dsl, "--json")
+    assert res.code == code, res.output
+    assert res.stderr.rstrip("\n").splitlines()[-1] == last, res.stderr
 
 
 def test_incomplete_step_exits_1_and_says_which(
@@ -52,6 +83,22 @@ def test_incomplete_step_exits_1_and_says_which(
     assert "Step 1 (fake) did not complete" in res.stdout
     assert "3/3 iterations" in res.stdout
     assert "[fks] Chain incomplete (0/2 steps)" in res.stdout
+
+
+def test_a_step_whose_agent_failed_alike_every_time_names_that_not_the_marker(
+    project: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MARKER_AT", "0")
+    monkeypatch.setenv("FAKE_EXIT", "3")
+    res = cli("run", "fake:2")
+    assert res.code == 1, res.output
+    why = "stopped after 2/2 iterations: the agent exited 3 every time (exit_3)"
+    assert f"[fks] Incomplete: fake {why}: its output is in fks logs" in res.stdout, res.stdout
+    assert f"[fks] Step 1 (fake) did not complete: {why}" in res.stdout
+    assert "did not print the marker" not in res.stdout
+    monkeypatch.setenv("FAKE_EXIT_UNTIL", "2")  # the second one exits 0: not alike
+    res = cli("run", "fake:2")
+    assert res.code == 1 and "did not print the marker in 2/2 iterations" in res.stdout
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.records.store import RunOptions
+from sandbox_runner.records.record import RunOptions
 from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
 from sandbox_runner.testing.helpers import fks, git, init_repo
 from sandbox_runner.testing.records import START, make_run, save_run

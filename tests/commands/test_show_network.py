@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sandbox_runner.records.record import RunRecord
 from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
-from sandbox_runner.records.store import RunRecord, write_atomic
+from sandbox_runner.records.store import write_atomic
 from sandbox_runner.testing.helpers import fks
 from sandbox_runner.testing.runs import (
     complete_run,

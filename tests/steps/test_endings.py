@@ -75,6 +75,27 @@ def test_a_turn_limit_ends_the_iteration_as_max_turns_with_the_fix(repo: Path) -
 
 
 @pytest.mark.claude
+def test_a_step_whose_every_iteration_hit_the_turn_limit_says_so_with_the_fix(
+    repo: Path,
+) -> None:
+    """Both iterations stopped at maxTurns: the step's lines name that cause and its fix, not
+    a marker the agent never had the turns to print."""
+    turns = [[bash("echo one")], [bash("echo two")]]
+    with FakeAnthropic([turns, [[bash("echo three")], [bash("echo four")]]]) as fake:
+        done, data = claude_run(repo, fake, "limited:2")
+    assert done.code == 1, done.output
+    assert reasons(data) == ["max_turns", "max_turns"], done.output
+    cause = (
+        "stopped after 2/2 iterations: every one stopped at maxTurns (1) (max_turns): raise "
+        "the agent's maxTurns in forge/chains.json, or give it a smaller task"
+    )
+    assert f"[fks] Incomplete: limited {cause}" in done.stdout, done.stdout
+    assert f"[fks] Step 1 (limited) did not complete: {cause}" in done.stdout, done.stdout
+    assert "did not print the marker" not in done.output
+    assert done.stdout.rstrip().splitlines()[-1].startswith("[fks] Chain incomplete (0/1 steps")
+
+
+@pytest.mark.claude
 def test_refused_credentials_stop_the_step_at_once_naming_the_key(repo: Path) -> None:
     with FakeAnthropic(
         [[{"error": 401, "times": "forever", "message": "invalid x-api-key"}]]

@@ -11,7 +11,7 @@ from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhaust
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.records.store import StepRecord
+from sandbox_runner.records.record import StepRecord
 from sandbox_runner.steps.loop import StepContext, StepLoop
 from sandbox_runner.ui.output import PlainReporter
 

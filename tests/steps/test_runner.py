@@ -16,15 +16,8 @@ from sandbox_runner.backends.local import LocalBackend
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.records.store import (
-    ActiveRun,
-    RunOptions,
-    RunRecord,
-    RunStore,
-    StepRecord,
-    new_run_id,
-    now,
-)
+from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
+from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
 from sandbox_runner.steps.runner import StepSettings, run_step
 from sandbox_runner.ui.output import PlainReporter
 

@@ -119,7 +119,7 @@ def drive(reporter: Reporter) -> None:
     failed = iteration(1, complete=False, reason="timeout", code=None)  # type: ignore[arg-type]
     reporter.iteration_ended(failed)
     reporter.step_ended("builder", StepOutcome(False, "timeout", (failed,), maximum=1), False)
-    reporter.chain_ended(False, 1, 2, pipeline=False, cost=None)
+    reporter.chain_ended(False, 1, 2, cost=None)
     reporter.close()
 
 

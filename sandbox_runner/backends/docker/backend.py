@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.api import Notices, PreparedStep
+from sandbox_runner.backends.api import Notices, Phase, PreparedStep
 from sandbox_runner.backends.docker.agent_view import (
     check_committed,
     container_agent,
@@ -28,7 +29,13 @@ from sandbox_runner.backends.docker.egress.pool import (
     read_credentials,
     through_proxy,
 )
-from sandbox_runner.backends.docker.landing import StepLanding, dropped_on_early_failure
+from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.landing import (
+    StepLanding,
+    dropped_on_early_failure,
+    review_lines,
+)
+from sandbox_runner.backends.docker.runners.container import ContainerSettings
 from sandbox_runner.backends.docker.settings import (
     DEFAULT_TIMEOUT,
     container_settings,
@@ -58,7 +65,8 @@ from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, re
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings
-from sandbox_runner.records.store import ActiveRun, StepRecord, slug
+from sandbox_runner.records.record import StepRecord
+from sandbox_runner.records.store import ActiveRun, slug
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -116,6 +124,8 @@ class SandboxBackend:
         self._dry_run = dry_run
         self._credentials: dict[str, Credentials] = {}
         self._secret_files = tuple(secret_files)
+        self._gvisor: frozenset[str] = frozenset()
+        """The runtimes the steps name that are gVisor's (the engine says which)."""
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -155,7 +165,11 @@ class SandboxBackend:
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
         images and agents exist."""
-        from sandbox_runner.backends.docker.checks import check_engine, check_static
+        from sandbox_runner.backends.docker.checks import (
+            check_engine,
+            check_static,
+            gvisor_runtimes,
+        )
         from sandbox_runner.backends.docker.preflight import (
             check_agents,
             check_credentials,
@@ -185,6 +199,8 @@ class SandboxBackend:
                 )
             programs.setdefault(image, set()).add(self.resolve(step).program)
         check_agents(client, programs)
+        if any(self.settings_for(step.agent).runtime for step in steps):
+            self._gvisor = gvisor_runtimes(client.info().get("Runtimes") or {})
         wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
         check_networks(client, self._target, wanted)
         check_credentials(self.resolve(step) for step in steps)
@@ -235,22 +251,8 @@ class SandboxBackend:
                 )
 
     def review_hint(self, record: StepRecord) -> list[str]:
-        if not record.branch or record.merged:
-            return []
-        repo = Path(record.repo or self._repo.top)
-        base = record.base_branch or self._base
-        lines = [f"Branch kept for review: {record.branch}"]
-        if record.conflicts:
-            lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
-        lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
-        if self._run is not None:
-            lines.append(f"  fks review {self._run.record.id}")
-        if record.workspace and record.workspace in self._kept:
-            lines.append(
-                f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
-                "what is uncommitted in it to the branch, then removes it)"
-            )
-        return lines
+        run_id = self._run.record.id if self._run is not None else None
+        return review_lines(record, self._repo.top, self._base, run_id, self._kept)
 
     # --- one step -----------------------------------------------------------------------------
 
@@ -271,7 +273,7 @@ class SandboxBackend:
     @contextmanager
     def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
         assert self._run is not None and self._client is not None, "preflight() and session() first"
-        assert self._reporter is not None and self._proxies is not None
+        assert self._reporter is not None
         run_id = self._run.record.id
         host_view = self.resolve(step)
         repo, base, relative = step_repo(host_view, self._repo, self._base, self._cwd)
@@ -280,16 +282,10 @@ class SandboxBackend:
         workspace = self._workspace(repo, image, settings.runtime)
         resumed = record.branch is not None
         branch = record.branch or step_branch(run_id, index, slug(step.agent))
-        self._start_branch(record, repo, base, branch, workspace, resumed=resumed)
+        start_branch(self._run, record, repo, base, branch, workspace.name, resumed=resumed)
         with dropped_on_early_failure(repo, branch, record, resumed=resumed):
             agent = container_agent(host_view, repo, relative, self._cwd)
-            env = step_env(agent, settings, identity_env(repo))
-            mounts, user = step_mounts(agent, settings, workspace), self._users.get(image)
-            labels = step_labels(run_id, index, repo)
-            container = container_settings(image, mounts, labels, settings, user)
-            proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
-            if proxy is not None:
-                container, env = through_proxy(proxy, container, env, settings.env)
+            container, env, proxy = self._container(index, step, agent, repo, image, workspace)
             with tempfile.TemporaryDirectory(prefix="fks-export-") as scratch:
                 sandbox = WorkspaceSandbox(
                     self._client,
@@ -300,14 +296,17 @@ class SandboxBackend:
                     scratch=Path(scratch),
                     new_step=not resumed,
                     warm=self._warm(settings, step),
+                    notices=self._reporter,
                 )
                 landing = StepLanding(
                     self._run, self._reporter, self._base, index, step, record, sandbox, env, proxy
                 )
                 landing.secret_files = self._secret_files
+                began = time.monotonic()
                 if resumed and workspace.exists():
                     landing.salvage(interrupted=False)
                 workspace.ensure()
+                sandbox.timed("workspace", began, f"Docker volume {workspace.name}")
                 self._kept.discard(workspace.name)
                 try:
                     with closing(sandbox):
@@ -330,6 +329,32 @@ class SandboxBackend:
                         landing.salvage(interrupted=True)
                     raise
 
+    def _container(
+        self,
+        index: int,
+        step: Step,
+        agent: AgentCommand,
+        repo: Repo,
+        image: str,
+        workspace: VolumeWorkspace,
+    ) -> tuple[ContainerSettings, dict[str, str], EgressProxy | None]:
+        """The step's containers as settings, their environment, and its egress proxy (started
+        with the first step that needs one)."""
+        assert self._run is not None and self._proxies is not None and self._reporter is not None
+        settings = self.settings_for(step.agent)
+        env = step_env(agent, settings, identity_env(repo))
+        mounts, user = step_mounts(agent, settings, workspace), self._users.get(image)
+        labels = step_labels(self._run.record.id, index, repo)
+        gvisor = settings.runtime in self._gvisor
+        container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
+        began = time.monotonic()
+        proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
+        if proxy is None:
+            return container, env, None
+        self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
+        container, env = through_proxy(proxy, container, env, settings.env)
+        return container, env, proxy
+
     def _warm(self, settings: SandboxSettings, step: Step) -> int:
         """With warm containers, the step's iterations (no more containers are made; a resumed
         step given more runs the rest cold); 0 (cold) for a step of one iteration (no next
@@ -337,29 +362,30 @@ class SandboxBackend:
         left = step.iterations if step.loop else 1
         return self._target.warm(left) if settings.warm is not False and left > 1 else 0
 
-    def _start_branch(
-        self,
-        record: StepRecord,
-        repo: Repo,
-        base: str,
-        branch: str,
-        workspace: VolumeWorkspace,
-        *,
-        resumed: bool,
-    ) -> None:
-        """Create the step branch at the base's tip (a resumed step keeps its own)."""
-        assert self._run is not None, "session() first"
-        start_commit = None if resumed else rev(repo, base)
-        if start_commit is not None:
-            create_branch(repo, branch, start_commit)
-        elif record.start_commit and not branch_exists(repo.top, branch):
-            # `fks clean --branches` removed it because it held no commit: start it again.
-            create_branch(repo, branch, record.start_commit)
-        self._run.bind_branch(
-            record,
-            repo=str(repo.top),
-            base=base,
-            branch=branch,
-            workspace=workspace.name,
-            start_commit=start_commit,
-        )
+
+def start_branch(
+    run: ActiveRun,
+    record: StepRecord,
+    repo: Repo,
+    base: str,
+    branch: str,
+    workspace: str,
+    *,
+    resumed: bool,
+) -> None:
+    """Create the step branch at the base's tip (a resumed step keeps its own) and bind it,
+    with its workspace, to the step's record."""
+    start_commit = None if resumed else rev(repo, base)
+    if start_commit is not None:
+        create_branch(repo, branch, start_commit)
+    elif record.start_commit and not branch_exists(repo.top, branch):
+        # `fks clean --branches` removed it because it held no commit: start it again.
+        create_branch(repo, branch, record.start_commit)
+    run.bind_branch(
+        record,
+        repo=str(repo.top),
+        base=base,
+        branch=branch,
+        workspace=workspace,
+        start_commit=start_commit,
+    )

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -68,6 +68,17 @@ GVISOR_REGISTRATION = (
     '["--network=host", "--host-uds=open"]}} in /etc/docker/daemon.json, then reload the engine '
     "(kill -HUP $(cat /var/run/docker.pid))"
 )
+
+
+def gvisor_runtimes(runtimes: Mapping[str, Any]) -> frozenset[str]:
+    """The names under which the engine (`docker info`, Runtimes) has gVisor's runsc."""
+    found = set()
+    for name, entry in runtimes.items():
+        entry = entry if isinstance(entry, dict) else {}
+        shim = str(entry.get("runtimeType", ""))
+        if Path(str(entry.get("path", ""))).name == "runsc" or "runsc" in shim:
+            found.add(name)
+    return frozenset(found)
 
 
 def check_engine(client: docker.DockerClient, settings: SandboxSettings, where: str) -> None:

@@ -21,7 +21,8 @@ from sandbox_runner.labels import (
     LABEL_RUN,
     LABEL_RUNTIME,
 )
-from sandbox_runner.records.store import RunRecord, RunStore, pid_alive, project_root, run_alive
+from sandbox_runner.records.record import RunRecord, pid_alive, run_alive
+from sandbox_runner.records.store import RunStore, project_root
 
 if TYPE_CHECKING:
     import docker

@@ -5,12 +5,15 @@ left uncommitted committed, then a complete step merged into its base through
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox_runner.backends.api import Phase
 from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
@@ -24,8 +27,9 @@ from sandbox_runner.records.reported import DeniedRecord, NetworkRecord
 if TYPE_CHECKING:
     from sandbox_runner.backends.api import Notices
     from sandbox_runner.plan.dsl import Step
+    from sandbox_runner.records.record import IterationRecord, StepRecord
     from sandbox_runner.records.results import IterationResult, StepOutcome
-    from sandbox_runner.records.store import ActiveRun, IterationRecord, StepRecord
+    from sandbox_runner.records.store import ActiveRun
 
 DENIED_REPORTED = 10  # refused destinations named when a step ends; the rest summed in one line
 
@@ -116,6 +120,7 @@ class StepLanding:
         if self.proxy is not None and record.iterations:
             self._late_refusals(record.iterations[-1], self.proxy)
         self._report_denied()
+        began = time.monotonic()  # the merge: what was left uncommitted, then the branch
         leftover = apply_leftover(repo, branch, self.sandbox.leftover, message, identity)
         if leftover:
             self.reporter.info(f"Committed work {step.agent} left uncommitted ({leftover[:12]})")
@@ -130,6 +135,7 @@ class StepLanding:
             identity,
             kept=self.secret_files,
         )
+        self.reporter.phase(Phase("merge", time.monotonic() - began))
         self.run.record_landing(record, landing)
         return self._report_landing(landing, branch, base, outcome)
 
@@ -197,6 +203,29 @@ class StepLanding:
             how = "fast-forward" if landing.fast_forward else "merge commit"
             reporter.info(f"Merged {branch} into '{base}' ({how}, now {landing.commit[:12]})")
         return outcome
+
+
+def review_lines(
+    record: StepRecord, top: Path, base: str, run_id: str | None, kept: Collection[str]
+) -> list[str]:
+    """How to look at a step's branch that did not land (none for one that did), and its
+    workspace when it is one of the `kept` volumes."""
+    if not record.branch or record.merged:
+        return []
+    repo = Path(record.repo or top)
+    base = record.base_branch or base
+    lines = [f"Branch kept for review: {record.branch}"]
+    if record.conflicts:
+        lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
+    lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
+    if run_id is not None:
+        lines.append(f"  fks review {run_id}")
+    if record.workspace and record.workspace in kept:
+        lines.append(
+            f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
+            "what is uncommitted in it to the branch, then removes it)"
+        )
+    return lines
 
 
 @contextmanager

@@ -49,9 +49,12 @@ def container_settings(
     labels: dict[str, str],
     settings: SandboxSettings | None = None,
     user: str | None = None,
+    *,
+    gvisor: bool = False,
 ) -> ContainerSettings:
     """The hardened container of every sandbox iteration (and of `fks clean`'s exports); it
-    runs as your uid:gid unless the image names its user (a devcontainer's remoteUser)."""
+    runs as your uid:gid unless the image names its user (a devcontainer's remoteUser).
+    `gvisor`: the settings' runtime is gVisor's (the engine says so)."""
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     settings = settings or SandboxSettings()
@@ -66,6 +69,7 @@ def container_settings(
         labels=labels,
         tmpfs=TMPFS,
         runtime=settings.runtime,
+        gvisor=gvisor and settings.runtime is not None,
     )
 
 

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.sandbox import SandboxSettings
-    from sandbox_runner.records.store import ActiveRun, RunRecord
+    from sandbox_runner.records.record import RunRecord
+    from sandbox_runner.records.store import ActiveRun
 
 Warn = Callable[[str], None]
 

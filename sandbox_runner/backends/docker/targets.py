@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.engine import EngineSpec
     from sandbox_runner.plan.sandbox import SandboxSettings
-    from sandbox_runner.records.store import ActiveRun, RunRecord
+    from sandbox_runner.records.record import RunRecord
+    from sandbox_runner.records.store import ActiveRun
 
 
 def target_for(spec: EngineSpec | None) -> Target:

@@ -16,13 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from sandbox_runner.records.store import (
-    IterationRecord,
-    RunRecord,
-    RunStore,
-    StepRecord,
-    now,
-)
+from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
+from sandbox_runner.records.store import RunStore
 from sandbox_runner.records.timing import running_seconds
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from sandbox_runner.commands.listing import STATUSES, ForgeInfo, failed, forge_info, landed
 from sandbox_runner.commands.runs import run_status, span
-from sandbox_runner.records.store import RunRecord, now
+from sandbox_runner.records.record import RunRecord, now
 from sandbox_runner.web.cache import RecordCache
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -494,3 +495,28 @@ def test_next_step_sees_what_the_previous_left_uncommitted(repo: Path) -> None:
     assert res.code == 0, res.output
     assert "draft" in res.stdout and "changed" in res.stdout
     assert "status: " not in res.stdout  # step 2 starts clean, on the merged base
+
+
+PHASE = re.compile(
+    r"\[fks\]   (workspace|proxy|container|checkout|export|import|merge): [0-9]+\.[0-9]{1,2}s"
+)
+
+
+def test_verbose_shows_each_phase_of_the_sandbox_with_its_time(repo: Path) -> None:
+    """`-v` says where the time between the step's network line and its merge goes: the
+    workspace, the egress proxy, each iteration's container, checkout, export and import,
+    then the merge, each with its time, as fks's own lines; without -v none of them."""
+    res = sandbox("./scripts/commit.sh:3", "-v")
+    assert res.code == 0, res.output
+    lines = res.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("[fks]   network: "))
+    merged = next(i for i, line in enumerate(lines) if line.startswith("[fks] Merged "))
+    phases = [m.group(1) for line in lines[start:merged] if (m := PHASE.match(line))]
+    iteration = ["container", "checkout", "export", "import"]
+    assert phases == ["proxy", "workspace", *iteration, *iteration, "merge"], res.stdout
+    assert "[fks]   checkout: " in lines[lines.index("[fks] Iteration 2/3") + 2], res.stdout
+    assert "(kept as the last iteration left it)" in res.stdout  # its second iteration's
+    assert "(Docker volume fks-ws-" in res.stdout
+    quiet = sandbox("./scripts/commit.sh:3")
+    assert quiet.code == 0, quiet.output
+    assert not any(PHASE.match(line) for line in quiet.stdout.splitlines()), quiet.stdout

@@ -11,10 +11,13 @@ import pytest
 
 from sandbox_runner.testing.helpers import agent_lines, fks
 from sandbox_runner.testing.sandboxed import (
+    RUNTIMES,
     add_script,
     branches,
     configure,
     of_repo,
+    record,
+    runtime_args,
     sandbox,
 )
 
@@ -136,3 +139,53 @@ def test_under_gvisor_the_agent_reaches_no_host_socket_but_the_proxys(repo: Path
     assert res.code == 0, res.output
     assert _seen(res.stdout, "docker-api") == ["000"] * 5, res.stdout
     assert _seen(res.stdout, "proxy-socket-kept") == ["yes"], res.stdout
+
+
+FORKS = """#!/bin/sh
+# Starts far more processes than the step's pidsLimit (64) allows, then reports and commits.
+python3 - <<'EOF'
+import errno, os, time
+kids, refused, errors = [], 0, set()
+for _ in range(300):
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        refused += 1
+        errors.add(errno.errorcode.get(exc.errno, str(exc.errno)))
+        continue
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+print(f"started={len(kids)}")
+print(f"refused={refused}")
+print(f"errors={','.join(sorted(errors))}")
+for pid in kids:
+    os.kill(pid, 9)
+for pid in kids:
+    os.waitpid(pid, 0)
+EOF
+echo survived > forks.txt && git add forks.txt && git commit -qm "survived the forks"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_more_processes_than_pids_limit_fail_to_fork_and_the_iteration_goes_on(
+    repo: Path, runtime: str
+) -> None:
+    """An agent that starts more processes than `pidsLimit` gets EAGAIN from fork for the ones
+    over it, and its iteration goes on, commits and lands: under runc (the container's pids
+    cgroup) and under runsc alike (gVisor's own kernel counts the agent's processes; the
+    host's cgroup also counts gVisor's own threads, which must not end the whole sandbox)."""
+    add_script(repo, "forks.sh", FORKS)
+    configure(repo, {"sandbox": {"pidsLimit": 64}})
+    res = sandbox("./scripts/forks.sh:1", *runtime_args(runtime))
+    assert res.code == 0, res.output
+    started, refused = _seen(res.stdout, "started"), _seen(res.stdout, "refused")
+    assert len(started) == 1 and 32 < int(started[0]) < 64, res.stdout
+    assert int(refused[0]) == 300 - int(started[0]), res.stdout
+    assert _seen(res.stdout, "errors") == ["EAGAIN"], res.stdout
+    assert (repo / "forks.txt").read_text() == "survived\n"  # committed, exported, merged
+    (iteration,) = record(repo)["steps"][0]["iterations"]
+    assert iteration["reason"] == "marker" and iteration["exit_code"] == 0, iteration

@@ -14,7 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.records.store import RunOptions, RunStore
+from sandbox_runner.records.record import RunOptions
+from sandbox_runner.records.store import RunStore
 from sandbox_runner.testing.records import START, make_run, many_runs, save_run, touch_later
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.pages.runs import PAGE_SIZE

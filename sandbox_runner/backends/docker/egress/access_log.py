@@ -11,6 +11,10 @@ from sandbox_runner.backends.docker.egress.squid import API_CALLS, API_PORT, FOR
 
 MODEL_API = "model API"
 """The secret of the model API's calls (the proxy adds its credential to them)."""
+SECRET_TUNNEL = "SECRET_TUNNEL"
+"""The result of a CONNECT to a secret's destination: the proxy ended its TLS to add the secret
+to the requests inside (each logged on its own line). Squid logs such a CONNECT as NONE_NONE
+with 200 (every other allowed CONNECT is a TCP_TUNNEL, passed through untouched)."""
 TEXT_LIMIT = 253  # characters kept of a host or a secret's destination (a DNS name's most)
 _WORD_LIMIT = 40  # characters kept of a method or Squid's result
 _NUMBER_DIGITS = 18  # digits of a byte count read at most (more is not a Squid number)
@@ -26,7 +30,7 @@ class AccessLine:
 
     when: float
     result: str
-    """Squid's result: TCP_TUNNEL, TCP_MISS, TCP_DENIED, NONE_NONE, …"""
+    """Squid's result: TCP_TUNNEL, TCP_MISS, TCP_DENIED, NONE_NONE, …, or SECRET_TUNNEL."""
     status: int | None
     """The HTTP status the agent got (None: none, Squid's 000)."""
     method: str
@@ -87,7 +91,20 @@ def access_line(line: str) -> AccessLine | None:
         return None  # a connection that sent nothing (the forwarder's readiness probe): no request
     if parsed.secret is None and _api_call(parsed):
         parsed = replace(parsed, secret=MODEL_API)
+    if _opened_for_a_secret(parsed):
+        parsed = replace(parsed, result=SECRET_TUNNEL)
     return parsed
+
+
+def _opened_for_a_secret(line: AccessLine) -> bool:
+    """A CONNECT the proxy answered itself, to end its TLS: only a secret's destination is
+    (every other is spliced before a byte is read)."""
+    return (
+        line.method == "CONNECT"
+        and line.result in ("NONE", "NONE_NONE")
+        and line.status == 200
+        and line.local_port == FORWARD_PORT
+    )
 
 
 def _api_call(line: AccessLine) -> bool:

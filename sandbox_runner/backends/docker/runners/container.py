@@ -69,6 +69,35 @@ class ContainerSettings:
     holder ran `entry` (e.g. what waits until the holder's forwarders listen)."""
     runtime: str | None = None
     """The engine's OCI runtime for these containers (e.g. `runsc`); None: its default."""
+    gvisor: bool = False
+    """`runtime` is gVisor's runsc: `pids_limit` is counted by its kernel (see `pids_kwargs`)."""
+
+
+GVISOR_PIDS_PER_PROCESS = 3
+"""Host tasks one process of the agent's may cost under gVisor: the stub process and thread
+its address space runs in on the host, and a thread of gVisor's own while it waits on the
+host (measured: 2 for a sleeping process, fewer for threads)."""
+GVISOR_OWN_PIDS = 256
+"""Host tasks gVisor itself runs in a container beyond them (its kernel's and file server's
+threads: about 30 at rest, measured)."""
+
+
+def pids_kwargs(limit: int, *, gvisor: bool) -> dict[str, Any]:
+    """The `containers.create` arguments that hold the agent to `limit` processes (threads
+    included), forks past it failing with EAGAIN. Under runc the container's pids cgroup
+    counts them. Under gVisor that cgroup also counts gVisor's own threads, and reaching it
+    ends the whole sandbox, not a fork: gVisor's kernel counts the agent's processes instead
+    (RLIMIT_NPROC, for every process of the container's user), and the host's cgroup gets
+    room for what gVisor itself runs on top of them, a bound only an agent that lifted its
+    own count (a user namespace of its own) can reach."""
+    if not gvisor:
+        return {"pids_limit": limit}
+    from docker.types import Ulimit
+
+    return {
+        "ulimits": [Ulimit(name="nproc", soft=limit, hard=limit)],
+        "pids_limit": GVISOR_PIDS_PER_PROCESS * limit + GVISOR_OWN_PIDS,
+    }
 
 
 class DockerExecution:
@@ -329,7 +358,7 @@ class DockerSandbox:
         if s.cpus:
             kwargs["nano_cpus"] = int(s.cpus * 1e9)
         if s.pids_limit:
-            kwargs["pids_limit"] = s.pids_limit
+            kwargs.update(pids_kwargs(s.pids_limit, gvisor=s.gvisor))
         if s.runtime:
             kwargs["runtime"] = s.runtime
         return kwargs

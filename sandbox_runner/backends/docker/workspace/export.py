@@ -30,7 +30,9 @@ OBJECTS = "/fks/objects"
 EXPORT_DIR = f"{WORKSPACE}/.git/fks-export"
 MAX_INFO_BYTES = 64 * 1024
 DEFAULT_MAX_BUNDLE_BYTES = 2 * 1024**3
-_INFO_KEYS = frozenset({"before", "after", "warning", "error", "missing", "end", "bundle", "code"})
+_INFO_KEYS = frozenset(
+    {"before", "after", "warning", "error", "missing", "end", "bundle", "code", "export_ms"}
+)
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
@@ -78,6 +80,12 @@ class Export:
     def changed(self) -> bool | None:
         before, after = self.first("before"), self.first("after")
         return None if before is None or after is None else before != after
+
+    @property
+    def export_seconds(self) -> float:
+        """How long the container took to export, as it says (0: it did not say)."""
+        said = self.first("export_ms") or ""
+        return int(said) / 1000 if said.isdigit() and len(said) <= 9 else 0.0
 
     @property
     def warnings(self) -> list[str]:

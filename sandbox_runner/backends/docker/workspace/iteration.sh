@@ -343,6 +343,7 @@ trap ':' INT TERM
 "$@"
 code=$?
 trap - INT TERM
+exporting=$(date +%s%N 2>/dev/null)
 clear_export || exit 125
 say "before=$before"
 export_work
@@ -350,6 +351,11 @@ say "code=$code"
 say "end=1"
 [ -f "$ex/bundle" ] && say "bundle=1"
 log_bundle
+exported=$(date +%s%N 2>/dev/null)
+case "$exporting.$exported" in
+*[!0-9.]* | .* | *.) ;; # a date without nanoseconds: not said
+*) say "export_ms=$(((exported - exporting) / 1000000))" ;;
+esac
 # The same lines on stderr, after the agent's last output: when there is no bundle, the host
 # needs nothing else from the container (fks takes this line out of the agent's output).
 printf 'fks-export %s %s\n' "${FKS_NONCE:-}" "$info" >&2

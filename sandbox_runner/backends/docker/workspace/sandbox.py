@@ -6,13 +6,22 @@ their commits home as data: after each iteration the host reads the container's 
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Stream
+from sandbox_runner.backends.api import (
+    ExecResult,
+    ExecSpec,
+    Execution,
+    Notices,
+    Phase,
+    PhaseName,
+    Stream,
+)
 from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerExecution,
@@ -73,9 +82,12 @@ class WorkspaceSandbox:
         scratch: Path,
         new_step: bool = False,
         warm: int = 0,
+        notices: Notices | None = None,
     ) -> None:
         """`warm`: the step's iterations left, if the next ones' containers are to wait,
-        started, while one runs (`runners/warm.py`)."""
+        started, while one runs (`runners/warm.py`). `notices`: told each phase of an
+        iteration as it ends (container, checkout, export, import)."""
+        self._notices = notices
         self._client = client
         self._settings = settings
         self._docker = (
@@ -112,8 +124,14 @@ class WorkspaceSandbox:
             env["FKS_BEFORE"] = after  # the workspace has not changed since
         return env
 
+    def timed(self, name: PhaseName, since: float, detail: str = "") -> None:
+        """Phase `name`, begun at `since` (time.monotonic()), has ended."""
+        if self._notices is not None:
+            self._notices.phase(Phase(name, time.monotonic() - since, detail))
+
     @contextmanager
     def start(self, spec: ExecSpec) -> Iterator[Exporting]:
+        began = time.monotonic()
         nonce = secrets.token_hex(8)
         env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
         if self._new_step or not self._provided:  # later iterations find their branch there
@@ -123,6 +141,7 @@ class WorkspaceSandbox:
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
         with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
+            self.timed("container", began)
             exporting = Exporting(
                 execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce), logged
             )
@@ -193,6 +212,7 @@ class WorkspaceSandbox:
             return Synced(error="the workspace could not be exported (see the iteration's log)")
         updated: list[str] = []
         if last.bundle is not None:
+            began = time.monotonic()
             try:
                 updated = import_bundle(
                     self.workspace.repo, last.bundle, self.branch, self.leftover
@@ -203,6 +223,7 @@ class WorkspaceSandbox:
                 )
             finally:
                 last.bundle.unlink(missing_ok=True)
+            self.timed("import", began, _moved(updated, self.leftover))
         self._track_leftover(self.leftover in updated)
         return Synced(changed=last.changed, warnings=last.warnings)
 
@@ -212,6 +233,17 @@ class WorkspaceSandbox:
         if not exported and self._leftover_kept:
             git(self.workspace.repo.top, "update-ref", "-d", self.leftover, check=False)
         self._leftover_kept = exported
+
+
+_KEPT = "kept as the last iteration left it"
+
+
+def _moved(updated: list[str], leftover: str) -> str:
+    """What an import moved, for -v."""
+    parts = ["the step branch"] if any(ref != leftover for ref in updated) else []
+    if leftover in updated:
+        parts.append("what was left uncommitted")
+    return " and ".join(parts)
 
 
 class Exporting:
@@ -233,6 +265,8 @@ class Exporting:
         self._prepared = prepared
         self._report = report
         self._logged = logged
+        self._began = time.monotonic()
+        """When the container started: the workspace's checkout ends with the prepared line."""
         self.lost: str | None = None
         """Why the iteration's node is gone (a swarm task), if it is."""
 
@@ -275,6 +309,8 @@ class Exporting:
         data = self._prepared.feed(data)
         if not seen and self._prepared.value is not None:
             self._owner.prepared(self._prepared)
+            kept = self._prepared.value == "kept"
+            self._owner.timed("checkout", self._began, _KEPT if kept else "")
         if self._logged is not None:
             data = self._logged.feed(data)
         return self._report.feed(data)
@@ -289,7 +325,10 @@ class Exporting:
         if result is None or self.lost is not None:
             self._owner.node_lost(self.lost or "the iteration's swarm node went down")
             return ExecResult(exit_code=255, container_id=self.container_id)
+        began = time.monotonic()
         export = self._exported()
+        if export.complete:  # the container's own export, then what the host took of it
+            self._owner.timed("export", began - export.export_seconds)
         if export.agent_missing and result.exit_code == 127:
             raise AgentNotFoundError(
                 f"Agent '{self._agent}' not found in the image (not on its PATH, or "

@@ -64,6 +64,12 @@ def test_every_field_of_a_line() -> None:
     # Squid's 000: no HTTP status was sent.
     none = access_line(f"4.0 NONE_NONE/000 NONE - - {F} 0 0 -")
     assert none is not None and (none.status, none.host, none.port) == (None, "-", None)
+    # A CONNECT Squid answered itself to end its TLS (a secret's destination): a tunnel opened
+    # for a secret, not an unreadable request; a request it could not read stays NONE_NONE.
+    bumped = access_line(f"5.0 NONE_NONE/200 CONNECT api.test 443 {F} 112 0 -")
+    assert bumped is not None and (bumped.result, bumped.secret) == ("SECRET_TUNNEL", None)
+    unreadable = access_line(f"5.0 NONE_NONE/400 CONNECT api.test 443 {F} 112 0 -")
+    assert unreadable is not None and unreadable.result == "NONE_NONE"
 
 
 def test_the_model_apis_calls_carry_its_credential() -> None:

@@ -97,6 +97,15 @@ def test_curl_and_git_over_https_with_secrets_the_container_never_holds(
     rows = [r for s in audit["steps"] for it in s["iterations"] for r in it["network"]["requests"]]
     secrets_added = {r["secret"] for r in rows if r["secret"]}
     assert {f"api.test:{api_port}", f"git.test:{git_port}"} <= secrets_added, rows
+    # The tunnels to the secrets' destinations are listed as such, not as unreadable requests.
+    tunnels = {(r["host"], r["port"]): r for r in rows if r["method"] == "CONNECT"}
+    assert set(tunnels) == {("api.test", api_port), ("git.test", git_port)}, rows
+    assert all(
+        (r["result"], r["status"], r["secret"]) == ("SECRET_TUNNEL", 200, None)
+        for r in tunnels.values()
+    ), rows
+    table = fks("show", run["id"], "--network").stdout
+    assert "SECRET_TUNNEL" in table and "NONE_NONE" not in table, table
     stored = [p.read_bytes() for p in (repo / ".forge").rglob("*") if p.is_file()]
     for text in (result.output, shown.output, *(s.decode(errors="replace") for s in stored)):
         assert token not in text and git_token not in text
