@@ -18,6 +18,26 @@ EX = ".git/fks-export"
 OWN_INFO = f'rm -rf {EX}; mkdir -p {EX}; printf "before=a\\nafter=b\\nend=1\\n" > {EX}/info'
 KILL_WRAPPER = "kill -9 $PPID; sleep 5"
 
+IMPORTED_FIRST = ("inspect.py", "subprocess.py", "sandbox_runner/__init__.py", "docker/__init__.py")
+"""Modules a Python process would take from its working directory, were that on its module
+path, before its own: standard library ones, fks's own package, a dependency of fks."""
+
+
+def module_payloads(markers: Path) -> dict[str, str]:
+    """Each of `IMPORTED_FIRST`, leaving a marker named after it in `markers` when imported."""
+    return {
+        name: f"import pathlib\npathlib.Path({str(markers / name.replace('/', '-'))!r}).touch()\n"
+        for name in IMPORTED_FIRST
+    }
+
+
+def writing(files: dict[str, str]) -> str:
+    """Shell lines that write `files` (relative paths, their folders made)."""
+    return "".join(
+        f"mkdir -p \"$(dirname {name})\" && cat > {name} <<'EOF'\n{text}EOF\n"
+        for name, text in files.items()
+    )
+
 
 class Host:
     """What an attack must leave alone on the host, recorded before the run."""
