@@ -448,10 +448,10 @@ You talk with the user about the project's tasks and drive `fks forge` for them 
 
 def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
     """Replace this process with an interactive `claude` that drives the subcommands above."""
-    import shutil
+    from sandbox_runner.programs import find_program
 
     project = _project(cwd)
-    program = shutil.which("claude")
+    program = find_program("claude")
     if program is None:
         raise UsageError(
             "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"

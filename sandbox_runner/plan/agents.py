@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from sandbox_runner.plan.checks import did_you_mean
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
+from sandbox_runner.programs import find_program
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
@@ -314,7 +314,7 @@ def _agent_on_path(
     """A bare program name: looked up on the host's PATH, or in the image at start."""
     if not on_host:
         return AgentCommand(name=agent, kind="binary", program=target, cwd=cwd, config=cfg)
-    found = shutil.which(target)
+    found = find_program(target)
     if found is None:
         hint = (
             f"not found on PATH{did_you_mean(agent, known)}; is it installed? "
@@ -329,7 +329,7 @@ def _agent_on_path(
 def _claude_program(on_host: bool) -> str:
     if not on_host:
         return CLAUDE
-    found = shutil.which(CLAUDE)
+    found = find_program(CLAUDE)
     if found is None:
         raise AgentNotFoundError(
             "the 'claude' CLI is not on PATH; install it with "

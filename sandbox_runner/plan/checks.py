@@ -6,7 +6,6 @@ defined.
 from __future__ import annotations
 
 import difflib
-import shutil
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -15,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sandbox_runner.errors import ConfigError
+from sandbox_runner.programs import find_program
 from sandbox_runner.ui.ansi import strip_escapes
 
 FRIENDLY = {
@@ -152,7 +152,7 @@ def undefined_agents(raw: Any, chains: Iterable[str] | None = None) -> list[str]
             if not isinstance(agent, str) or agent in agents or "/" in agent:
                 continue
             hint = did_you_mean(agent, [str(a) for a in agents])
-            if hint and shutil.which(agent) is None:
+            if hint and find_program(agent) is None:
                 problems.append(
                     f"chains.{name}.steps[{i}].agent: agent {agent!r} is not defined under "
                     f"'agents' and not on PATH{hint}"
