@@ -81,7 +81,7 @@ def run_page(request: Request) -> Response:
     from sandbox_runner.web.timeline import outcome, timeline
 
     try:
-        project, _, record = _record(request)
+        project, store, record = _record(request)
     except _NotFound as exc:
         return _missing(request, str(exc))
     state = run_status(record)
@@ -95,7 +95,7 @@ def run_page(request: Request) -> Response:
         seconds=_seconds(record.started, record.ended),
         base=_base(request, project, record),
         chart=timeline(record),
-        branches=branch_views(record),
+        branches=branch_views(record, store.project),
         step_status=step_status,
         outcome=outcome,
         took=_took,
