@@ -9,6 +9,7 @@ relative `PYTHONPATH` entry) on their module path.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -24,16 +25,46 @@ def absolute_entries(value: str | None) -> str:
 _found: dict[tuple[str, str], str] = {}
 
 
-def find_program(name: str) -> str | None:
+def find_program(name: str, *, outside: Path | None = None) -> str | None:
     """`name` as an absolute path, looked up in `PATH`'s absolute entries only (None: not
-    there). Once found, the same path is used for as long as `PATH` stays the same."""
+    there). Once found, the same path is used for as long as `PATH` stays the same.
+
+    With `outside` (the folder the program will run in), no entry inside a git work tree that
+    folder is in is searched: a repository's own `bin/` or activated `.venv/bin` holds what
+    its commits put there."""
     path = absolute_entries(os.environ.get("PATH", os.defpath))
+    if outside is not None:
+        path = _outside_work_trees(path, _work_trees(outside))
     if (name, path) not in _found:
         found = shutil.which(name, path=path)  # absolute: every entry searched is
         if found is None:
             return None
         _found[name, path] = found
     return _found[name, path]
+
+
+def _work_trees(folder: Path) -> tuple[str, ...]:
+    """The git work trees `folder` is in: it and each folder above it holding a `.git`."""
+    try:
+        start = folder.resolve()
+    except (OSError, RuntimeError):  # a loop of links: no folder to leave out
+        return ()
+    return tuple(str(f) for f in (start, *start.parents) if os.path.lexists(f / ".git"))
+
+
+@functools.lru_cache(maxsize=64)
+def _outside_work_trees(path: str, trees: tuple[str, ...]) -> str:
+    if not trees:
+        return path
+    return os.pathsep.join(
+        entry
+        for entry in path.split(os.pathsep)
+        if not any(_under(os.path.realpath(entry), tree) for tree in trees)
+    )
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def host_env(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -459,7 +459,7 @@ def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
     from sandbox_runner.programs import find_program
 
     project = _project(cwd)
-    program = find_program("claude")
+    program = find_program("claude", outside=project)
     if program is None:
         raise UsageError(
             "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"

@@ -26,11 +26,13 @@ HOST_CONFIG = (
     *("-c", "core.hooksPath=/dev/null"),
     *("-c", "core.fsmonitor=false"),
     *("-c", "safe.bareRepository=explicit"),
+    *("-c", "log.showSignature=false"),
 )
 """Given to every git fks runs: no hook runs (a `core.hooksPath` may name a folder of the work
 tree, whose hooks a landing has just written, and `.git/hooks` may read tracked files such as
-`.pre-commit-config.yaml`), no file system monitor, and no bare repository found by looking
-around the working directory (one can be committed as plain files)."""
+`.pre-commit-config.yaml`), no file system monitor, no bare repository found by looking around
+the working directory (one can be committed as plain files), and no signature an agent made
+handed to a verifying program when its commits are listed."""
 
 _REPOSITORY_ENV = frozenset(
     {
@@ -44,10 +46,11 @@ _REPOSITORY_ENV = frozenset(
 (set when fks is started from a git hook, say): fks always names the repository by `cwd`."""
 
 
-def git_argv(*args: str) -> list[str]:
-    """The command line of `git *args` as fks runs it: git found in `PATH`'s absolute entries
-    only (an empty or relative one would find a `git` the repository holds), `HOST_CONFIG`."""
-    program = find_program("git")
+def git_argv(cwd: Path | None, *args: str) -> list[str]:
+    """The command line of `git *args` run in `cwd` (None: here) as fks runs it: git found in
+    `PATH`'s absolute entries outside the repository `cwd` is in (an empty or relative entry,
+    or one in the repository, would find a `git` it holds), then `HOST_CONFIG`."""
+    program = find_program("git", outside=cwd or Path())
     if program is None:
         raise FileNotFoundError(2, "git is not installed (not found on PATH)", "git")
     return [program, *HOST_CONFIG, *args]
@@ -83,7 +86,7 @@ def run_git(
     The rest is read and dropped, so git never blocks on a full pipe.
     """
     with subprocess.Popen(
-        git_argv(*args),
+        git_argv(cwd, *args),
         cwd=cwd,
         stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE if stdout is None else stdout,
@@ -130,7 +133,7 @@ def git_process(cwd: Path, *args: str, stdin: bool = False) -> Iterator[subproce
     stream; stderr is dropped. Killed, if still running, when the block ends: a caller that has
     read enough stops git there."""
     with subprocess.Popen(
-        git_argv(*args),
+        git_argv(cwd, *args),
         cwd=cwd,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -183,7 +186,7 @@ def git_output(cwd: Path, *args: str) -> Iterator[IO[bytes]]:
     with (
         tempfile.TemporaryFile() as err,
         subprocess.Popen(
-            git_argv(*args),
+            git_argv(cwd, *args),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -239,7 +239,7 @@ def resolve_agent(
     cfg = agents.get(agent)
     target = cfg.path if cfg is not None and cfg.path else agent
     if cfg is not None and cfg.is_claude and not (cfg.path and _CLAUDE_AGENTS in "/" + cfg.path):
-        program = _claude_program(on_host)
+        program = _claude_program(on_host, cwd)
         return AgentCommand(
             name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
         )
@@ -269,7 +269,7 @@ def _claude_subagent(
     return AgentCommand(
         name=agent,
         kind="claude-agent",
-        program=_claude_program(on_host),
+        program=_claude_program(on_host, external.project),
         cwd=external.project,
         config=cfg,
         claude_agent=name,
@@ -326,10 +326,10 @@ def _agent_on_path(
     return AgentCommand(name=agent, kind="binary", program=found, cwd=cwd, config=cfg)
 
 
-def _claude_program(on_host: bool) -> str:
+def _claude_program(on_host: bool, cwd: Path) -> str:
     if not on_host:
         return CLAUDE
-    found = find_program(CLAUDE)
+    found = find_program(CLAUDE, outside=cwd)  # not one a landed commit put on PATH
     if found is None:
         raise AgentNotFoundError(
             "the 'claude' CLI is not on PATH; install it with "

@@ -1,5 +1,6 @@
 """The git fks runs on the host, whatever a landed commit or a cloned repository holds: found
-in PATH's absolute entries only (a `./git` never runs), and running no hook."""
+in PATH's absolute entries outside the repository only (a `./git`, a `bin/git` never runs),
+and running no hook."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from sandbox_runner.testing.helpers import fks, git, init_repo
 from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure, record, sandbox
 
 REAL_GIT = shutil.which("git") or "/usr/bin/git"
-PATHS = {"empty entry": f":{os.environ['PATH']}", "dot": f".:{os.environ['PATH']}"}
-"""A PATH whose first entry names the working directory, as an empty or relative entry does."""
+PATHS = {"empty entry": ":{PATH}", "dot": ".:{PATH}", "the repository's bin": "{repo}/bin:{PATH}"}
+"""PATHs whose first entry is in the repository: an empty or relative entry (the working
+directory), or a folder of the repository itself (as an activated `.venv/bin` or direnv's
+`PATH_add bin` make it)."""
+
+
+def path_for(kind: str, repo: Path) -> str:
+    return PATHS[kind].format(PATH=os.environ["PATH"], repo=repo)
 
 
 def own_git(marker: str) -> str:
@@ -32,31 +39,36 @@ def sandboxed_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-@pytest.mark.parametrize("path", PATHS.values(), ids=PATHS.keys())
-def test_a_git_at_the_top_of_a_cloned_repository_never_runs(tmp_path: Path, path: str) -> None:
-    """A repository holding an executable `git` at its top; PATH names the working directory
-    first: fks's commands run the installed git, never that one."""
+@pytest.mark.parametrize("kind", PATHS)
+def test_a_git_in_a_cloned_repository_never_runs(tmp_path: Path, kind: str) -> None:
+    """A repository holding an executable `git` at its top and in `bin/`; PATH names one of
+    them first: fks's commands run the installed git, never those."""
     marker = tmp_path / "ran"
-    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n", "git": own_git(f"touch {marker}")})
-    (repo / "git").chmod(0o755)
+    fake = own_git(f"touch {marker}")
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n", "git": fake, "bin/git": fake})
+    for name in ("git", "bin/git"):
+        (repo / name).chmod(0o755)
     for args in (("runs",), ("validate",), ("clean",)):
-        done = fks(*args, cwd=repo, env={"PATH": path})
+        done = fks(*args, cwd=repo, env={"PATH": path_for(kind, repo)})
         assert done.code in (0, 2), done.output
         assert "Traceback" not in done.output
     assert not marker.exists()
 
 
 @pytest.mark.docker
-def test_a_git_an_agent_lands_at_the_top_never_runs(sandboxed_repo: Path, tmp_path: Path) -> None:
-    """The agent lands an executable `git` at the top; fks, with an empty entry first in its
-    PATH, goes on running git there (the landing, the clean-up, `fks review`): never that one."""
+@pytest.mark.parametrize("kind", ["empty entry", "the repository's bin"])
+def test_a_git_an_agent_lands_never_runs(sandboxed_repo: Path, tmp_path: Path, kind: str) -> None:
+    """The agent lands an executable `git` at the top and in `bin/`; fks, with PATH naming
+    one of them first, goes on running git there (the landing, the clean-up, `fks review`):
+    never those."""
     host = Host(sandboxed_repo, tmp_path)
-    body = writing({"git": own_git(host.payload("git"))})
-    body += f"chmod +x git && git add git && git commit -qm 'a git of its own'\n{MARK}\n"
-    env = {"PATH": PATHS["empty entry"]}
+    fake = own_git(host.payload("git"))
+    body = writing({"git": fake, "bin/git": fake})
+    body += f"chmod +x git bin/git && git add -A && git commit -qm 'gits of its own'\n{MARK}\n"
+    env = {"PATH": path_for(kind, sandboxed_repo)}
     res = sandbox(host.agent(body) + ":1", env=env)
     assert res.code == 0, res.output[-3000:]
-    assert os.access(sandboxed_repo / "git", os.X_OK)  # landed
+    assert os.access(sandboxed_repo / "bin" / "git", os.X_OK)  # landed
     review = fks("review", record(sandboxed_repo)["id"], "--diff", env=env)
     assert review.code == 0, review.output
     host.check(res, merged=True)
