@@ -8,11 +8,11 @@ image builder's `make-base` runs with any python3.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.programs import find_program
 
 if TYPE_CHECKING:
     import docker
@@ -38,7 +38,7 @@ def _unreachable_daemon_message(exc: BaseException) -> str:
             f"Permission denied on the Docker socket ({host}); add your user to the "
             "'docker' group ('sudo usermod -aG docker $USER', then log in again) or run as root"
         )
-    installed = any(shutil.which(name) for name in ("dockerd", "docker"))
+    installed = any(find_program(name) for name in ("dockerd", "docker"))
     socket_path = host.removeprefix("unix://") if host.startswith("unix://") else None
     if not installed and (socket_path is None or not Path(socket_path).exists()):
         return (

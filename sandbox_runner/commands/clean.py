@@ -68,9 +68,13 @@ def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -
 
 
 def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
+    """The project, as its records spell it; a record naming another repository (one copied
+    into this `.forge/`) makes fks clean nothing there."""
+    from sandbox_runner.records.places import same_place
+
     repos = {str(project)}
     for record in records.values():
-        repos.update(s.repo for s in record.steps if s.repo)
+        repos.update(s.repo for s in record.steps if s.repo and same_place(s.repo, project))
     return repos
 
 
@@ -127,6 +131,7 @@ def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
     from sandbox_runner.git.bundles import drop_run_refs
     from sandbox_runner.git.repo import branch_exists, leftover_ref, open_repo
     from sandbox_runner.git.runner import git_ok
+    from sandbox_runner.records.places import same_place
 
     count = 0
     for record in records.values():
@@ -134,8 +139,8 @@ def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
             continue
         repos: set[Path] = set()
         for step in record.steps:
-            if step.branch and step.repo and step.base_branch:
-                repo = Path(step.repo)
+            if step.branch and step.base_branch and same_place(step.repo, project):
+                repo = project
                 repos.add(repo)
                 if not git_ok(
                     repo, "rev-parse", "--verify", "--quiet", leftover_ref(record.id, step.index)
@@ -145,7 +150,7 @@ def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
             gone = all(
                 not branch_exists(repo, s.branch)
                 for s in record.steps
-                if s.branch and s.repo == str(repo)
+                if s.branch and same_place(s.repo, repo)
             )
             if gone:  # the run's hidden refs go with its last branch
                 drop_run_refs(open_repo(repo, what="fks clean"), record.id)

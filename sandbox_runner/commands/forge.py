@@ -456,12 +456,20 @@ You talk with the user about the project's tasks and drive `fks forge` for them 
 """
 
 
+PARENT_TOOLS = ",".join(
+    f"Bash({command}:*)"
+    for command in ("fks forge", "fks runs", "fks show", "fks review", "fks logs", "forge-tasks")
+)
+"""What the parent may run without asking: the commands above. It reads what agents wrote
+(task files, questions, errors, commit subjects), so any other command is asked of the user."""
+
+
 def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
     """Replace this process with an interactive `claude` that drives the subcommands above."""
-    import shutil
+    from sandbox_runner.programs import find_program
 
     project = _project(cwd)
-    program = shutil.which("claude")
+    program = find_program("claude", outside=project)
     if program is None:
         raise UsageError(
             "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"
@@ -470,7 +478,7 @@ def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
 
     # Not the project's .claude/ settings: forge agents land commits there.
     argv = [program, *SETTING_SOURCES, "--append-system-prompt", PARENT_PROMPT]
-    argv += ["--allowedTools", "Bash", *args]
+    argv += ["--allowedTools", PARENT_TOOLS, *args]
     sys.stdout.flush()
     os.chdir(project)
     os.execv(program, argv)

@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.records.places import log_path
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, run_alive
 from sandbox_runner.ui.lines import LineReader, shown_line
 from sandbox_runner.ui.output import AGENT_PREFIX
@@ -76,7 +77,9 @@ def logs(options: LogsOptions) -> int:
         running = following and run_alive(record)
         for step_record, it in selection.pick(record):
             final = not running or it.ended is not None
-            printer.copy(step_record, it, run_dir / it.log, final=final)
+            # Only a log in the run's own folder: a record may name any file (`/dev/zero`).
+            if (path := log_path(run_dir, it.log)) is not None:
+                printer.copy(step_record, it, path, final=final)
         if not running:
             if not printer.printed_any:
                 _nothing_yet(record, selection.step)

@@ -10,6 +10,7 @@ from sandbox_runner.commands.runs import load_run, open_store, run_status, step_
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
+from sandbox_runner.records.places import elsewhere, same_place
 from sandbox_runner.records.record import RunRecord, StepRecord
 from sandbox_runner.ui.ansi import diff_colour, strip_escapes
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
@@ -41,11 +42,13 @@ def run(*, run_ref: str, diff: bool, cwd: Path | None) -> int:
         return EXIT_COMPLETE
     for step in record.steps:
         _say("")
-        _review_step(record, step, state, diff=diff)
+        _review_step(store.project, record, step, state, diff=diff)
     return EXIT_COMPLETE
 
 
-def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: bool) -> None:
+def _review_step(
+    project: Path, record: RunRecord, step: StepRecord, run_state: str, *, diff: bool
+) -> None:
     status = step_status(step, run_state)
     if step.reason and step.reason != status:
         status += f", {step.reason}"
@@ -53,12 +56,13 @@ def _review_step(record: RunRecord, step: StepRecord, run_state: str, *, diff: b
     if not step.branch:
         _say("  no branch (the step never started)")
         return
-    repo = Path(step.repo or record.cwd)
+    named = step.repo or record.cwd
     base = step.base_branch or record.base_branch
-    _step_header(step, repo, base)
-    if not repo.is_dir():
-        _say(f"  the repository {repo} no longer exists")
+    _step_header(step, Path(named), base)
+    if not same_place(named, project):  # a record copied here, or made elsewhere: never git there
+        _say(f"  {elsewhere(named, project)}")
         return
+    repo = project
     tip = _tip(repo, step)
     if tip is None:
         return
@@ -132,7 +136,7 @@ def _stat(repo: Path, since: str, branch: str) -> None:
 
 def _diff(repo: Path, since: str, branch: str, *, colour: bool) -> None:
     """The patch, streamed, each line neutralised and cut to `LINE_BYTES`."""
-    with git_output(repo, "diff", "--no-color", since, branch) as out:
+    with git_output(repo, "diff", "--no-color", "--no-ext-diff", since, branch) as out:
         for raw, cut in bounded_lines(out, LINE_BYTES):
             line = shown_line(raw, cut)
             _say(diff_colour(line) if colour else line, clean=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from sandbox_runner.plan.config import (
     missing_vars,
 )
 from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.programs import find_program
 from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def _unknown_programs(cfg: ChainsConfig) -> list[str]:
     """Agents of steps that are neither defined nor found on this host's PATH."""
     names = {s.agent for c in cfg.chains.values() for s in c.steps}
     return sorted(
-        n for n in names if n not in cfg.agents and "/" not in n and shutil.which(n) is None
+        n for n in names if n not in cfg.agents and "/" not in n and find_program(n) is None
     )
 
 

@@ -10,7 +10,6 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from sandbox_runner.errors import FksError, Interrupted
+from sandbox_runner.programs import fks_python, host_env
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.ui.output import plural
 
@@ -65,7 +65,7 @@ class Conductor:
     argv_for: Callable[[str], list[str]]
     view: ForgeView
     cwd: Path
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: dict[str, str] = field(default_factory=host_env)
     keep_going: Callable[[], bool] = lambda: True
     """Checked before each start (e.g. the budget)."""
     exit_codes: dict[str, int] = field(default_factory=dict)
@@ -163,13 +163,7 @@ class Conductor:
 
 
 def worker_argv(args: Sequence[str]) -> Callable[[str], list[str]]:
-    """The command of one worker: this fks, `forge _worker TASK` and the run's options."""
-    return lambda task_id: [
-        sys.executable,
-        "-m",
-        "sandbox_runner",
-        "forge",
-        "_worker",
-        task_id,
-        *args,
-    ]
+    """The command of one worker: this fks, `forge _worker TASK` and the run's options. Run in
+    the project, it never imports from there (`-P`: a task's commits may have put an
+    `inspect.py` or a `sandbox_runner/` at its top)."""
+    return lambda task_id: fks_python("sandbox_runner", "forge", "_worker", task_id, *args)

@@ -18,8 +18,49 @@ from pathlib import Path
 from typing import IO
 
 from sandbox_runner.errors import WorkspaceError
+from sandbox_runner.programs import find_program, host_env
 
 _GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+
+HOST_CONFIG = (
+    *("-c", "core.hooksPath=/dev/null"),
+    *("-c", "core.fsmonitor=false"),
+    *("-c", "safe.bareRepository=explicit"),
+    *("-c", "log.showSignature=false"),
+)
+"""Given to every git fks runs: no hook runs (a `core.hooksPath` may name a folder of the work
+tree, whose hooks a landing has just written, and `.git/hooks` may read tracked files such as
+`.pre-commit-config.yaml`), no file system monitor, no bare repository found by looking around
+the working directory (one can be committed as plain files), and no signature an agent made
+handed to a verifying program when its commits are listed."""
+
+_REPOSITORY_ENV = frozenset(
+    {
+        *("GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_COMMON_DIR"),
+        *("GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES"),
+        *("GIT_GRAFT_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX"),
+        *("GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_CONFIG"),
+    }
+)
+"""What would make git work on another repository than the one its working directory is in
+(set when fks is started from a git hook, say): fks always names the repository by `cwd`."""
+
+
+def git_argv(cwd: Path | None, *args: str) -> list[str]:
+    """The command line of `git *args` run in `cwd` (None: here) as fks runs it: git found in
+    `PATH`'s absolute entries outside the repository `cwd` is in (an empty or relative entry,
+    or one in the repository, would find a `git` it holds), then `HOST_CONFIG`."""
+    program = find_program("git", outside=cwd or Path())
+    if program is None:
+        raise FileNotFoundError(2, "git is not installed (not found on PATH)", "git")
+    return [program, *HOST_CONFIG, *args]
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a git fks runs: this one without `_REPOSITORY_ENV`, with `PATH` and
+    `PYTHONPATH` limited to absolute entries (for the programs git itself starts), plus `extra`."""
+    env = {k: v for k, v in host_env().items() if k not in _REPOSITORY_ENV}
+    return {**env, **(extra or {})}
 
 
 MAX_GIT_OUTPUT = 16 * 1024 * 1024
@@ -45,12 +86,12 @@ def run_git(
     The rest is read and dropped, so git never blocks on a full pipe.
     """
     with subprocess.Popen(
-        ["git", *args],
+        git_argv(cwd, *args),
         cwd=cwd,
         stdin=subprocess.DEVNULL if stdin is None else stdin,
         stdout=subprocess.PIPE if stdout is None else stdout,
         stderr=subprocess.PIPE,
-        env={**os.environ, "LC_ALL": "C", **(env or {})},
+        env=git_env({"LC_ALL": "C", **(env or {})}),
     ) as proc:
         assert proc.stderr is not None
         errors = _Tail(proc.stderr, _STDERR_KEPT)
@@ -92,12 +133,12 @@ def git_process(cwd: Path, *args: str, stdin: bool = False) -> Iterator[subproce
     stream; stderr is dropped. Killed, if still running, when the block ends: a caller that has
     read enough stops git there."""
     with subprocess.Popen(
-        ["git", *args],
+        git_argv(cwd, *args),
         cwd=cwd,
         stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, **_GIT_ENV},
+        env=git_env(_GIT_ENV),
     ) as proc:
         try:
             yield proc
@@ -145,12 +186,12 @@ def git_output(cwd: Path, *args: str) -> Iterator[IO[bytes]]:
     with (
         tempfile.TemporaryFile() as err,
         subprocess.Popen(
-            ["git", *args],
+            git_argv(cwd, *args),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=err,
-            env={**os.environ, "LANGUAGE": "C", **_GIT_ENV},
+            env=git_env({"LANGUAGE": "C", **_GIT_ENV}),
         ) as proc,
     ):
         assert proc.stdout is not None

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.programs import find_program, host_env
 
 DEFAULT_BASE_IMAGE = "debian:bookworm-slim"
 LOCAL_BASE_IMAGE = "fks-base:bookworm"
@@ -89,7 +90,7 @@ def make_base_image(
 
     Needs root, the `docker` CLI and debootstrap (installed with apt-get when missing).
     """
-    docker_cli = shutil.which("docker")
+    docker_cli = find_program("docker")
     if docker_cli is None:
         raise SandboxError("Cannot make the base image: no 'docker' CLI on PATH; install Docker")
     if not force and _cli_image_exists(docker_cli, tag):
@@ -124,29 +125,51 @@ def make_base_image(
         ]:
             leftover.unlink()
         say(f"docker import {rootfs} as {tag}")
-        changes = [arg for change in _BASE_IMPORT_CHANGES for arg in ("--change", change)]
-        with subprocess.Popen(
-            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
-        ) as tar:
-            imported = subprocess.run(
-                [docker_cli, "import", *changes, "-", tag],
-                stdin=tar.stdout,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        if tar.returncode != 0 or imported.returncode != 0:
-            raise SandboxError(
-                f"docker import of {rootfs} failed (tar exit {tar.returncode}, docker exit "
-                f"{imported.returncode}): {one_line(imported.stderr)}"
-            )
+        _import(rootfs, docker_cli, tag)
     say(f"made {tag} in {time.monotonic() - started:.0f} s")
     return True
 
 
+def _import(rootfs: Path, docker_cli: str, tag: str) -> None:
+    """`tar -c rootfs | docker import - tag`."""
+    changes = [arg for change in _BASE_IMPORT_CHANGES for arg in ("--change", change)]
+    with subprocess.Popen(
+        [_program("tar"), "-C", str(rootfs), "--numeric-owner", "-c", "."],
+        stdout=subprocess.PIPE,
+        cwd="/",
+        env=host_env(),
+    ) as tar:
+        imported = subprocess.run(
+            [docker_cli, "import", *changes, "-", tag],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+            env=host_env(),
+        )
+    if tar.returncode != 0 or imported.returncode != 0:
+        raise SandboxError(
+            f"docker import of {rootfs} failed (tar exit {tar.returncode}, docker exit "
+            f"{imported.returncode}): {one_line(imported.stderr)}"
+        )
+
+
+def _program(name: str) -> str:
+    found = find_program(name)
+    if found is None:
+        raise SandboxError(f"Cannot make the base image: no '{name}' on PATH; install it")
+    return found
+
+
 def _cli_image_exists(docker_cli: str, name: str) -> bool:
     result = subprocess.run(
-        [docker_cli, "image", "inspect", name], capture_output=True, text=True, check=False
+        [docker_cli, "image", "inspect", name],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+        env=host_env(),
     )
     if result.returncode == 0:
         return True
@@ -159,22 +182,23 @@ def _cli_image_exists(docker_cli: str, name: str) -> bool:
 
 
 def _ensure_debootstrap(say: Say) -> str:
-    found = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    found = find_program("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
     if found:
         return found
-    if shutil.which("apt-get") is None:
+    apt_get = find_program("apt-get")
+    if apt_get is None:
         raise SandboxError(
             "Cannot make the local base image: debootstrap is not installed and there is no "
             "apt-get to install it; install debootstrap or pass --base-image"
         )
     say("installing debootstrap with apt-get")
-    _run(["apt-get", "update", "-q"], what="apt-get update")
+    _run([apt_get, "update", "-q"], what="apt-get update")
     _run(
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", "debootstrap"],
+        [apt_get, "install", "-y", "-q", "--no-install-recommends", "debootstrap"],
         what="apt-get install debootstrap",
         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
     )
-    found = shutil.which("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
+    found = find_program("debootstrap") or shutil.which("debootstrap", path="/usr/sbin:/sbin")
     if not found:
         raise SandboxError("apt-get installed debootstrap but it is not on PATH or in /usr/sbin")
     return found
@@ -182,7 +206,7 @@ def _ensure_debootstrap(say: Say) -> str:
 
 def _run(argv: Sequence[str], *, what: str, env: dict[str, str] | None = None) -> None:
     """Run with output passed through; SandboxError naming the command when it fails."""
-    result = subprocess.run(argv, env=env, check=False)
+    result = subprocess.run(argv, env=host_env(env), cwd="/", check=False)
     if result.returncode != 0:
         raise SandboxError(f"{what} failed (exit {result.returncode}): {' '.join(argv)}")
 
@@ -199,8 +223,9 @@ def _unmounted_on_exit(root: Path) -> Iterator[None]:
             Path("/proc/mounts").read_text().splitlines() if Path("/proc/mounts").exists() else []
         )
         targets = [line.split()[1] for line in mounts if line.split()[1].startswith(prefix)]
+        umount = find_program("umount") or "/bin/umount"
         for target in sorted(targets, key=len, reverse=True):
-            subprocess.run(["umount", "-l", target], check=False)
+            subprocess.run([umount, "-l", target], check=False, cwd="/", env=host_env())
 
 
 # --- python -m sandbox_runner.images.base_image make-base ---------------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from sandbox_runner.plan.checks import did_you_mean
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
+from sandbox_runner.programs import find_program
 
 AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
@@ -250,7 +250,7 @@ def resolve_agent(
     cfg = agents.get(agent)
     target = cfg.path if cfg is not None and cfg.path else agent
     if cfg is not None and cfg.is_claude and not (cfg.path and _CLAUDE_AGENTS in "/" + cfg.path):
-        program = _claude_program(on_host)
+        program = _claude_program(on_host, cwd)
         return AgentCommand(
             name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
         )
@@ -280,7 +280,7 @@ def _claude_subagent(
     return AgentCommand(
         name=agent,
         kind="claude-agent",
-        program=_claude_program(on_host),
+        program=_claude_program(on_host, external.project),
         cwd=external.project,
         config=cfg,
         claude_agent=name,
@@ -325,7 +325,7 @@ def _agent_on_path(
     """A bare program name: looked up on the host's PATH, or in the image at start."""
     if not on_host:
         return AgentCommand(name=agent, kind="binary", program=target, cwd=cwd, config=cfg)
-    found = shutil.which(target)
+    found = find_program(target)
     if found is None:
         hint = (
             f"not found on PATH{did_you_mean(agent, known)}; is it installed? "
@@ -337,10 +337,10 @@ def _agent_on_path(
     return AgentCommand(name=agent, kind="binary", program=found, cwd=cwd, config=cfg)
 
 
-def _claude_program(on_host: bool) -> str:
+def _claude_program(on_host: bool, cwd: Path) -> str:
     if not on_host:
         return CLAUDE
-    found = shutil.which(CLAUDE)
+    found = find_program(CLAUDE, outside=cwd)  # not one a landed commit put on PATH
     if found is None:
         raise AgentNotFoundError(
             "the 'claude' CLI is not on PATH; install it with "

@@ -6,7 +6,6 @@ defined.
 from __future__ import annotations
 
 import difflib
-import shutil
 import types
 import typing
 from collections.abc import Collection, Iterable, Sequence
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
 from sandbox_runner.paths import shorten
+from sandbox_runner.programs import find_program
 from sandbox_runner.ui.ansi import strip_escapes
 
 FRIENDLY = {
@@ -153,7 +153,7 @@ def undefined_agents(raw: Any, chains: Iterable[str] | None = None) -> list[str]
             if not isinstance(agent, str) or agent in agents or "/" in agent:
                 continue
             hint = did_you_mean(agent, [str(a) for a in agents])
-            if hint and shutil.which(agent) is None:
+            if hint and find_program(agent) is None:
                 problems.append(
                     f"chains.{name}.steps[{i}].agent: agent {agent!r} is not defined under "
                     f"'agents' and not on PATH{hint}"
@@ -176,7 +176,7 @@ def check_dsl_agents(agents: Iterable[str], defined: Collection[str]) -> None:
                 f"digits, e.g. '{shorten(head)}:3'); did you mean '{shorten(head)}:N'?"
             )
         hint = did_you_mean(agent, defined)
-        if hint and shutil.which(agent) is None:
+        if hint and find_program(agent) is None:
             raise AgentNotFoundError(
                 f"Agent {shorten(agent)!r} is not defined under 'agents' and not on PATH{hint}"
             )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
+from sandbox_runner.paths import shorten
 from sandbox_runner.records.record import RunRecord, StepRecord, run_alive
 from sandbox_runner.records.store import RunStore, project_root
 
@@ -42,6 +43,7 @@ def plan_resume(
         raise LockedError(
             f"run {record.id} is still running (pid {record.pid}); wait for it or stop it first"
         )
+    _check_place(record, store.project)
     planned = plan_run(record.options, Path(record.cwd))
     agents = [s.agent for s in planned.plan.steps]
     if agents != [s.agent for s in record.steps]:
@@ -60,6 +62,26 @@ def awaits_landing(step: StepRecord) -> bool:
     conflict): resumed, it is only merged again, whatever its iterations."""
     counted = any(it.counted for it in step.iterations)
     return counted and step.reason in ("merge_conflict", "merge_blocked")
+
+
+def _check_place(record: RunRecord, project: Path) -> None:
+    """A run resumes where it ran: in this project (a record copied into its `.forge/` may
+    name any folder, whose config, agents and git fks would otherwise use)."""
+    from sandbox_runner.records.places import inside
+    from sandbox_runner.ui.ansi import strip_escapes
+
+    if (
+        inside(record.cwd, project)
+        and project_root(Path(record.cwd)).resolve() == project.resolve()
+    ):
+        return
+    raise UsageError(
+        strip_escapes(
+            f"run {record.id} names {shorten(record.cwd)} as the folder it ran in, which is not "
+            f"in this project ({project}); fks resumes a run only in the project whose .forge/ "
+            "holds its record: start a new run instead"
+        )
+    )
 
 
 def _check_iterations_left(record: RunRecord, more: int) -> None:

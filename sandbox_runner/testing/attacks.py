@@ -3,6 +3,7 @@ the host (markers, paths outside the repository, refs, `git fsck`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -17,6 +18,26 @@ EX = ".git/fks-export"
 # cannot replace it: `end=1` makes it look complete.
 OWN_INFO = f'rm -rf {EX}; mkdir -p {EX}; printf "before=a\\nafter=b\\nend=1\\n" > {EX}/info'
 KILL_WRAPPER = "kill -9 $PPID; sleep 5"
+
+IMPORTED_FIRST = ("inspect.py", "subprocess.py", "sandbox_runner/__init__.py", "docker/__init__.py")
+"""Modules a Python process would take from its working directory, were that on its module
+path, before its own: standard library ones, fks's own package, a dependency of fks."""
+
+
+def module_payloads(markers: Path) -> dict[str, str]:
+    """Each of `IMPORTED_FIRST`, leaving a marker named after it in `markers` when imported."""
+    return {
+        name: f"import pathlib\npathlib.Path({str(markers / name.replace('/', '-'))!r}).touch()\n"
+        for name in IMPORTED_FIRST
+    }
+
+
+def writing(files: dict[str, str]) -> str:
+    """Shell lines that write `files` (relative paths, their folders made)."""
+    return "".join(
+        f"mkdir -p \"$(dirname {name})\" && cat > {name} <<'EOF'\n{text}EOF\n"
+        for name, text in files.items()
+    )
 
 
 class Host:
@@ -106,3 +127,47 @@ def one_line(res: Result, phrase: str) -> str:
 
 def step_tip(repo: Path) -> str:
     return git(repo, "rev-parse", record(repo)["steps"][0]["branch"])
+
+
+def textconv_repository(path: Path, marker: Path, *, bare: bool) -> tuple[str, str]:
+    """A repository at `path` (bare, or with a work tree) whose own config runs a program that
+    leaves `marker` for each file a diff shows, with a branch `fks/planted` of two commits:
+    (its first commit, its tip)."""
+    from sandbox_runner.testing.helpers import init_repo
+
+    work = init_repo(path.with_name(path.name + "-src") if bare else path, {"a.txt": "one\n"})
+    start = git(work, "rev-parse", "HEAD")
+    git(work, "switch", "-q", "-c", "fks/planted")
+    (work / "a.txt").write_text("two\n")
+    git(work, "commit", "-qam", "two")
+    tip = git(work, "rev-parse", "HEAD")
+    if bare:
+        git(work, "clone", "-q", "--bare", str(work), str(path))
+    git_dir = path if bare else path / ".git"
+    subprocess.run(
+        [
+            "git",
+            "config",
+            "--file",
+            str(git_dir / "config"),
+            "diff.evil.textconv",
+            f"touch {marker}; cat",
+        ],
+        check=True,
+    )
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "attributes").write_text("* diff=evil\n")
+    return start, tip
+
+
+def planted_record(project: Path, run_id: str, names: Path, start: str) -> None:
+    """A run record in `project`'s `.forge/` (as a cloned repository may ship one) whose run
+    and step name `names` as where they ran, its step on `fks/planted` from `start`."""
+    from sandbox_runner.testing.runlogs import write_run
+
+    write_run(project, run_id, steps=[1], branches=["fks/planted"], base_commit=start)
+    path = project / ".forge" / "runs" / run_id / "run.json"
+    data = json.loads(path.read_text())
+    data["cwd"] = data["steps"][0]["repo"] = str(names)
+    data["steps"][0]["merged"] = True  # its diff is shown, nothing asked of its base
+    path.write_text(json.dumps(data))

@@ -11,6 +11,7 @@ from markupsafe import Markup
 
 from sandbox_runner.git.repo import branch_exists
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
+from sandbox_runner.records.places import elsewhere, same_place
 from sandbox_runner.records.record import RunRecord, StepRecord
 from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.web.patch import Budget, highlight_patch
@@ -52,13 +53,16 @@ class BranchView:
     """The patch was not read: the page already holds `PAGE_DIFF_BYTES` of patches."""
 
 
-def branch_views(record: RunRecord) -> dict[int, BranchView | None]:
-    """The branch of each step (by index), with patches up to `PAGE_DIFF_BYTES` in all."""
+def branch_views(record: RunRecord, project: Path) -> dict[int, BranchView | None]:
+    """The branch of each step (by index), with patches up to `PAGE_DIFF_BYTES` in all, read
+    in `project` (the one whose `.forge/` holds `record`)."""
     views: dict[int, BranchView | None] = {}
     budget = PAGE_DIFF_BYTES
     language = Budget()
     for step in record.steps:
-        view = branch_view(record, step, diff_bytes=min(DIFF_BYTES, budget), language=language)
+        view = branch_view(
+            record, step, project, diff_bytes=min(DIFF_BYTES, budget), language=language
+        )
         views[step.index] = view
         if view is not None:
             budget = 0 if view.diff_cut else budget - view.diff_read
@@ -66,16 +70,25 @@ def branch_views(record: RunRecord) -> dict[int, BranchView | None]:
 
 
 def branch_view(
-    record: RunRecord, step: StepRecord, *, diff_bytes: int, language: Budget | None = None
+    record: RunRecord,
+    step: StepRecord,
+    project: Path,
+    *,
+    diff_bytes: int,
+    language: Budget | None = None,
 ) -> BranchView | None:
     """The step's branch (None: it has none) with the first `diff_bytes` of its patch, its code
-    highlighted within `language`."""
+    highlighted within `language`. Read in `project` only: a record naming another repository
+    (one copied into `.forge/`, say) gets a `problem` and no git runs."""
     if not step.branch:
         return None
-    repo = Path(step.repo or record.cwd)
     view = BranchView(branch=step.branch, base=step.base_branch or record.base_branch)
+    named = step.repo or record.cwd
+    if not same_place(named, project):
+        view.problem = elsewhere(named, project)
+        return view
     try:
-        _fill(view, repo, step, diff_bytes=diff_bytes, language=language or Budget())
+        _fill(view, project, step, diff_bytes=diff_bytes, language=language or Budget())
     except GitError as exc:
         view.problem = f"git could not read it: {exc}"
     return view

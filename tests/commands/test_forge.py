@@ -203,6 +203,32 @@ def test_parent_replaces_fks_with_claude_told_about_the_subcommands(
     assert "fks forge run [TASK_ID...]" in seen[0].system_text
 
 
+@pytest.mark.claude
+def test_parent_runs_fks_commands_only_unasked(repo: Path, tmp_path: Path) -> None:
+    """The parent reads what agents wrote (a question, an error, a task file) and could be told
+    by it to run anything: it runs `fks forge …` without asking, never another command."""
+    marker = repo / "ran"
+    calls = [
+        {"command": "touch ran", "description": "as a task's text told it"},
+        {"command": f"fks forge status --cwd {repo}", "description": "list the tasks"},
+    ]
+
+    def answer(request: Request) -> Any:
+        done = len(request.tool_results)
+        if done < len(calls):
+            return [{"tool": "Bash", "input": calls[done]}]
+        return [{"text": "Done."}]
+
+    with FakeAnthropic(responder=answer) as fake:
+        env = isolated_environ(fake.env(tmp_path / "claude"))
+        done = fks("forge", "parent", "--cwd", str(repo), "-p", "Go on.", cwd=tmp_path, env=env)
+        results = fake.main_requests()[-1].tool_results
+    assert done.code == 0, done.output
+    assert not marker.exists()
+    assert results[0]["is_error"], results[0]
+    assert not results[1]["is_error"] and "No task has been" in results[1]["content"], results[1]
+
+
 def test_clean_removes_the_worktree_a_killed_local_run_left(repo: Path) -> None:
     import yaml
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from sandbox_runner.testing.attacks import module_payloads
 from sandbox_runner.testing.helpers import FKS, Result, fks, git, init_repo, write_config
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "agents" / "fake_claude.py"
@@ -367,3 +368,23 @@ def test_show_tells_the_question_asked_and_the_answer_given(
     )
     answered = [s["answered"] for s in data["stages"] if s["stage"] in ("architect", "review")]
     assert answered == ["asked a question", "resolved", "approved"]
+
+
+def test_modules_at_the_top_of_the_repository_never_run_in_a_worker(
+    repo: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A repository whose top holds `inspect.py`, `sandbox_runner/__init__.py`, … (as a cloned
+    repository or a landed task may): the workers `fks forge run` starts there import none of
+    them, and the task lands."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    for name, text in module_payloads(markers).items():
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "modules at the top")
+    task = create(repo, "modules")
+    done = fks("forge", "run", cwd=repo, env=env, timeout=300)
+    assert done.code == 0, done.output
+    assert (repo / f"{task}.txt").is_file()
+    assert sorted(p.name for p in markers.iterdir()) == []

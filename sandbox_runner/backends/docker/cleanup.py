@@ -138,7 +138,7 @@ def clean_swarm(
                 count += removed
         found = find_volumes(client, labels, DEFAULT_AGENT_IMAGE)
         for record in dead:
-            _salvage_swarm(client, target, record, found)
+            _salvage_swarm(client, target, record, found, repos)
         swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
     except FksError as exc:
         print(f"warning: could not clean the swarm: {exc}")
@@ -156,15 +156,17 @@ def _salvage_swarm(
     target: NodeTarget,
     record: RunRecord,
     found: dict[str, tuple[str, dict[str, str]]],
+    repos: set[str],
 ) -> None:
-    """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes."""
+    """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes,
+    onto their branches in `repos` (never a repository only the record names)."""
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     for step in record.steps:
         if not step.workspace or not step.branch or step.status == "complete":
             continue
         node, labels = found.get(step.workspace, (None, {}))
-        if node is None or labels.get(LABEL_RUN) != record.id or not step.repo:
+        if node is None or labels.get(LABEL_RUN) != record.id or step.repo not in repos:
             continue
         target.place(step.workspace, node)
         labels = {**labels, LABEL_REPO: step.repo}

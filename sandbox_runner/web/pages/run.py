@@ -77,7 +77,7 @@ def run_page(request: Request) -> Response:
     from sandbox_runner.web.timeline import outcome, timeline
 
     try:
-        project, _, record = _record(request)
+        project, store, record = _record(request)
     except _NotFound as exc:
         return _missing(request, str(exc))
     state = run_status(record)
@@ -91,7 +91,7 @@ def run_page(request: Request) -> Response:
         seconds=running_seconds(record.pauses, record.started, record.ended or now()),
         base=_base(request, project, record),
         chart=timeline(record),
-        branches=branch_views(record),
+        branches=branch_views(record, store.project),
         step_status=step_status,
         outcome=outcome,
         took=_took,

@@ -1,9 +1,10 @@
 """Removes a finished run's workspace volumes once fks has returned: Docker deletes a volume's
 files before it answers (seconds for a large checkout), and nobody should wait for that.
 
-`remove_in_background` starts `python -m sandbox_runner.backends.docker.workspace.reaper VOLUME…` in a
-session of its own (Ctrl-C in the terminal does not reach it); it only ever removes the volumes
-it is given. What it leaves (it was killed, Docker went away) `fks clean` removes: the
+`remove_in_background` starts `python -P -m sandbox_runner.backends.docker.workspace.reaper VOLUME…`
+in a session of its own (Ctrl-C in the terminal does not reach it), in `/`: nothing of the
+repository it was started from (a landed `inspect.py`, say) is on its module path. It only ever
+removes the volumes it is given. What it leaves (it was killed, Docker went away) `fks clean` removes: the
 volumes carry the run's labels.
 """
 
@@ -26,9 +27,13 @@ def remove_in_background(names: Sequence[str]) -> bool:
     """Start a detached process that removes the volumes `names`; False if it could not start."""
     if not names:
         return True
+    from sandbox_runner.programs import fks_python, host_env
+
     try:
         subprocess.Popen(
-            [sys.executable, "-m", __name__, *names],
+            fks_python(__name__, *names),
+            cwd="/",
+            env=host_env(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -6,12 +6,21 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from sandbox_runner.testing.attacks import IMPORTED_FIRST, MARK, Host, module_payloads, writing
 from sandbox_runner.testing.helpers import FKS, eventually_none, fks
-from sandbox_runner.testing.sandboxed import add_script, configure, record, volumes, waiting_agent
+from sandbox_runner.testing.sandboxed import (
+    add_script,
+    configure,
+    record,
+    sandbox,
+    volumes,
+    waiting_agent,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -96,3 +105,22 @@ def _removers(volume: str) -> list[int]:
         if b"sandbox_runner.backends.docker.workspace.reaper" in argv and volume.encode() in argv:
             found.append(int(entry.name))
     return found
+
+
+def test_modules_an_agent_lands_at_the_top_never_run_in_the_remover(repo: Path, host: Host) -> None:
+    """The agent commits Python modules at the repository's top (`inspect.py`,
+    `sandbox_runner/__init__.py`, …), each leaving a marker on the host when imported; the step
+    lands; the remover, started from the repository after fks returns, imports none of them
+    (and still removes the workspace)."""
+    body = writing(module_payloads(host.markers))
+    body += f"git add -A && git commit -qm 'modules at the top'\n{MARK}\n"
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 0, res.output[-3000:]
+    assert all((repo / name).is_file() for name in IMPORTED_FIRST)  # landed in the checkout
+    run_id = record(repo)["id"]
+    deadline = time.monotonic() + 120
+    while volumes(run_id) and not any(host.markers.iterdir()):
+        assert time.monotonic() < deadline, "the workspace was never removed"
+        time.sleep(0.1)
+    host.check(res, merged=True)
+    assert volumes(run_id) == []
