@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox_runner.git.limits import MergeLimits, measure
-from sandbox_runner.git.overwrites import InTheWay, changed_files, in_the_way
+from sandbox_runner.git.overwrites import (
+    InTheWay,
+    changed_files,
+    ignored_additions,
+    in_the_way,
+)
 from sandbox_runner.git.repo import Repo, checkout_of, rev
 from sandbox_runner.git.runner import GitError, git, git_ok, run_git
 from sandbox_runner.records.layout import ForgeLayout
@@ -107,20 +112,43 @@ def _refused(
         )
     secret = changed_files(repo, base_tip, merged, kept)
     found = in_the_way(checkout, base_tip, merged, skip=secret) if checkout else InTheWay()
-    return _kept_files(secret, found)
+    if secret:
+        return _secret_files(secret, found)
+    ignored = ignored_additions(checkout, base_tip, merged) if checkout else InTheWay()
+    return _not_tracked(found, ignored)
 
 
-def _kept_files(secret: Sequence[str], found: InTheWay) -> str | None:
-    """Why a landing that changes a file secrets are read from, or would write over the user's
-    files git does not track, is refused (None: it does neither)."""
+def _not_tracked(found: InTheWay, ignored: InTheWay) -> str | None:
+    """Why a landing that would write over the user's files git does not track, or add files
+    where the checkout ignores them, is refused (None: it does neither). Moving the files away
+    is the fix for the first; only a merge by hand, knowingly, for the second."""
+    many = found.count > 1
+    parts = []
+    if found.count:
+        parts.append(
+            f"it would overwrite your untracked file{'s' if many else ''} "
+            f"{_few(found.paths, total=found.count)}"
+        )
+    if ignored.count:
+        parts.append(
+            f"it adds {_few(ignored.paths, total=ignored.count)}, which your checkout ignores "
+            "(.gitignore)"
+        )
+    if not parts:
+        return None
+    if ignored.count:
+        return (
+            f"{', and '.join(parts)}: what you ignore stays yours, not the branch's; review the "
+            "branch and merge it by hand only if that is meant"
+        )
+    return f"{parts[0]}; commit, stash or move {'them' if many else 'it'}"
+
+
+def _secret_files(secret: Sequence[str], found: InTheWay) -> str:
+    """Why a landing that changes a file secrets are read from is refused (and what else of
+    the user's it would overwrite)."""
     many = found.count > 1
     untracked = f"untracked file{'s' if many else ''} {_few(found.paths, total=found.count)}"
-    if not secret:
-        return (
-            f"it would overwrite your {untracked}; commit, stash or move {'them' if many else 'it'}"
-            if found.count
-            else None
-        )
     also = f", and would overwrite your {untracked}" if found.count else ""
     move = (
         f", move {'those' if many else 'that'} file{'s' if many else ''} away"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ MAX_LOOKED_AT = 100_000
 """Entries of the user's folders read where the merge replaces a tracked folder by a file;
 past them the folder itself is named (it may hold more)."""
 _STAGED_BYTES = 4 * 1024 * 1024
+_ADDED_BYTES = 16 * 1024 * 1024
+"""Bytes of the names a landing adds read at most (its files are bounded: 100,000 by default)."""
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -58,6 +61,48 @@ def in_the_way(checkout: Path, old: str, new: str, *, skip: Sequence[str] = ()) 
             finder.diff(objects.tree_of(old), objects.tree_of(new), top, b"")
         finally:
             os.close(top)
+    return found
+
+
+def ignored_additions(checkout: Path, old: str, new: str) -> InTheWay:
+    """The files moving the checkout at `checkout` from commit `old` to `new` adds at paths
+    the checkout ignores (`.gitignore`, `info/exclude`, your global excludes, as they are
+    before the landing): an agent's `git add -f` of `.venv/bin/git` or a `.pth` into your
+    ignored `.venv` would otherwise arrive beside your own files without a word. More added
+    names than `_ADDED_BYTES` hold are all taken as ignored: nothing is decided unread."""
+    found = InTheWay()
+    added = run_git(
+        checkout,
+        "diff",
+        "--no-renames",
+        "--name-only",
+        "-z",
+        "--diff-filter=A",
+        old,
+        new,
+        limit=_ADDED_BYTES,
+    )
+    if added.returncode != 0 or len(added.stdout) > _ADDED_BYTES:
+        found.add(b"(more added files than fks checks)", folder=False)
+        return found
+    names = added.stdout
+    if not names:
+        return found
+    with tempfile.TemporaryFile() as listed:
+        listed.write(names)
+        listed.seek(0)
+        ignored = run_git(
+            checkout,
+            "check-ignore",
+            "--no-index",
+            "-z",
+            "--stdin",
+            stdin=listed,
+            limit=_ADDED_BYTES,
+        )
+    for path in ignored.stdout[:_ADDED_BYTES].split(b"\0"):
+        if path:
+            found.add(path, folder=False)
     return found
 
 

@@ -106,14 +106,21 @@ def test_what_git_does_not_track_is_named_wherever_the_merge_writes(
     before, tip = files_of(repo), git(repo, "rev-parse", "main")
     blocked = land(repo)
     assert blocked == (
-        "it would overwrite your untracked files .env, cache/, lib/local.db and 3 more; commit, "
-        "stash or move them"
+        "it would overwrite your untracked files .env, cache/, lib/local.db and 3 more, and it "
+        "adds .env, cache, which your checkout ignores (.gitignore): what you ignore stays "
+        "yours, not the branch's; review the branch and merge it by hand only if that is meant"
     )
     assert files_of(repo) == before and git(repo, "rev-parse", "main") == tip
     assert list(outside.iterdir()) == []
     for name in (".env", "cache", "lib/local.db", "notes.txt", "link", "new/b.txt"):
         (repo / name).rename(tmp_path / name.replace("/", "-"))
-    assert land(repo) is None
+    # Out of the way, an ignored path is still the user's: only a merge by hand takes it (a
+    # file named `cache` is not what `cache/` ignores: that one is no longer named).
+    assert land(repo) == (
+        "it adds .env, which your checkout ignores (.gitignore): what you ignore stays "
+        "yours, not the branch's; review the branch and merge it by hand only if that is meant"
+    )
+    git(repo, "merge", "-q", "--ff-only", BRANCH)
     assert (repo / "new" / "a.txt").read_text() == "A\n"
     assert (repo / "link" / "x").read_text() == "A\n" and (repo / "lib").read_text() == "A\n"
 
@@ -123,7 +130,7 @@ def test_what_the_user_staged_is_left_to_git_and_a_merge_commit_is_checked_too(
 ) -> None:
     """A file the user added to the index is git's to judge (it refuses: an uncommitted
     change); with the user's own commit on the base the merge commit is what is checked."""
-    agent_commits(repo, {"staged.txt": "agent\n", ".env": "A\n"})
+    agent_commits(repo, {"staged.txt": "agent\n", "notes.txt": "A\n"})
     (repo / "mine.txt").write_text("mine\n")
     git(repo, "add", "mine.txt")
     git(repo, "commit", "-qm", "the user's own work")
@@ -134,9 +141,11 @@ def test_what_the_user_staged_is_left_to_git_and_a_merge_commit_is_checked_too(
     )
     git(repo, "rm", "-q", "--cached", "staged.txt")
     (repo / "staged.txt").unlink()
-    (repo / ".env").write_text("mine\n")
-    assert land(repo) == "it would overwrite your untracked file .env; commit, stash or move it"
-    (repo / ".env").unlink()
+    (repo / "notes.txt").write_text("mine\n")
+    assert (
+        land(repo) == "it would overwrite your untracked file notes.txt; commit, stash or move it"
+    )
+    (repo / "notes.txt").unlink()
     assert land(repo) is None
     assert git(repo, "log", "-1", "--format=%p", "main").count(" ") == 1  # a merge commit
 
@@ -186,3 +195,29 @@ def test_a_submodule_bump_lands_and_its_checkout_is_never_replaced(repo: Path) -
     agent_commits(repo, {"sub": "a file\n"}, removed=("sub",))
     assert land(repo) == "it would overwrite your untracked file sub/; commit, stash or move it"
     assert (repo / "sub" / "work.txt").read_text() == "the submodule's files\n"
+
+
+def test_files_added_where_the_checkout_ignores_them_never_land(repo: Path) -> None:
+    """An agent's `git add -f` into the user's ignored `.venv` (a `git` in its `bin/`, a `.pth`
+    that every start of that Python runs) or as `.env` lands beside nothing of the user's, so
+    nothing is in the way: it is still refused, naming the paths, and the checkout is as it
+    was. What the user does not ignore lands."""
+    (repo / ".gitignore").write_text(".env\n*.db\ncache/\n.venv/\n")
+    git(repo, "commit", "-qam", "ignore .venv")
+    site = ".venv/lib/python3.11/site-packages"
+    (repo / site).mkdir(parents=True)
+    (repo / site / "mine.py").write_text("x = 1\n")
+    agent_commits(
+        repo,
+        {".venv/bin/git": "#!/bin/sh\ntouch /tmp/pwned\n", f"{site}/fks.pth": "import os\n"},
+    )
+    before, tip = files_of(repo), git(repo, "rev-parse", "main")
+    assert land(repo) == (
+        f"it adds .venv/bin/git, {site}/fks.pth, which your checkout ignores (.gitignore): what "
+        "you ignore stays yours, not the branch's; review the branch and merge it by hand only "
+        "if that is meant"
+    )
+    assert files_of(repo) == before and git(repo, "rev-parse", "main") == tip
+    agent_commits(repo, {"src/new.py": "y = 2\n"})
+    assert land(repo) is None
+    assert (repo / "src" / "new.py").read_text() == "y = 2\n"

@@ -106,24 +106,28 @@ def test_ctrl_c_and_clean_say_what_they_saved(repo: Path) -> None:
 FORCE_ADDS = """#!/bin/sh
 echo AGENT=1 > .env
 echo agent > data
-git add -f .env data && git commit -qm "agent: .env and data"
+mkdir -p .venv/bin && printf '#!/bin/sh\\ntouch /tmp/fks-landed-git-ran\\n' > .venv/bin/git
+git add -f .env data .venv/bin/git && git commit -qm "agent: .env, data and a git"
 echo FORKHESTRA_COMPLETE
 """
 
 
 def test_a_landing_never_overwrites_or_deletes_ignored_files(repo: Path) -> None:
-    """The agent force-adds `.env` and a file where the user keeps an ignored folder holding a
-    database: `git merge` would replace both without a word. The landing refuses instead, names
-    them and the fix; the user's files are byte for byte what they were, the base did not move,
-    the branch is kept; moving them away and resuming lands the step."""
-    (repo / ".gitignore").write_text(".env\ndata/\n")
+    """The agent force-adds `.env`, a file where the user keeps an ignored folder holding a
+    database, and a `git` into the user's ignored `.venv/bin`: `git merge` would replace the
+    first two and add the third without a word. The landing refuses instead and names them;
+    the user's files are byte for byte what they were, the base did not move, the branch is
+    kept. Moving the files away is not enough: what the user ignores is theirs, so resuming
+    refuses again, and only a merge by hand takes it."""
+    (repo / ".gitignore").write_text(".env\ndata/\n.venv/\n")
     git(repo, "add", ".gitignore")
-    git(repo, "commit", "-qm", "ignore .env and data/")
+    git(repo, "commit", "-qm", "ignore .env, data/ and .venv/")
     add_script(repo, "force.sh", FORCE_ADDS)
     env, db = b"TOKEN=the-users-own\n", os.urandom(4096)
     (repo / ".env").write_bytes(env)
     (repo / "data").mkdir()
     (repo / "data" / "app.db").write_bytes(db)
+    (repo / ".venv" / "bin").mkdir(parents=True)
     base = git(repo, "rev-parse", "main")
     res = sandbox("./scripts/force.sh")
     assert res.code == 1, res.output
@@ -131,17 +135,22 @@ def test_a_landing_never_overwrites_or_deletes_ignored_files(repo: Path) -> None
     branch = rec["steps"][0]["branch"]
     assert blocked_line(res.stdout).endswith(
         f"could not update 'main' with {branch}: it would overwrite your untracked files .env, "
-        f"data/; commit, stash or move them, then continue with: fks run --resume {rec['id']} "
-        f"(or: git merge {branch})"
+        "data/, and it adds .env, .venv/bin/git, data, which your checkout ignores (.gitignore): "
+        "what you ignore stays yours, not the branch's; review the branch and merge it by hand "
+        f"only if that is meant, then continue with: fks run --resume {rec['id']} (or: git "
+        f"merge {branch})"
     )
     assert (repo / ".env").read_bytes() == env and (repo / "data" / "app.db").read_bytes() == db
+    assert list((repo / ".venv" / "bin").iterdir()) == []
     assert git(repo, "rev-parse", "main") == base
     assert git(repo, "show", f"{branch}:.env") == "AGENT=1"
-    (repo / ".env").rename(repo.parent / "saved.env")  # as it says
+    (repo / ".env").rename(repo.parent / "saved.env")
     (repo / "data").rename(repo.parent / "saved-data")
     res = fks("run", "--resume", rec["id"], cwd=repo)
-    assert res.code == 0, res.output
-    assert (repo / ".env").read_text() == "AGENT=1\n" and (repo / "data").read_text() == "agent\n"
+    assert res.code == 1, res.output
+    assert "it adds .env, .venv/bin/git, which your checkout ignores" in blocked_line(res.stdout)
+    assert list((repo / ".venv" / "bin").iterdir()) == []
+    assert git(repo, "rev-parse", "main") == base
     assert (repo.parent / "saved-data" / "app.db").read_bytes() == db
 
 
