@@ -6,7 +6,7 @@
     .venv/bin/python scripts/bench.py --only sandbox workspace import output --repeat 3
 
 Run it with the Python that has fks installed (the test setup's .venv): it imports the package
-and its `sandbox_runner.testing` helpers. The benchmarks are in scripts/benches/.
+and its `fks_testing` helpers. The benchmarks are in scripts/benches/.
 
 Benchmarks:
   startup    `fks --help` and `fks run --dry-run` against `python -c pass`       (target: +200 ms at most)

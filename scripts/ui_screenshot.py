@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sandbox_runner.testing.browser import chromium, serve
-from sandbox_runner.testing.helpers import fks, init_repo
-from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure
+from fks_testing.browser import chromium, serve
+from fks_testing.helpers import fks, init_repo
+from fks_testing.sandboxed import COMMIT_AGENT, add_script, configure
 
 ROOT = Path(__file__).resolve().parents[1]
 

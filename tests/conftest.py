@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
-from sandbox_runner.testing.helpers import Result
+from fks_testing.engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
+from fks_testing.helpers import Result
 
 FAKE_AGENT = Path(__file__).parent / "agents" / "fake_agent.py"
 

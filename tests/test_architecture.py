@@ -209,18 +209,22 @@ def test_cli_imports_neither_docker_nor_git() -> None:
 
 
 # Lower layers never import higher ones (lazy imports included, type-only ones not). Three
-# modules that import nothing from the package are shared downwards: `ui.ansi` (records and the
-# image builder strip escapes with it), `ui.units` (every display shows costs and byte counts
+# modules that import nothing from the package are shared downwards: `console.ansi` (records and the
+# image builder strip escapes with it), `console.units` (every display shows costs and byte counts
 # with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
 _LOWER_LAYERS = ("plan", "steps", "backends", "git", "records")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
-    _LOWER_LAYERS: ("ui", "commands", "cli", "tasks"),
+    _LOWER_LAYERS: ("console", "commands", "cli", "tasks"),
     ("plan",): ("steps", "backends", "git", "records"),
     ("git",): ("steps", "backends", "plan", "records"),
     ("records",): ("steps", "backends"),
-    ("images",): ("backends", "steps", "forge", "commands", "cli", "ui"),
+    ("images",): ("backends", "steps", "forge", "commands", "cli", "console"),
 }
-_ALLOWED = {"sandbox_runner.ui.ansi", "sandbox_runner.ui.units", "sandbox_runner.records.layout"}
+_ALLOWED = {
+    "sandbox_runner.console.ansi",
+    "sandbox_runner.console.units",
+    "sandbox_runner.records.layout",
+}
 
 
 def _layer(module: str) -> str:
@@ -248,16 +252,18 @@ def test_modules_shared_downwards_import_nothing_from_the_package(module: str) -
 
 
 def test_nothing_in_the_package_imports_its_testing_helpers() -> None:
-    """`sandbox_runner.testing` serves the tests and the benchmarks; fks itself never loads it."""
-    testing = "sandbox_runner.testing"
+    """`fks_testing` (testing/, a distribution of its own) serves the tests and the benchmarks;
+    fks itself never loads it, and its wheel holds no test helper or fake."""
     wrong = [
         f"{name} imports {target}"
         for name, path in MODULES.items()
-        if name != testing and not name.startswith(testing + ".")
-        for target in sorted(_imports(name, path))
-        if target == testing or target.startswith(testing + ".")
+        for target in sorted(_imported_names(path))
+        if target.split(".")[0] == "fks_testing"
     ]
     assert not wrong, "\n".join(wrong)
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["sandbox_runner*"]
+    assert not [p for p in PACKAGE.rglob("*.py") if p.stem in ("fake", "fakes", "testing")]
 
 
 def _imported_names(path: Path) -> set[str]:
@@ -272,7 +278,7 @@ def _imported_names(path: Path) -> set[str]:
 
 
 def test_no_test_imports_another_test_module() -> None:
-    """What tests share lives in `sandbox_runner.testing` and the folders' conftest.py files."""
+    """What tests share lives in `fks_testing` and the folders' conftest.py files."""
     wrong = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in sorted(TESTS.rglob("*.py"))

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, one_line_error, write_config
+from fks_testing.helpers import fks, one_line_error, write_config
 
 LONG = "a" * 5000
 

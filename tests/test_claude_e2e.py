@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.claude import (
+from fks_testing.claude import (
     API_KEY,
     assert_claude_stats,
     assert_no_secret,
@@ -28,13 +26,15 @@ from sandbox_runner.testing.claude import (
     run_record,
     subjects,
 )
-from sandbox_runner.testing.fakeapi import FakeAnthropic
-from sandbox_runner.testing.helpers import FKS, git, init_repo, write_config
-from sandbox_runner.testing.teams import (
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import FKS, git, init_repo, write_config
+from fks_testing.teams import (
     PLAN_MD,
     SPECS_MD,
     RalphAgents,
 )
+
+from sandbox_runner.plan.prompts import MARKER
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 

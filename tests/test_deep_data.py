@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import Result, commit_scripts, fks, git, init_repo
 from starlette.testclient import TestClient
 
-from sandbox_runner.testing.helpers import Result, commit_scripts, fks, git, init_repo
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
@@ -221,10 +221,11 @@ def test_deep_devcontainer_is_one_line(tmp_path: Path) -> None:
 def test_sandboxed_claude_tool_writes_deep_json_to_stdout(tmp_path: Path) -> None:
     """A model's tool writes deep JSON lines to the container's stdout, among the CLI's
     stream-json: the run completes, its log and page name them."""
+    from fks_testing.claude import bash, claude_env, run_fks
+    from fks_testing.fakeapi import FakeAnthropic
+    from fks_testing.helpers import write_config
+
     from sandbox_runner.plan.prompts import MARKER
-    from sandbox_runner.testing.claude import bash, claude_env, run_fks
-    from sandbox_runner.testing.fakeapi import FakeAnthropic
-    from sandbox_runner.testing.helpers import write_config
 
     project = init_repo(tmp_path / "proj")
     write_config(project, {"agents": {"worker": {"systemPromptText": "Work.", "maxTurns": 5}}})

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import FKS, git, init_repo
+from fks_testing.helpers import FKS, git, init_repo
 
 REPO = Path(__file__).resolve().parent.parent
 

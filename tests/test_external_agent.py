@@ -9,9 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.claude import (
+from fks_testing.claude import (
     assert_claude_stats,
     assert_no_secret,
     bash,
@@ -22,8 +20,10 @@ from sandbox_runner.testing.claude import (
     run_record,
     subjects,
 )
-from sandbox_runner.testing.fakeapi import FakeAnthropic
-from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import eventually_none, git, init_repo, write_config
+
+from sandbox_runner.plan.prompts import MARKER
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import eventually_none, fks, git, init_repo, write_config
-from sandbox_runner.testing.sandboxed import RUNTIMES, runtime_args
+from fks_testing.helpers import eventually_none, fks, git, init_repo, write_config
+from fks_testing.sandboxed import RUNTIMES, runtime_args
 
 
 def records(project: Path) -> list[dict]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import init_repo
 
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.paths import inside_project, read_in_project
-from sandbox_runner.testing.helpers import init_repo
 
 
 def test_symlink_out_of_the_repository_is_refused(tmp_path: Path) -> None:

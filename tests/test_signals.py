@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import FKS
+from fks_testing.helpers import FKS
 
 
 def alive(pid: int) -> bool:

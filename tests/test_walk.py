@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import git, init_repo, write_config
+from fks_testing.helpers import git, init_repo, write_config
 
 pytestmark = pytest.mark.docker
 

@@ -2,6 +2,6 @@
 `Sandbox`/`Execution` for one agent process) and their value types; `factory` builds the one a
 run asks for; `local` runs agents as host processes, `fake` replays scripted output for tests,
 `docker/` runs each iteration in a disposable container on a workspace volume. Imports `plan`,
-`records`, `git` and `ui.ansi` (escape stripping); never `steps` or `commands` (except types
+`records`, `git` and `console.ansi` (escape stripping); never `steps` or `commands` (except types
 under TYPE_CHECKING).
 """

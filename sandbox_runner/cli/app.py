@@ -93,8 +93,8 @@ ui.register(app)
 
 
 def main() -> None:
+    from sandbox_runner.console.pipes import tolerate_closed_pipes
     from sandbox_runner.programs import drop_relative_path
-    from sandbox_runner.ui.pipes import tolerate_closed_pipes
 
     tolerate_closed_pipes()
     drop_relative_path()  # fks works in repositories: `.` on PATH would run what they hold

@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.record import RunRecord, run_alive
 from sandbox_runner.records.store import RunStore, project_root
-from sandbox_runner.ui.output import plural
 
 
 def _running(record: RunRecord | None) -> bool:

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.output import plural
+from sandbox_runner.console.shown import one_line
+from sandbox_runner.console.units import usd
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -41,10 +45,6 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.output import plural
-from sandbox_runner.ui.shown import one_line
-from sandbox_runner.ui.units import usd
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -106,10 +106,10 @@ def _setup(options: ForgeOptions) -> _Setup:
 
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
+    from sandbox_runner.console.output import PlainReporter
     from sandbox_runner.git.repo import open_repo
     from sandbox_runner.records.masking import masked_names, secrets_from_env
     from sandbox_runner.steps.tap import LogLimits
-    from sandbox_runner.ui.output import PlainReporter
 
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
@@ -223,7 +223,7 @@ def _conduct(
 
 
 def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
-    from sandbox_runner.ui.forge_view import forge_view
+    from sandbox_runner.console.forge_view import forge_view
 
     return forge_view(sys.stderr if options.json_output else sys.stdout, total=total, spent=spent)
 

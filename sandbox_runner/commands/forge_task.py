@@ -17,6 +17,9 @@ from sandbox_runner.commands.forge import (
     run,
 )
 from sandbox_runner.commands.runs import local_time
+from sandbox_runner.console.output import plural
+from sandbox_runner.console.shown import one_line
+from sandbox_runner.console.units import usd
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -31,9 +34,6 @@ from sandbox_runner.forge.pipeline import prepare_retry
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
-from sandbox_runner.ui.output import plural
-from sandbox_runner.ui.shown import one_line
-from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from sandbox_runner.records.record import StepRecord

@@ -21,13 +21,13 @@ from sandbox_runner.commands.runs import (
     run_status,
     span,
 )
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.output import plural
+from sandbox_runner.console.units import usd
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.landed import landed as run_landed
 from sandbox_runner.records.record import RunRecord, now
 from sandbox_runner.records.store import RunStore
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.output import plural
-from sandbox_runner.ui.units import usd
 
 STATUSES = ("running", "complete", "incomplete", "interrupted", "failed", "died")
 _AGE = re.compile(r"(\d{1,6})([mhdw])")

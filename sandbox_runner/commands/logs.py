@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
+from sandbox_runner.console.lines import LineReader, shown_line
+from sandbox_runner.console.output import AGENT_PREFIX
+from sandbox_runner.console.transcript import TranscriptRenderer, is_transcript
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.records.places import log_path
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, run_alive
-from sandbox_runner.ui.lines import LineReader, shown_line
-from sandbox_runner.ui.output import AGENT_PREFIX
-from sandbox_runner.ui.transcript import TranscriptRenderer, is_transcript
 
 FOLLOW_INTERVAL = 0.2
 """Seconds between polls of run.json and the log files under `fks logs --follow`."""

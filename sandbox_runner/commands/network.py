@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_runner.commands.runs import load_run, local_time, open_store
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.records.record import IterationRecord, RunRecord
 from sandbox_runner.records.reported import RequestsRecord
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.units import byte_count
 
 _COLUMNS = ("REQUESTS", "METHOD", "DESTINATION", "STATUS", "RESULT", "SENT", "RECEIVED", "SECRET")
 _NUMERIC = frozenset(("REQUESTS", "SENT", "RECEIVED"))

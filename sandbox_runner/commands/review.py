@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 from sandbox_runner.commands.runs import load_run, open_store, run_status, step_status
+from sandbox_runner.console.ansi import diff_colour, strip_escapes
+from sandbox_runner.console.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.git.repo import branch_exists, checkout_of, open_repo
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
 from sandbox_runner.records.places import elsewhere, same_place
 from sandbox_runner.records.record import RunRecord, StepRecord
-from sandbox_runner.ui.ansi import diff_colour, strip_escapes
-from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 
 _SUBJECT_BYTES = 200
 """Bytes shown of a commit's subject (a commit message may be any size)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Backend
 from sandbox_runner.backends.factory import make_backend
+from sandbox_runner.console.output import PREFIX, PlainReporter, StepDetails, plural
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -34,7 +35,6 @@ from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
 from sandbox_runner.records.store import RunStore, new_run_id, project_root
 from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.steps.reporter import Reporter
-from sandbox_runner.ui.output import PREFIX, PlainReporter, StepDetails, plural
 
 if TYPE_CHECKING:
     from sandbox_runner.records.lock import RunLocks
@@ -337,7 +337,7 @@ def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None =
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.ui.live import LiveReporter
+        from sandbox_runner.console.live import LiveReporter
 
         return LiveReporter(out=out)
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose, details=details)

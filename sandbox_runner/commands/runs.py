@@ -7,15 +7,15 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.lines import clip
+from sandbox_runner.console.units import byte_count, usd
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now, run_alive
 from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import usd_limit
 from sandbox_runner.records.store import RunStore, project_root
 from sandbox_runner.records.timing import Pause, running_seconds
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.lines import clip
-from sandbox_runner.ui.units import byte_count, usd
 
 _STDERR_WIDTH = 300
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.checks import problems_error
@@ -17,7 +18,6 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.programs import find_program
-from sandbox_runner.ui.output import plural
 
 if TYPE_CHECKING:
     import docker

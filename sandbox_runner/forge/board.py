@@ -34,7 +34,7 @@ class TaskBoard:
         `board` when it is already loaded."""
         import unicodedata
 
-        from sandbox_runner.ui.ansi import strip_escapes
+        from sandbox_runner.console.ansi import strip_escapes
 
         def shown(text: str) -> str:  # file names are the agent's: no escapes, no bidi controls
             text = strip_escapes(text, keep="")

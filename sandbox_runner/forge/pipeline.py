@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from sandbox_runner.console.output import plural
 from sandbox_runner.forge.models import AnalysisResult, ArchitectResult, ReviewResult
 from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
-from sandbox_runner.ui.output import plural
 
 T = TypeVar("T")
 STRUCTURED_ATTEMPTS = 2

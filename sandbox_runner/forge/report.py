@@ -6,11 +6,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
+from sandbox_runner.console.output import plural
+from sandbox_runner.console.units import usd
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.records.junit import NOT_XML
 from sandbox_runner.records.store import write_atomic
-from sandbox_runner.ui.output import plural
-from sandbox_runner.ui.units import usd
 
 
 def write_junit(path: Path, items: Sequence[WorkItem]) -> None:

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from sandbox_runner.console.lines import LINE_BYTES, bounded_lines, shown_line
+from sandbox_runner.console.output import plural
 from sandbox_runner.errors import FksError, Interrupted
 from sandbox_runner.programs import fks_python, host_env
-from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
-from sandbox_runner.ui.output import plural
 
 WORKER_GRACE = 60.0
 """Seconds interrupted workers get to stop their containers and save their records."""
@@ -38,7 +38,7 @@ class Worker:
 
 
 class ForgeView(Protocol):
-    """What the conductor reports to (`ui.forge_view` shows it). Texts are as the workers
+    """What the conductor reports to (`console.forge_view` shows it). Texts are as the workers
     printed them: the view makes them safe to show."""
 
     def line(self, task_id: str, text: str) -> None:

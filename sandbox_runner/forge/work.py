@@ -18,13 +18,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox_runner.bounded import load_yaml
+from sandbox_runner.console.units import usd
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.record import now, pid_alive
 from sandbox_runner.records.store import write_atomic
-from sandbox_runner.ui.units import usd
 
 WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]

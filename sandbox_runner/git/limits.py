@@ -16,9 +16,9 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from sandbox_runner.console.units import byte_limit
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import GitError, git_process
-from sandbox_runner.ui.units import byte_limit
 
 DEFAULT_MAX_MERGE_BYTES = 1024**3
 DEFAULT_MAX_MERGE_FILES = 100_000

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
-from sandbox_runner.ui.ansi import strip_escapes
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _STEP_IMAGE = re.compile(r" ---> ([0-9a-f]{12,64})")

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
 from sandbox_runner.paths import shorten
 from sandbox_runner.programs import find_program
-from sandbox_runner.ui.ansi import strip_escapes
 
 FRIENDLY = {
     "greater_than": "must be a positive number",

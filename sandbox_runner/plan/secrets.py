@@ -19,10 +19,10 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.model import ConfigModel
-from sandbox_runner.ui.units import byte_count
 
 DEFAULT_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 NEVER_METHODS = ("TRACE", "TRACK", "CONNECT")

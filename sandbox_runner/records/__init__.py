@@ -3,5 +3,5 @@
 produces (`results`) and what an iteration reported in both (`reported`), what "landed" means
 (`landed`), the run lock (`lock`), resuming a killed run (`resume`), JUnit reports
 (`junit`), and secret masking for logs (`masking`). Imports `errors`, `plan`, `git.runner` and
-`ui.ansi`; nothing from engine or backends.
+`console.ansi`; nothing from engine or backends.
 """

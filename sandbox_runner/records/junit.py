@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.units import usd
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord
 from sandbox_runner.records.store import write_atomic
 from sandbox_runner.records.timing import Pause, running_seconds
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.units import usd
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0
 # cannot carry at all would make the whole file unreadable.

@@ -67,8 +67,8 @@ def awaits_landing(step: StepRecord) -> bool:
 def _check_place(record: RunRecord, project: Path) -> None:
     """A run resumes where it ran: in this project (a record copied into its `.forge/` may
     name any folder, whose config, agents and git fks would otherwise use)."""
+    from sandbox_runner.console.ansi import strip_escapes
     from sandbox_runner.records.places import inside
-    from sandbox_runner.ui.ansi import strip_escapes
 
     if (
         inside(record.cwd, project)

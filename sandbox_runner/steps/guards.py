@@ -12,8 +12,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from sandbox_runner.console.units import usd
 from sandbox_runner.records.results import usd_limit
-from sandbox_runner.ui.units import usd
 
 DEFAULT_STALL_TIMEOUT = 1200.0
 """Seconds without output before an iteration counts as stalled and is killed (20 minutes:

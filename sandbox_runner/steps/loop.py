@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
+from sandbox_runner.console.units import byte_limit
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
@@ -36,7 +37,6 @@ from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.tap import LogLimits, OutputTap
-from sandbox_runner.ui.units import byte_limit
 
 if TYPE_CHECKING:
     from sandbox_runner.steps.streamjson import Result

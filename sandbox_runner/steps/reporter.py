@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class Reporter(Notices, Protocol):
-    """Receives the run's events as they happen; `ui.output` and `ui.live` implement it."""
+    """Receives the run's events as they happen; `console.output` and `console.live` implement it."""
 
     def step_started(
         self, index: int, total: int, agent: str, iterations: int, loop: bool
@@ -36,7 +36,7 @@ class Reporter(Notices, Protocol):
     def step_ended(self, agent: str, outcome: StepOutcome, loop: bool) -> None: ...
 
     def chain_ended(self, complete: bool, done: int, total: int, cost: float | None) -> None:
-        """The run's closing line (`ui.output.closing_line`)."""
+        """The run's closing line (`console.output.closing_line`)."""
         ...
 
     def close(self) -> None: ...

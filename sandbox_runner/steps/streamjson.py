@@ -13,9 +13,9 @@ from pathlib import PurePath
 from typing import Any, TypeAlias
 
 from sandbox_runner.bounded import load_json
+from sandbox_runner.console.units import usd
 from sandbox_runner.plan.prompts import MARKER
 from sandbox_runner.steps.guards import RunningCost
-from sandbox_runner.ui.units import usd
 
 SUMMARY_WIDTH = 100
 LINE_BYTES = 8 * 1024 * 1024

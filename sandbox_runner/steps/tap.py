@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.api import Stream
+from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import UsageError
 from sandbox_runner.records.masking import Masker
 from sandbox_runner.steps.marker import Monitor
 from sandbox_runner.steps.reporter import Reporter
-from sandbox_runner.ui.units import byte_count
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.config import ChainsConfig

@@ -355,7 +355,7 @@ def edit_cmd(
 
 
 def main() -> None:
-    from sandbox_runner.ui.pipes import tolerate_closed_pipes
+    from sandbox_runner.console.pipes import tolerate_closed_pipes
 
     tolerate_closed_pipes()
     app(prog_name="forge-tasks")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.tasks import model
 from sandbox_runner.tasks.store import TaskFile
-from sandbox_runner.ui.ansi import strip_escapes
 
 _STATUS_WIDTH = max(len(status) for status in model.STATUSES)
 _PRIORITY_WIDTH = max(len(priority) for priority in model.PRIORITIES)

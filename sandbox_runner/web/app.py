@@ -18,12 +18,12 @@ from sandbox_runner.web.templating import STATIC_DIR
 
 def create_app(sources: Sources, guard: Guard) -> Starlette:
     """The app for `sources`, answering only what `guard` allows."""
-    from sandbox_runner.web.pages import forge, live, run, runs
+    from sandbox_runner.web.pages import board, live, run_detail, run_list
 
     routes = [
-        *runs.routes,
-        *run.routes,
-        *forge.routes,
+        *run_list.routes,
+        *run_detail.routes,
+        *board.routes,
         *live.routes,
         Mount("/static", app=StaticFiles(directory=STATIC_DIR), name="static"),
         # Where a browser looks for an icon on a page that names none (a raw log).

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from sandbox_runner.console.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.git.repo import branch_exists
 from sandbox_runner.git.runner import GitError, git, git_ok, git_output
 from sandbox_runner.records.places import elsewhere, same_place
 from sandbox_runner.records.record import RunRecord, StepRecord
-from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.web.patch import Budget, highlight_patch
 
 MAX_COMMITS = 200

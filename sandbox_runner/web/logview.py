@@ -12,11 +12,11 @@ from typing import BinaryIO
 
 from markupsafe import Markup, escape
 
-from sandbox_runner.ui.ansi import coloured_pieces
-from sandbox_runner.ui.lines import LINE_BYTES, bounded_lines
-from sandbox_runner.ui.output import AGENT_PREFIX
-from sandbox_runner.ui.transcript import Shown, TranscriptRenderer, is_transcript
-from sandbox_runner.ui.units import byte_count
+from sandbox_runner.console.ansi import coloured_pieces
+from sandbox_runner.console.lines import LINE_BYTES, bounded_lines
+from sandbox_runner.console.output import AGENT_PREFIX
+from sandbox_runner.console.transcript import Shown, TranscriptRenderer, is_transcript
+from sandbox_runner.console.units import byte_count
 
 LOG_BYTES = 1 << 20
 """Bytes of a log read for its page (the raw log has all of it)."""

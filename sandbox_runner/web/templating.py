@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
-from sandbox_runner.ui import units
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.lines import clip
+from sandbox_runner.console import units
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.lines import clip
 
 STATIC_DIR = Path(__file__).parent / "static"
 TEXT_LIMIT = 2000  # characters of one agent-written string shown in a list or a title
@@ -29,12 +29,12 @@ def agent_text(value: object, limit: int = TEXT_LIMIT) -> str:
 
 
 def usd(value: float | None) -> str:
-    """A cost as the terminal shows it (`ui.units.usd`); `-` when there is none."""
+    """A cost as the terminal shows it (`console.units.usd`); `-` when there is none."""
     return "-" if value is None else units.usd(value)
 
 
 def byte_count(value: int, *, more: bool = False, unit: bool = True) -> str:
-    """A number of bytes as the terminal shows it (`ui.units.byte_count`)."""
+    """A number of bytes as the terminal shows it (`console.units.byte_count`)."""
     return units.byte_count(value, more=more, unit=unit)
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sandbox_runner.console.units import usd
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
-from sandbox_runner.ui.units import usd
 
 WIDTH = 1000.0
 """Width of the chart's drawing area in SVG units (the chart scales to the page)."""

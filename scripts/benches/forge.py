@@ -22,8 +22,8 @@ from benches.common import (
 )
 
 if TYPE_CHECKING:
-    from sandbox_runner.testing.conversations import Request, Turn
-    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+    from fks_testing.conversations import Request, Turn
+    from fks_testing.engines import SecondEngine, TwoNodeSwarm
 
 
 STAGE_SECONDS = 5.0
@@ -77,7 +77,7 @@ def _cpu_of(pids: dict[int, float]) -> None:
 
 
 def bench_forge(work: Path, repeat: int) -> list[str]:
-    from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
+    from fks_testing.fakeapi import FakeAnthropic, isolated_environ
 
     walls: dict[int, list[float]] = {1: [], 4: []}
     cpu: list[float] = []
@@ -114,9 +114,9 @@ def bench_forge(work: Path, repeat: int) -> list[str]:
 @contextmanager
 def _two_node_swarm() -> Iterator[tuple[SecondEngine, TwoNodeSwarm]]:
     """A two-node swarm of this machine's engine and a second one in its own network
-    namespace (sandbox_runner/testing/engines.py), the worker labelled with its engine (fks
+    namespace (testing/fks_testing/engines.py), the worker labelled with its engine (fks
     sends it the images by itself) and its socket."""
-    from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
+    from fks_testing.engines import SecondEngine, TwoNodeSwarm
 
     with SecondEngine() as second:
         sh(FKS, "image", "push", "--engine", second.url, "--image", IMAGE)
@@ -133,7 +133,7 @@ def bench_swarm(work: Path, repeat: int) -> list[str]:
     """`fks forge run --sandbox --parallel 4` of four tasks whose agents spend STAGE_SECONDS
     per stage, on a two-node swarm against the same on this machine's engine alone,
     alternating. Network `open` for both."""
-    from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
+    from fks_testing.fakeapi import FakeAnthropic, isolated_environ
 
     config: dict[str, object] = {"sandbox": {"network": "open", "memory": "512m"}}
     walls: dict[str, list[float]] = {"swarm": [], "local": []}

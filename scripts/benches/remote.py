@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 
 def bench_remote(work: Path, repeat: int) -> list[str]:
-    """On a second engine that cannot see this machine's disk (sandbox_runner/testing/engines.py: a dockerd in
+    """On a second engine that cannot see this machine's disk (testing/fks_testing/engines.py: a dockerd in
     a network namespace of its own, reached over TCP), its images sent first."""
-    from sandbox_runner.testing.engines import SecondEngine
+    from fks_testing.engines import SecondEngine
 
     with SecondEngine() as engine:
         distribution = _image_distribution(repeat, engine.url)

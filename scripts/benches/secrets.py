@@ -30,12 +30,13 @@ def bench_secrets(work: Path, repeat: int) -> list[str]:
 def _request_latency(repeat: int) -> tuple[float, float]:
     """Median `time_total` of curl's requests, `ROUNDS` of each kind in turn in one agent
     container, the medians of `repeat` containers' medians."""
+    from fks_testing.origins import HttpsOrigin
+
     from sandbox_runner.backends.docker.egress.proxy import EgressProxy
     from sandbox_runner.docker_daemon import docker_client
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
     from sandbox_runner.plan.allow import AllowEntry
     from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets
-    from sandbox_runner.testing.origins import HttpsOrigin
 
     client = docker_client()
     token = f"bench-{uuid.uuid4().hex}"

@@ -8,10 +8,10 @@ import statistics
 from pathlib import Path
 
 import httpx
+from fks_testing.records import make_run, many_runs, save_run
+from fks_testing.webui import ui_server
 
 from benches.common import make_repo, timed
-from sandbox_runner.testing.records import make_run, many_runs, save_run
-from sandbox_runner.testing.webui import ui_server
 
 RUNS = 5000
 ITERATIONS = 1000

@@ -7,11 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fks_testing.helpers import init_repo
+
 from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.backends.local import LocalBackend
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings
-from sandbox_runner.testing.helpers import init_repo
 
 
 def test_without_sandbox_settings_steps_run_as_local_processes(tmp_path: Path) -> None:

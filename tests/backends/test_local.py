@@ -6,10 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 
 @pytest.mark.claude

@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
-from sandbox_runner.testing.teams import approving_team
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import commit_scripts, fks, git, init_repo
+from fks_testing.teams import approving_team
 
 DONE_AGENT = """#!/bin/sh
 echo "done work" > done.txt

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 SWARM = "the local Docker engine is not a swarm manager"
 ELSEWHERE = (

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 
 @pytest.fixture

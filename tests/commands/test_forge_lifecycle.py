@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.attacks import module_payloads
-from sandbox_runner.testing.helpers import FKS, Result, fks, git, init_repo, write_config
+from fks_testing.attacks import module_payloads
+from fks_testing.helpers import FKS, Result, fks, git, init_repo, write_config
 
 FAKE_CLAUDE = Path(__file__).parents[1] / "agents" / "fake_claude.py"
 

@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import fks, init_repo
 
 from sandbox_runner.commands.init import FILES, template
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.config import load_config
-from sandbox_runner.testing.helpers import fks, init_repo
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "sandbox_runner" / "templates" / "init"

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
+from fks_testing.helpers import commit_scripts, fks, git, init_repo
 
 DONE_AGENT = """#!/bin/sh
 echo "done work" > done.txt
@@ -211,7 +210,7 @@ def test_review_diff_on_a_terminal_has_fks_colours_only(project: Path) -> None:
     import os
     import pty
 
-    from sandbox_runner.testing.helpers import FKS
+    from fks_testing.helpers import FKS
 
     branch = "fks/x/1-evil"
     sandboxed_run(project, branch)

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import calls, fks, write_config
+from fks_testing.helpers import calls, fks, write_config
 
 
 def run(cli: object, *args: str) -> object:

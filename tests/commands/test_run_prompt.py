@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import calls, fks, write_config
+from fks_testing.helpers import calls, fks, write_config
 
 
 def test_cli_prompt_variables_are_substituted_for_a_dsl(project: Path) -> None:

@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import FKS, Result, commit_scripts, fks
-from sandbox_runner.testing.runs import (
+from fks_testing.helpers import FKS, Result, commit_scripts, fks
+from fks_testing.runs import (
     complete_run,
     incomplete_run,
     new_run,

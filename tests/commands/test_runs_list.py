@@ -8,18 +8,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.records.record import RunOptions
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo
-from sandbox_runner.testing.records import START, make_run, save_run
-from sandbox_runner.testing.runs import (
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import fks, git, init_repo
+from fks_testing.records import START, make_run, save_run
+from fks_testing.runs import (
     complete_run,
     incomplete_run,
     recorded_project,  # noqa: F401  (the fixture `project`)
 )
-from sandbox_runner.testing.teams import approving_team
+from fks_testing.teams import approving_team
+
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.records.record import RunOptions
 
 
 def _ids(stdout: str) -> list[str]:

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
-
-from sandbox_runner.testing.helpers import fks
+from fks_testing.helpers import fks
 
 CONFIG_TEMPLATE = Path(__file__).parents[2] / "sandbox_runner/templates/init/forge/chains.json"
 

@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sandbox_runner.records.record import RunRecord
-from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
-from sandbox_runner.records.store import write_atomic
-from sandbox_runner.testing.helpers import fks
-from sandbox_runner.testing.runs import (
+from fks_testing.helpers import fks
+from fks_testing.runs import (
     complete_run,
     incomplete_run,
     recorded_project,  # noqa: F401  (the fixture `project`)
 )
+
+from sandbox_runner.records.record import RunRecord
+from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
+from sandbox_runner.records.store import write_atomic
 
 HOSTILE = "\x1b]0;owned\x07evil\x1b[2J\u202egpj.sh\u2066.test"
 

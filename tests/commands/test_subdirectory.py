@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import calls, fks, init_repo, write_config
+from fks_testing.helpers import calls, fks, init_repo, write_config
 
 
 def _repo_with_chain(project: Path) -> Path:

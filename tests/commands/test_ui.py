@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fks_testing.helpers import FKS, Result, fks, init_repo, one_line_error
+from fks_testing.records import START, make_run, save_run
+from fks_testing.webui import ui_server
 
 from sandbox_runner.records.projects import remember_project
-from sandbox_runner.testing.helpers import FKS, Result, fks, init_repo, one_line_error
-from sandbox_runner.testing.records import START, make_run, save_run
-from sandbox_runner.testing.webui import ui_server
 from sandbox_runner.web.server import HEAD_TIMEOUT
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import calls, fks, init_repo, write_config
+from fks_testing.helpers import calls, fks, init_repo, write_config
 
 
 @pytest.fixture

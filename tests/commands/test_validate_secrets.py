@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, init_repo, write_config
+from fks_testing.helpers import fks, init_repo, write_config
 
 SET = "FKS_TEST_SECRET_SET"
 UNSET = "FKS_TEST_SECRET_NEVER_SET"

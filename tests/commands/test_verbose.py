@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import fks
+from fks_testing.helpers import fks
 
 
 def test_verbose_shows_each_step_before_it_runs(project: Path) -> None:

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import FKS, fks, git, init_repo
 
 COMMANDS = [
     ["run"], ["chains"], ["validate"], ["init"], ["runs"], ["show"], ["logs"], ["review"],

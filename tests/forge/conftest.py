@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import init_repo
+from fks_testing.helpers import init_repo
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
-
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import Result, fks, git, init_repo, write_config
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import Result, fks, git, init_repo, write_config
 
 pytestmark = pytest.mark.claude
 

@@ -7,13 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.fake import FakeRun
-from sandbox_runner.errors import FksError
-from sandbox_runner.forge.work import WorkStore
-from sandbox_runner.forge.worker import process_task
-from sandbox_runner.testing.forge import (
+from fks_testing.fakes import FakeRun
+from fks_testing.forge import (
     ANALYSIS,
     APPROVED,
     REJECTED,
@@ -22,7 +17,12 @@ from sandbox_runner.testing.forge import (
     context,
     new_task,
 )
-from sandbox_runner.testing.helpers import git
+from fks_testing.helpers import git
+
+from sandbox_runner.backends.api import ExecSpec
+from sandbox_runner.errors import FksError
+from sandbox_runner.forge.work import WorkStore
+from sandbox_runner.forge.worker import process_task
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-
-from sandbox_runner.testing.claude import assert_no_secret, claude_env, containers, run_fks
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request
-from sandbox_runner.testing.helpers import eventually_none, git, init_repo, write_config
+from fks_testing.claude import assert_no_secret, claude_env, containers, run_fks
+from fks_testing.fakeapi import FakeAnthropic, Request
+from fks_testing.helpers import eventually_none, git, init_repo, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 
@@ -268,8 +267,8 @@ def test_ctrl_c_stops_every_container_keeps_the_branch_and_resume_finishes(
     import os
     import signal
 
-    from sandbox_runner.testing.fakeapi import isolated_environ
-    from sandbox_runner.testing.helpers import FKS
+    from fks_testing.fakeapi import isolated_environ
+    from fks_testing.helpers import FKS
 
     ids = create_tasks(repo, ["slow"])
     team = SlowImplementer()

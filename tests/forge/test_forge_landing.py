@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fks_testing.fakes import FakeRun
+from fks_testing.forge import ANALYSIS, APPROVED, answer, commit, context, new_task
+from fks_testing.helpers import git
 
 from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.fake import FakeRun
 from sandbox_runner.forge.worker import process_task
-from sandbox_runner.testing.forge import ANALYSIS, APPROVED, answer, commit, context, new_task
-from sandbox_runner.testing.helpers import git
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude

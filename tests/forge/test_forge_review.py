@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import FKS, git, init_repo, write_config
 
 from sandbox_runner.forge.prompts import MAX_DIFF
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import FKS, git, init_repo, write_config
 
 pytestmark = [
     pytest.mark.claude,
@@ -83,7 +83,7 @@ def run_forge(
     team = Reviewer()
     with FakeAnthropic(host="0.0.0.0" if sandbox else "127.0.0.1", responder=team) as fake:
         if sandbox:
-            from sandbox_runner.testing.claude import claude_env
+            from fks_testing.claude import claude_env
 
             env = isolated_environ(claude_env(fake))
         else:

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.fake import FakeRun, FakeScriptExhausted
-from sandbox_runner.errors import SandboxError
-from sandbox_runner.forge.board import TaskBoard
-from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.forge.worker import claim, process_task
-from sandbox_runner.records.store import RunStore
-from sandbox_runner.testing.forge import (
+from fks_testing.fakes import FakeRun, FakeScriptExhausted
+from fks_testing.forge import (
     ANALYSIS,
     APPROVED,
     REJECTED,
@@ -25,7 +18,14 @@ from sandbox_runner.testing.forge import (
     context,
     new_task,
 )
-from sandbox_runner.testing.helpers import git
+from fks_testing.helpers import git
+
+from sandbox_runner.backends.api import ExecSpec
+from sandbox_runner.errors import SandboxError
+from sandbox_runner.forge.board import TaskBoard
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.forge.worker import claim, process_task
+from sandbox_runner.records.store import RunStore
 
 # The stages resolve the claude CLI on PATH, even on the fake sandbox.
 pytestmark = pytest.mark.claude

@@ -6,8 +6,8 @@ import io
 import sys
 from pathlib import Path
 
+from sandbox_runner.console.forge_view import PlainForgeView
 from sandbox_runner.forge.scheduler import Conductor
-from sandbox_runner.ui.forge_view import PlainForgeView
 
 WORKER = r"""
 import sys

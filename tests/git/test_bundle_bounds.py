@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import git, init_repo
+from fks_testing.helpers import git, init_repo
 
 BRANCH = "fks/r1/1-agent"
 MAX_RSS_MB = 150

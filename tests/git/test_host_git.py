@@ -9,10 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.attacks import MARK, Host, writing
-from sandbox_runner.testing.helpers import fks, git, init_repo
-from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure, record, sandbox
+from fks_testing.attacks import MARK, Host, writing
+from fks_testing.helpers import fks, git, init_repo
+from fks_testing.sandboxed import COMMIT_AGENT, add_script, configure, record, sandbox
 
 REAL_GIT = shutil.which("git") or "/usr/bin/git"
 PATHS = {"empty entry": ":{PATH}", "dot": ".:{PATH}", "the repository's bin": "{repo}/bin:{PATH}"}

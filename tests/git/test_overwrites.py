@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import GIT_IDENTITY, git, init_repo
 
 from sandbox_runner.git.landing import merge_back
 from sandbox_runner.git.repo import open_repo
-from sandbox_runner.testing.helpers import GIT_IDENTITY, git, init_repo
 
 BRANCH = "fks/r1/1-agent"
 

@@ -525,7 +525,7 @@ def test_extra_ca_certificates_are_in_the_system_bundle(agent_image: str) -> Non
 @pytest.mark.claude
 def test_claude_commits_in_a_mounted_repo_as_the_host_uid(agent_image: str, tmp_path: Path) -> None:
     """The real CLI in the image, driven by the fake API, as a uid absent from /etc/passwd."""
-    from sandbox_runner.testing.fakeapi import FakeAnthropic
+    from fks_testing.fakeapi import FakeAnthropic
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.helpers import fks, init_repo
 
 from sandbox_runner import docker_daemon
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images import build, devcontainer, lookup
-from sandbox_runner.testing.helpers import fks, init_repo
 
 pytestmark = pytest.mark.docker
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from fks_testing.helpers import fks, git, init_repo
 
 from sandbox_runner import __version__, docker_daemon
 from sandbox_runner import labels as fks_labels
 from sandbox_runner.images import build, derived, lookup, versions
-from sandbox_runner.testing.helpers import fks, git, init_repo
 
 # The toolchain image and the agent layer on it are built once, on one xdist worker.
 pytestmark = pytest.mark.xdist_group("derived")

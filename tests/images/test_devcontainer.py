@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 from sandbox_runner import docker_daemon
 from sandbox_runner import labels as fks_labels
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.images import derived, devcontainer, lookup
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 CA_DIR = Path("/usr/local/share/ca-certificates")
 

@@ -1,4 +1,4 @@
-"""`fks image push --engine URL` against a real second engine (sandbox_runner/testing/engines.py): the image
+"""`fks image push --engine URL` against a real second engine (testing/fks_testing/engines.py): the image
 arrives with the same id through the API (no registry), streamed, and runs there; a second push
 sends nothing; a copy under another tag is only tagged."""
 
@@ -10,8 +10,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks
+from fks_testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

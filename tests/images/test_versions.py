@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import fks, git, init_repo
 
 from sandbox_runner import __version__
 from sandbox_runner.errors import SandboxError, UsageError
 from sandbox_runner.images import build_helper, lookup, versions
-from sandbox_runner.testing.helpers import fks, git, init_repo
 
 REPO = Path(__file__).resolve().parents[2]
 PINNED = versions.CLAUDE_CODE_VERSION

@@ -13,13 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.agents import DEFAULT_MAX_TURNS, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.prompts import MARKER, MODE_AWARENESS
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 # Flags the claude CLI parses as variadic: a value after them that is not a flag is theirs.
 VARIADIC = ("--allowedTools", "--disallowedTools", "--mcp-config", "--add-dir")

@@ -4,10 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import write_config
 
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.plan.config import chain_plan, load_config, parse_vars
-from sandbox_runner.testing.helpers import write_config
 
 
 def load(project: Path, data: object) -> object:

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import one_line_error
+from fks_testing.helpers import one_line_error
 
 SHOWN = "forge/chains.json: "
 

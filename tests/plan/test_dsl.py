@@ -5,10 +5,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.helpers import one_line_error
 
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.dsl import Step, parse_dsl
-from sandbox_runner.testing.helpers import one_line_error
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.helpers import write_config
 
 from sandbox_runner.plan.engine import EngineSpec, EngineSpecError
-from sandbox_runner.testing.helpers import write_config
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from sandbox_runner.testing.helpers import FKS, commit_scripts, fks, init_repo, write_config
+from fks_testing.helpers import FKS, commit_scripts, fks, init_repo, write_config
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "github-actions.yml"

@@ -10,10 +10,10 @@ import secrets
 from pathlib import Path
 
 import pytest
+from fks_testing.attacks import planted_record, textconv_repository
+from fks_testing.helpers import commit_scripts, fks, git, init_repo
 from starlette.testclient import TestClient
 
-from sandbox_runner.testing.attacks import planted_record, textconv_repository
-from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources

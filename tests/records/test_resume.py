@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import FKS, fks
+from fks_testing.helpers import FKS, fks
 
 
 def _wait_for(path: Path, timeout: float = 240) -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import Result, commit_scripts, fks, git, init_repo, write_config
 
 from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import Result, commit_scripts, fks, git, init_repo, write_config
 
 
 def bash(command: str) -> dict[str, Any]:

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 
 def bash(command: str) -> dict[str, Any]:

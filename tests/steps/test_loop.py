@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from fks_testing.fakes import FakeRun, FakeSandbox, FakeScriptExhausted
 
-from sandbox_runner.backends.fake import FakeRun, FakeSandbox, FakeScriptExhausted
+from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import StepRecord
 from sandbox_runner.steps.loop import StepContext, StepLoop
-from sandbox_runner.ui.output import PlainReporter
 
 MARK = "FORKHESTRA_COMPLETE\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import fks, init_repo
+from fks_testing.helpers import fks, init_repo
 
 
 def iterations_run(repo: Path) -> tuple[str, int]:

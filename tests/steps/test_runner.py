@@ -9,17 +9,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from fks_testing.fakes import FakeRun, FakeSandbox
 
 from sandbox_runner.backends.api import PreparedStep
-from sandbox_runner.backends.fake import FakeRun, FakeSandbox
 from sandbox_runner.backends.local import LocalBackend
+from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
 from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
 from sandbox_runner.steps.runner import StepSettings, run_step
-from sandbox_runner.ui.output import PlainReporter
 
 MARK = "FORKHESTRA_COMPLETE\n"
 PROMPT = PromptSource(origin="--prompt", text="go")

@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, write_config
+from fks_testing.helpers import fks, write_config
 
 # Prints `SIZE` bytes (default 5 MB), then the marker once it has run `MARK_AT` times.
 FLOOD = """#!/bin/sh

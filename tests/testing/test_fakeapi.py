@@ -18,15 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.steps.streamjson import MARKER, Result, StreamJsonParser
-from sandbox_runner.testing.fakeapi import (
+from fks_testing.fakeapi import (
     EXHAUSTED_TEXT,
     SIDE_TEXT,
     FakeAnthropic,
     Request,
     isolated_environ,
 )
+
+from sandbox_runner.steps.streamjson import MARKER, Result, StreamJsonParser
 
 FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
@@ -209,7 +209,7 @@ def test_records_requests_without_secrets(tmp_path: Path) -> None:
 def test_runs_as_a_standalone_process(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"conversations": [[["from file"]]]}))
-    fakeapi = ["-m", "sandbox_runner.testing.fakeapi"]
+    fakeapi = ["-m", "fks_testing.fakeapi"]
     process = subprocess.Popen(
         [sys.executable, *fakeapi, "--host", "0.0.0.0", "--port", "0", "--script", str(script)],
         stdout=subprocess.PIPE,

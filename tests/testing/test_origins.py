@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.origins import BODY_LIMIT, GitHttpsServer, HttpsOrigin
+from fks_testing.origins import BODY_LIMIT, GitHttpsServer, HttpsOrigin
 
 TOKEN = "s3cret-for-the-origin"
 BEARER = f"Bearer {TOKEN}"

@@ -1,4 +1,4 @@
-"""The second-engine fixture (sandbox_runner/testing/engines.py) leaves nothing behind: its dockerd stopped by
+"""The second-engine fixture (testing/fks_testing/engines.py) leaves nothing behind: its dockerd stopped by
 pid, its namespace, veth and directory gone, whether the tests pass, fail or are interrupted."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_interrupted(second_engine):
 
 def inner_pytest(tmp_path: Path, test: str) -> tuple[subprocess.Popen[str], Path]:
     (tmp_path / "conftest.py").write_text(
-        "from sandbox_runner.testing.engines import second_engine  # noqa: F401\n"
+        "from fks_testing.engines import second_engine  # noqa: F401\n"
     )
     (tmp_path / "test_inner.py").write_text(INNER)
     info = tmp_path / "engine.json"

@@ -1,4 +1,4 @@
-"""The two-node swarm helper (sandbox_runner/testing/engines.py): both engines are Ready nodes, a one-shot job
+"""The two-node swarm helper (testing/fks_testing/engines.py): both engines are Ready nodes, a one-shot job
 constrained to the second node runs there, and both nodes have left it afterwards."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from typing import Any
 
 import docker
 import pytest
-
-from sandbox_runner.testing.engines import TwoNodeSwarm
-from sandbox_runner.testing.helpers import fks
+from fks_testing.engines import TwoNodeSwarm
+from fks_testing.helpers import fks
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]

@@ -8,8 +8,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import pytest
-
-from sandbox_runner.testing.browser import UiServer, Watched, chromium, watched_page
+from fks_testing.browser import UiServer, Watched, chromium, watched_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.browser import UiServer, Watched, serve
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import FKS, fks, git, init_repo
+from fks_testing.sandboxed import COMMIT_AGENT, add_script, configure, waiting_agent
 from playwright.sync_api import Browser, expect
-
-from sandbox_runner.testing.browser import UiServer, Watched, serve
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
-from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure, waiting_agent
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser")]
 

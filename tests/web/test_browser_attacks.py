@@ -14,11 +14,10 @@ from urllib.parse import urlencode
 
 import pytest
 import yaml
+from fks_testing.browser import CHROMIUM, MarkerServer, UiServer, Watched, serve
+from fks_testing.helpers import fks, git, init_repo
+from fks_testing.sandboxed import add_script, configure
 from playwright.sync_api import Browser, expect
-
-from sandbox_runner.testing.browser import CHROMIUM, MarkerServer, UiServer, Watched, serve
-from sandbox_runner.testing.helpers import fks, git, init_repo
-from sandbox_runner.testing.sandboxed import add_script, configure
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.xdist_group("browser-attacks")]
 

@@ -13,11 +13,10 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from fks_testing.browser import MarkerServer, UiServer, Watched, serve
+from fks_testing.helpers import init_repo
+from fks_testing.records import make_run, save_run
 from playwright.sync_api import Browser, expect
-
-from sandbox_runner.testing.browser import MarkerServer, UiServer, Watched, serve
-from sandbox_runner.testing.helpers import init_repo
-from sandbox_runner.testing.records import make_run, save_run
 
 pytestmark = pytest.mark.browser
 

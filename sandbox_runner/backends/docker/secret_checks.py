@@ -9,11 +9,11 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
+from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import ConfigError
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets, secret_path
-from sandbox_runner.ui.units import byte_count
 
 CA_LIMIT = 2**20
 """Bytes a `caCerts` file may have (its size is checked before it is read)."""

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import init_repo
-from sandbox_runner.testing.sandboxed import COMMIT_AGENT, add_script, configure
+from fks_testing.helpers import init_repo
+from fks_testing.sandboxed import COMMIT_AGENT, add_script, configure
 
 
 @pytest.fixture

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import FKS, eventually_none, fks, git, init_repo
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import FKS, eventually_none, fks, git, init_repo
+from fks_testing.sandboxed import (
     COMMIT_AGENT,
     add_script,
     branches,

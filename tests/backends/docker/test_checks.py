@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 API_KEY = "sk-ant-api03-checks-" + "x" * 20
 

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import fks, git
+from fks_testing.sandboxed import (
     add_script,
     configure,
     containers,

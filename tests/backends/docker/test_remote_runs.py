@@ -1,4 +1,4 @@
-"""`fks run --sandbox --engine tcp://…` against a real second engine (sandbox_runner/testing/engines.py), which
+"""`fks run --sandbox --engine tcp://…` against a real second engine (testing/fks_testing/engines.py), which
 cannot see this machine's disk: the base goes in as packs through the Docker API, commits come
 out as bundles, the images are sent before the first iteration, and `fks clean` after a kill -9
 leaves nothing on that engine. The same commits land as with a local run."""
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.claude import API_KEY, run_fks, run_record, subjects
-from sandbox_runner.testing.engines import StartedContainers
-from sandbox_runner.testing.fakeapi import FakeAnthropic
-from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
-from sandbox_runner.testing.teams import PLAN_MD, SPECS_MD, RalphAgents, Team
+from fks_testing.claude import API_KEY, run_fks, run_record, subjects
+from fks_testing.engines import StartedContainers
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import FKS, fks, git, init_repo, write_config
+from fks_testing.teams import PLAN_MD, SPECS_MD, RalphAgents, Team
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git
-from sandbox_runner.testing.sandboxed import configure, nothing_started, sandbox
+from fks_testing.helpers import fks, git
+from fks_testing.sandboxed import configure, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import git
-from sandbox_runner.testing.sandboxed import add_script, nothing_started, sandbox
+from fks_testing.helpers import git
+from fks_testing.sandboxed import add_script, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
 

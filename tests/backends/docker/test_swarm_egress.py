@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.claude import API_KEY, bash, run_fks
-from sandbox_runner.testing.engines import (
+from fks_testing.claude import API_KEY, bash, run_fks
+from fks_testing.engines import (
     StartedContainers,
     TwoNodeSwarm,
     leftovers,
     prepared_swarm,
 )
-from sandbox_runner.testing.fakeapi import FakeAnthropic
-from sandbox_runner.testing.helpers import agent_lines, fks, git, init_repo, write_config
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import agent_lines, fks, git, init_repo, write_config
+
+from sandbox_runner.plan.prompts import MARKER
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 

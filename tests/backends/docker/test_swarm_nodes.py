@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fks_testing.engines import SecondEngine, TwoNodeSwarm, leftovers
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 from sandbox_runner.labels import LABEL_ENGINE, LABEL_SOCKET
-from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm, leftovers
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 

@@ -1,4 +1,4 @@
-"""`--engine swarm` on a real two-node swarm (sandbox_runner/testing/engines.py: the main engine as manager and
+"""`--engine swarm` on a real two-node swarm (testing/fks_testing/engines.py: the main engine as manager and
 a second engine in its own network namespace as worker): every iteration a service, placed by
 Swarm and then pinned to its workspace's node, the base fetched from this machine, commits
 out through the log stream; nothing left on either node afterwards."""
@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from sandbox_runner.testing.claude import API_KEY, run_fks
-from sandbox_runner.testing.engines import (
+from fks_testing.claude import API_KEY, run_fks
+from fks_testing.engines import (
     SecondEngine,
     StartedContainers,
     TwoNodeSwarm,
@@ -25,9 +24,9 @@ from sandbox_runner.testing.engines import (
     of_test,
     prepared_swarm,
 )
-from sandbox_runner.testing.fakeapi import FakeAnthropic
-from sandbox_runner.testing.helpers import FKS, fks, git, init_repo, write_config
-from sandbox_runner.testing.teams import Team
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import FKS, fks, git, init_repo, write_config
+from fks_testing.teams import Team
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git, init_repo, write_config
+from fks_testing.helpers import fks, git, init_repo, write_config
 
 NOWHERE = "tcp://127.0.0.1:1"  # no engine answers there: a refusal must come before connecting
 API_KEY = "sk-ant-api03-test"

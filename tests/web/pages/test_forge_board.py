@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.forge import ANALYSIS, APPROVED, answer, commit, context, new_task
+from fks_testing.helpers import fks, init_repo
 from starlette.testclient import TestClient
 
 from sandbox_runner.commands.forge_task import ANSWER_LIMIT
 from sandbox_runner.forge.models import ReviewResult
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.testing.forge import ANALYSIS, APPROVED, answer, commit, context, new_task
-from sandbox_runner.testing.helpers import fks, init_repo
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fks_testing.browser import URL
+from fks_testing.forge import new_task
+from fks_testing.helpers import FKS, init_repo
 from playwright import sync_api
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.testing.browser import URL
-from sandbox_runner.testing.forge import new_task
-from sandbox_runner.testing.helpers import FKS, init_repo
 
 pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fks_testing.helpers import init_repo
+from fks_testing.records import make_run, save_run, touch_later
+from fks_testing.webui import UiServer, ui_server
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.testing.helpers import init_repo
-from sandbox_runner.testing.records import make_run, save_run, touch_later
-from sandbox_runner.testing.webui import UiServer, ui_server
 from sandbox_runner.web.pages.live import HEARTBEAT, MAX_STREAMS, watcher
 from sandbox_runner.web.sources import Sources
 

@@ -15,10 +15,10 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import commit_scripts, fks, git, init_repo
+from fks_testing.runlogs import write_run
 from starlette.testclient import TestClient
 
-from sandbox_runner.testing.helpers import commit_scripts, fks, git, init_repo
-from sandbox_runner.testing.runlogs import write_run
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
@@ -520,10 +520,11 @@ def test_sandboxed_run_attacker_branch(tmp_path: Path) -> None:
 @pytest.mark.docker
 @pytest.mark.claude
 def test_claude_transcript_of_a_real_run(tmp_path: Path) -> None:
+    from fks_testing.claude import bash, claude_env, run_fks
+    from fks_testing.fakeapi import FakeAnthropic
+    from fks_testing.helpers import write_config
+
     from sandbox_runner.plan.prompts import MARKER
-    from sandbox_runner.testing.claude import bash, claude_env, run_fks
-    from sandbox_runner.testing.fakeapi import FakeAnthropic
-    from sandbox_runner.testing.helpers import write_config
 
     project = init_repo(tmp_path / "proj")
     write_config(project, {"agents": {"worker": {"systemPromptText": "Work.", "maxTurns": 5}}})

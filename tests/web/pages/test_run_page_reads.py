@@ -9,9 +9,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import init_repo
-from sandbox_runner.testing.records import make_run, save_run
-from sandbox_runner.testing.webui import UiServer, ui_server
+from fks_testing.helpers import init_repo
+from fks_testing.records import make_run, save_run
+from fks_testing.webui import UiServer, ui_server
 
 FINE = "20261101-090000-0001"
 SECRET = "chain-read-through-a-link"

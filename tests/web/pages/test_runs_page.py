@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fks_testing.records import START, make_run, many_runs, save_run, touch_later
 from starlette.testclient import TestClient
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.records.record import RunOptions
 from sandbox_runner.records.store import RunStore
-from sandbox_runner.testing.records import START, make_run, many_runs, save_run, touch_later
 from sandbox_runner.web.app import create_app
-from sandbox_runner.web.pages.runs import PAGE_SIZE
+from sandbox_runner.web.pages.run_list import PAGE_SIZE
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
 

@@ -22,7 +22,7 @@ from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, S
 from sandbox_runner.backends.docker.checks import memory_bytes
 from sandbox_runner.backends.docker.engine.client import remove_tolerant, with_retries
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, running
-from sandbox_runner.backends.docker.runners.logs import LogPump
+from sandbox_runner.backends.docker.runners.log_stream import LogPump
 from sandbox_runner.backends.docker.runners.task_network import (
     NO_NETWORK_ROLE,
     StepNetwork,

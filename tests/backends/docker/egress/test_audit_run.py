@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import agent_lines, fks
+from fks_testing.sandboxed import add_script, configure, sandbox
 
 from sandbox_runner.backends.docker.egress.access_log import MODEL_API
 from sandbox_runner.backends.docker.egress.audit import merged
@@ -25,8 +27,6 @@ from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.records.reported import NetworkRecord
-from sandbox_runner.testing.helpers import agent_lines, fks
-from sandbox_runner.testing.sandboxed import add_script, configure, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
+from fks_testing.sandboxed import RUNTIMES
 
 from sandbox_runner.backends.docker.egress.proxy import (
     PLACEHOLDER,
@@ -33,7 +34,6 @@ from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.images import base_image
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
-from sandbox_runner.testing.sandboxed import RUNTIMES
 
 # The lab (network, servers) and the proxy image trusting a test CA are made once, on one
 # xdist worker.
@@ -511,8 +511,8 @@ def test_real_claude_in_a_network_none_container_talks_to_the_api_through_the_pr
     """The claude CLI honours ANTHROPIC_BASE_URL past the proxy variables (NO_PROXY), sends
     the placeholder, and the API (the fake) gets the real key; its tool call reaches an
     allowed host through the forward proxy."""
-    from sandbox_runner.testing import fakeapi
-    from sandbox_runner.testing.fakeapi import FakeAnthropic
+    from fks_testing import fakeapi
+    from fks_testing.fakeapi import FakeAnthropic
 
     monkeypatch.setattr(fakeapi, "SECRET_HEADERS", frozenset())  # here the key is the point
     command = f"curl -s -o /dev/null -w 'code=%{{http_code}}' http://{lab.gateway}:{lab.allowed.port}/from-claude"

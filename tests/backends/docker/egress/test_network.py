@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import agent_lines, fks
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import agent_lines, fks
+from fks_testing.sandboxed import (
     RUNTIMES,
     add_script,
     configure,

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.origins import HttpsOrigin
+from fks_testing.sandboxed import RUNTIMES
 
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
 from sandbox_runner.docker_daemon import docker_client
@@ -22,8 +24,6 @@ from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import PLACEHOLDER, SecretEntry, resolve_secrets
 from sandbox_runner.records.reported import RequestsRecord
-from sandbox_runner.testing.origins import HttpsOrigin
-from sandbox_runner.testing.sandboxed import RUNTIMES
 
 pytestmark = pytest.mark.docker
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.origins import HttpsOrigin, Request
 
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.docker_daemon import docker_client
@@ -23,7 +24,6 @@ from sandbox_runner.errors import SandboxError
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets
-from sandbox_runner.testing.origins import HttpsOrigin, Request
 
 pytestmark = pytest.mark.docker
 

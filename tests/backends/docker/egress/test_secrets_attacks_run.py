@@ -8,10 +8,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import git
-from sandbox_runner.testing.origins import HttpsOrigin, Request
-from sandbox_runner.testing.sandboxed import add_script, configure, nothing_started, sandbox
+from fks_testing.helpers import git
+from fks_testing.origins import HttpsOrigin, Request
+from fks_testing.sandboxed import add_script, configure, nothing_started, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -11,10 +11,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import fks, git
-from sandbox_runner.testing.origins import GitHttpsServer, HttpsOrigin
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import fks, git
+from fks_testing.origins import GitHttpsServer, HttpsOrigin
+from fks_testing.sandboxed import (
     RUNTIMES,
     add_script,
     configure,

@@ -1,4 +1,4 @@
-"""`backends/docker/engine/connect.py` against a real second engine (sandbox_runner/testing/engines.py): a URL, a
+"""`backends/docker/engine/connect.py` against a real second engine (testing/fks_testing/engines.py): a URL, a
 Docker CLI context, TLS variables, and one line when the engine cannot be reached."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.helpers import fks
 
 from sandbox_runner.backends.docker.engine.connect import engine_client
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.plan.engine import EngineSpec
-from sandbox_runner.testing.helpers import fks
 
 pytestmark = pytest.mark.docker
 

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.helpers import FKS, fks, git
-from sandbox_runner.testing.sandboxed import add_script, record, sandbox
+from fks_testing.helpers import FKS, fks, git
+from fks_testing.sandboxed import add_script, record, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import docker
 import pytest
+from fks_testing.engines import SecondEngine, TwoNodeSwarm
+from fks_testing.helpers import fks
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
@@ -32,8 +34,6 @@ from sandbox_runner.backends.docker.runners.service_script import run_script
 from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
-from sandbox_runner.testing.engines import SecondEngine, TwoNodeSwarm
-from sandbox_runner.testing.helpers import fks
 
 # One swarm per machine: with the other tests of the swarm and the second engine.
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]

@@ -17,10 +17,8 @@ from typing import Any
 
 import docker
 import pytest
-
-from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
-from sandbox_runner.testing.helpers import FKS, agent_lines, fks
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import FKS, agent_lines, fks
+from fks_testing.sandboxed import (
     add_script,
     configure,
     interrupt_once_logged,
@@ -28,6 +26,8 @@ from sandbox_runner.testing.sandboxed import (
     record,
     sandbox,
 )
+
+from sandbox_runner.backends.docker.runners.warm import DEPTH, ROLE_NETNS
 
 pytestmark = pytest.mark.docker
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.attacks import Host
-from sandbox_runner.testing.helpers import git
+from fks_testing.attacks import Host
+from fks_testing.helpers import git
 
 
 @pytest.fixture

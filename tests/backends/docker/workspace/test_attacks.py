@@ -13,8 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.attacks import (
+from fks_testing.attacks import (
     EX,
     KILL_WRAPPER,
     MARK,
@@ -24,8 +23,8 @@ from sandbox_runner.testing.attacks import (
     refs,
     step_tip,
 )
-from sandbox_runner.testing.helpers import Result, agent_lines, git
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.helpers import Result, agent_lines, git
+from fks_testing.sandboxed import (
     RUNTIMES,
     add_script,
     configure,
@@ -664,7 +663,7 @@ def test_unreadable_git_dir(repo: Path, host: Host) -> None:
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_filling_tmpfs_is_bounded_by_the_memory_limit(repo: Path, host: Host, runtime: str) -> None:
-    from sandbox_runner.testing.sandboxed import configure
+    from fks_testing.sandboxed import configure
 
     configure(repo, {"sandbox": {"memory": "64m"}})
     body = f"{COMMIT_WORK}\nhead -c 200000000 /dev/zero > /tmp/fill\necho wrote $?\n{MARK}"
@@ -728,7 +727,7 @@ def test_prompt_file_replaced_by_symlink_is_not_followed(repo: Path, host: Host)
 
 
 def fks_run(dsl: str, *args: str) -> Result:
-    from sandbox_runner.testing.helpers import fks
+    from fks_testing.helpers import fks
 
     return fks("run", dsl, *args, "--sandbox", timeout=180)
 

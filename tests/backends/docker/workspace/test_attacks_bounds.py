@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.attacks import (
+from fks_testing.attacks import (
     EX,
     KILL_WRAPPER,
     MARK,
@@ -18,8 +17,8 @@ from sandbox_runner.testing.attacks import (
     one_line,
     step_tip,
 )
-from sandbox_runner.testing.helpers import git
-from sandbox_runner.testing.sandboxed import record, sandbox
+from fks_testing.helpers import git
+from fks_testing.sandboxed import record, sandbox
 
 pytestmark = pytest.mark.docker
 

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from sandbox_runner.testing.attacks import IMPORTED_FIRST, MARK, Host, module_payloads, writing
-from sandbox_runner.testing.helpers import FKS, eventually_none, fks
-from sandbox_runner.testing.sandboxed import (
+from fks_testing.attacks import IMPORTED_FIRST, MARK, Host, module_payloads, writing
+from fks_testing.helpers import FKS, eventually_none, fks
+from fks_testing.sandboxed import (
     add_script,
     configure,
     record,

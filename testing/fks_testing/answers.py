@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from sandbox_runner.testing.conversations import SIDE_TEXT, Request, Turn
+from fks_testing.conversations import SIDE_TEXT, Request, Turn
 
 DEFAULT_USAGE = {"input_tokens": 120, "output_tokens": 30}
 

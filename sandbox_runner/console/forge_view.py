@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.live import REFRESH_PER_SECOND, clean_line, clock
+from sandbox_runner.console.output import plural
+from sandbox_runner.console.units import usd
 from sandbox_runner.errors import FksError
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.live import REFRESH_PER_SECOND, clean_line, clock
-from sandbox_runner.ui.output import plural
-from sandbox_runner.ui.units import usd
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.api import Phase, Stream
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.output import PREFIX, closing_line, plural
-from sandbox_runner.ui.units import usd
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.output import PREFIX, closing_line, plural
+from sandbox_runner.console.units import usd
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType

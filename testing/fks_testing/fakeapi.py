@@ -2,7 +2,7 @@
 
 Standard library only, so it runs anywhere: as a pytest fixture (`with FakeAnthropic(script) as
 fake:` then `fake.url`) or as a process for containers and manual runs:
-`python -m sandbox_runner.testing.fakeapi --host 0.0.0.0 --port 8765 --script script.json [--log requests.jsonl]`.
+`python -m fks_testing.fakeapi --host 0.0.0.0 --port 8765 --script script.json [--log requests.jsonl]`.
 
 Script format (JSON, or the same shapes as Python values):
 
@@ -51,7 +51,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from sandbox_runner.testing.answers import (
+from fks_testing.answers import (
     DEFAULT_USAGE,
     ERRORS,
     classify,
@@ -64,7 +64,7 @@ from sandbox_runner.testing.answers import (
     sse,
     stream_events,
 )
-from sandbox_runner.testing.conversations import (
+from fks_testing.conversations import (
     EXHAUSTED_TEXT,
     SIDE_TEXT,
     Conversation,

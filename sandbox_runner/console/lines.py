@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO
 
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.units import byte_count
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.units import byte_count
 
 LINE_BYTES = 4096
 """Bytes shown of one line of agent output."""

@@ -106,7 +106,7 @@ def commit_scripts(repo: Path, scripts: dict[str, str], folder: str = "scripts")
 
 def agent_lines(output: str) -> list[str]:
     """The lines an agent wrote, as fks's plain output shows them (without their prefix)."""
-    from sandbox_runner.ui.output import AGENT_PREFIX
+    from sandbox_runner.console.output import AGENT_PREFIX
 
     return [
         line[len(AGENT_PREFIX) :] for line in output.splitlines() if line.startswith(AGENT_PREFIX)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from sandbox_runner.ui.lines import LineReader, bounded_lines, shown_line
+from sandbox_runner.console.lines import LineReader, bounded_lines, shown_line
 
 
 def test_bounded_lines_cut_and_count_what_they_drop() -> None:

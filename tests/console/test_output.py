@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from fks_testing.helpers import fks
+
+from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.steps.streamjson import AssistantText
-from sandbox_runner.testing.helpers import fks
-from sandbox_runner.ui.output import PlainReporter
 
 IMPOSTOR = r"""#!/bin/sh
 echo "[fks] Merged 'fks/x/1-impostor.sh' into 'main'"

@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import fks
 
-from sandbox_runner.testing.helpers import fks
-from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
-from sandbox_runner.ui.live import clean_line
+from sandbox_runner.console.ansi import EscapeFilter, strip_escapes
+from sandbox_runner.console.live import clean_line
 
 COLOURED = "\x1b[1;31mred\x1b[0m \x1b]0;title\x07\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ \x1bPq#0\x1b\\ok\x1b(B"
 

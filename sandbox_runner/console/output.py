@@ -3,7 +3,7 @@
 `PlainReporter` writes line by line with no escape sequences or control characters (pipes, CI,
 `--verbose`); every line the agent wrote starts with `AGENT_PREFIX`, so that an agent line
 reading `[fks] Chain complete` cannot pass for one of fks's own;
-`sandbox_runner.ui.live.LiveReporter` draws a live view on a terminal.
+`sandbox_runner.console.live.LiveReporter` draws a live view on a terminal.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.api import Phase, Stream
-from sandbox_runner.ui.ansi import EscapeFilter, strip_escapes
-from sandbox_runner.ui.units import usd
+from sandbox_runner.console.ansi import EscapeFilter, strip_escapes
+from sandbox_runner.console.units import usd
 
 if TYPE_CHECKING:
     from sandbox_runner.records.results import IterationResult, StepOutcome

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.testing.fakeapi import FakeAnthropic, isolated_environ
-from sandbox_runner.testing.helpers import FKS, git
+from fks_testing.fakeapi import FakeAnthropic, isolated_environ
+from fks_testing.helpers import FKS, git
 
 API_KEY = "sk-ant-api03-" + "e2eFakeKey7Qx2Lm9Pw4Rt8Zk3Vn6Bh1Jd5Sg0Yc"
 assert len(API_KEY) == 13 + 40

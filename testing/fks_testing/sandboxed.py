@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox_runner.labels import LABEL_REPO, LABEL_RUN
-from sandbox_runner.testing.helpers import (
+from fks_testing.helpers import (
     FKS,
     Result,
     eventually_none,
@@ -20,6 +19,7 @@ from sandbox_runner.testing.helpers import (
     git,
     write_config,
 )
+from sandbox_runner.labels import LABEL_REPO, LABEL_RUN
 
 COMMIT_AGENT = """#!/bin/sh
 # Commits one file per iteration; prints the marker on iteration ${MARK_AT:-2}.

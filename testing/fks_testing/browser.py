@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sandbox_runner.testing.helpers import FKS
+from fks_testing.helpers import FKS
 
 if TYPE_CHECKING:
     import httpx

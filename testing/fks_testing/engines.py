@@ -409,7 +409,7 @@ def prepared_swarm(swarm: TwoNodeSwarm, *images: str) -> TwoNodeSwarm:
     """`swarm` with `images` (fks's: the agent's and the proxy's) on the worker, and the
     worker's engine socket on its node label (its engine does not listen at
     /var/run/docker.sock: the main engine does); what volumes the main engine had noted."""
-    from sandbox_runner.testing.helpers import fks
+    from fks_testing.helpers import fks
 
     second = swarm.second
     wanted = [arg for image in images for arg in ("--image", image)]

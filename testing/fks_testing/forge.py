@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from fks_testing.fakes import FakeRun, FakeSandbox
+from fks_testing.helpers import git
 from sandbox_runner.backends.api import ExecSpec
-from sandbox_runner.backends.fake import FakeRun, FakeSandbox
+from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.forge.stages import ForgeContext
 from sandbox_runner.git.repo import open_repo
 from sandbox_runner.plan.config import ForgeSettings
 from sandbox_runner.tasks.commands import create
-from sandbox_runner.testing.helpers import git
-from sandbox_runner.ui.output import PlainReporter
 
 ANALYSIS = {
     "complexity": "low",

@@ -17,14 +17,14 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import FKS, fks
 from rich.console import Console
 
+from sandbox_runner.console.live import LiveReporter
+from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
-from sandbox_runner.testing.helpers import FKS, fks
-from sandbox_runner.ui.live import LiveReporter
-from sandbox_runner.ui.output import PlainReporter
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Z]|\x1b[=>]")
 BOX = set("╭╮╰╯│─")

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox_runner.bounded import LimitExceeded, load_json
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.lines import clip, shown_line
+from sandbox_runner.console.output import AGENT_PREFIX
+from sandbox_runner.console.units import byte_count
 from sandbox_runner.steps.streamjson import (
     LINE_BYTES,
     AssistantText,
@@ -19,10 +23,6 @@ from sandbox_runner.steps.streamjson import (
     StreamJsonParser,
     ToolCall,
 )
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.lines import clip, shown_line
-from sandbox_runner.ui.output import AGENT_PREFIX
-from sandbox_runner.ui.units import byte_count
 
 RESULT_LINES = 3
 """Lines shown of a tool's result."""

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.fakeapi import FakeAnthropic, Request, isolated_environ
+from fks_testing.helpers import FKS, fks, git, init_repo
 from rich.console import Console
 
+from sandbox_runner.console.ansi import strip_escapes
+from sandbox_runner.console.forge_view import LiveForgeView, PlainForgeView, forge_view
 from sandbox_runner.forge.scheduler import Worker
-from sandbox_runner.testing.fakeapi import FakeAnthropic, Request, isolated_environ
-from sandbox_runner.testing.helpers import FKS, fks, git, init_repo
-from sandbox_runner.ui.ansi import strip_escapes
-from sandbox_runner.ui.forge_view import LiveForgeView, PlainForgeView, forge_view
 
 
 def test_off_a_terminal_the_view_is_plain_lines_with_escapes_stripped() -> None:

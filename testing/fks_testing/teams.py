@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from fks_testing.claude import bash
+from fks_testing.conversations import Request
 from sandbox_runner.plan.prompts import MARKER
-from sandbox_runner.testing.claude import bash
-from sandbox_runner.testing.conversations import Request
 
 PLANNER = "# fk:planner"
 BUILDER = "# fk:builder"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox_runner.ui.ansi import strip_escapes
+from sandbox_runner.console.ansi import strip_escapes
 
 MAX_SHOWN = 500
 

@@ -8,8 +8,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from fks_testing.helpers import FKS, init_repo
+
 from sandbox_runner.commands.init import FILES
-from sandbox_runner.testing.helpers import FKS, init_repo
 
 
 def _with_closed_stdout(args: list[str], cwd: Path, stderr: Path) -> int:

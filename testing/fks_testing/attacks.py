@@ -9,8 +9,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from sandbox_runner.testing.helpers import Result, git
-from sandbox_runner.testing.sandboxed import add_script, record
+from fks_testing.helpers import Result, git
+from fks_testing.sandboxed import add_script, record
 
 MARK = "echo FORKHESTRA_COMPLETE"
 EX = ".git/fks-export"
@@ -133,7 +133,7 @@ def textconv_repository(path: Path, marker: Path, *, bare: bool) -> tuple[str, s
     """A repository at `path` (bare, or with a work tree) whose own config runs a program that
     leaves `marker` for each file a diff shows, with a branch `fks/planted` of two commits:
     (its first commit, its tip)."""
-    from sandbox_runner.testing.helpers import init_repo
+    from fks_testing.helpers import init_repo
 
     work = init_repo(path.with_name(path.name + "-src") if bare else path, {"a.txt": "one\n"})
     start = git(work, "rev-parse", "HEAD")
@@ -163,7 +163,7 @@ def textconv_repository(path: Path, marker: Path, *, bare: bool) -> tuple[str, s
 def planted_record(project: Path, run_id: str, names: Path, start: str) -> None:
     """A run record in `project`'s `.forge/` (as a cloned repository may ship one) whose run
     and step name `names` as where they ran, its step on `fks/planted` from `start`."""
-    from sandbox_runner.testing.runlogs import write_run
+    from fks_testing.runlogs import write_run
 
     write_run(project, run_id, steps=[1], branches=["fks/planted"], base_commit=start)
     path = project / ".forge" / "runs" / run_id / "run.json"

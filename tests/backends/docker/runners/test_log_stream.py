@@ -1,4 +1,4 @@
-"""The log stream of a swarm service (backends/docker/runners/logs.py), against a stand-in for
+"""The log stream of a swarm service (backends/docker/runners/log_stream.py), against a stand-in for
 the engine's API that serves multiplexed frames and honours `since`: what the follow stream
 did not bring is caught up once the task has ended, nothing is delivered twice, and a line a
 node stamped before the last one it had handed over is not lost."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.backends.docker.runners import logs
-from sandbox_runner.backends.docker.runners.logs import LogPump
+from sandbox_runner.backends.docker.runners import log_stream
+from sandbox_runner.backends.docker.runners.log_stream import LogPump
 
 BASE = 1_795_000_000  # seconds since the epoch: any time will do
 
@@ -80,7 +80,7 @@ def pumped(api: _Api) -> list[tuple[str, bytes]]:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(logs, "_LATE_OUTPUT_S", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(log_stream, "_LATE_OUTPUT_S", (0.0, 0.0, 0.0))
 
 
 def test_a_late_line_stamped_before_the_last_one_delivered_is_caught_up_once() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from sandbox_runner.testing.helpers import FKS
+from fks_testing.helpers import FKS
 
 _URL = re.compile(r"http://(fks-[0-9a-f]+\.localhost):(\d+)/\?token=([A-Za-z0-9_-]+)")
 

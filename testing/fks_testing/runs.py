@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox_runner.testing.helpers import commit_scripts, fks, init_repo
+from fks_testing.helpers import commit_scripts, fks, init_repo
 
 OK_AGENT = """#!/bin/sh
 # Commits one file, prints the marker.

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fks_testing.helpers import fks, init_repo
+from fks_testing.records import START, make_run, save_run
 from starlette.testclient import TestClient
 
-from sandbox_runner.testing.helpers import fks, init_repo
-from sandbox_runner.testing.records import START, make_run, save_run
-from sandbox_runner.ui.units import byte_count, byte_limit, usd
+from sandbox_runner.console.units import byte_count, byte_limit, usd
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
