@@ -68,7 +68,9 @@ def logs(options: LogsOptions) -> int:
     sys.stdout.flush()
     printer = _LogPrinter(
         sys.stdout.buffer,
-        headers=options.iteration is None and (following or len(selection.pick(record)) > 1),
+        # Following, more iterations may come: headers whether or not the run is still going
+        # when this starts, so what --follow prints does not depend on when it started.
+        headers=options.iteration is None and (options.follow or len(selection.pick(record)) > 1),
         raw=options.raw,
         full=options.full,
     )
