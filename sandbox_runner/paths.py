@@ -33,10 +33,17 @@ def project_dir(cwd: Path | None, *, config: Path | None = None) -> Path:
     nearest directory up to the work tree's top that holds forge/chains.json, as git finds its
     `.git`: fks behaves the same from any subdirectory of a set-up repository.
     """
+    workdir = working_directory(cwd)
+    return workdir if config is not None else _holding_config(workdir)
+
+
+def working_directory(cwd: Path | None) -> Path:
+    """--cwd (or the current directory) resolved, which must be a directory: `fks`'s and
+    `forge-tasks`'s option alike."""
     workdir = (cwd or Path.cwd()).resolve()
     if path_kind(workdir, "--cwd") != "dir":
         raise UsageError(f"--cwd {shorten(str(cwd))}: not a directory")
-    return workdir if config is not None else _holding_config(workdir)
+    return workdir
 
 
 def _holding_config(start: Path) -> Path:

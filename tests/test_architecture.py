@@ -198,7 +198,7 @@ def test_run_records_are_saved_only_by_their_writer() -> None:
 def test_cli_imports_neither_docker_nor_git() -> None:
     """`fks --help` starts fast: the CLI module loads no heavy or backend package."""
     probe = (
-        "import sys, sandbox_runner.cli; "
+        "import sys, sandbox_runner.cli.app; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('docker', 'git', 'tenacity')"
         " or m.startswith(('sandbox_runner.backends', 'sandbox_runner.git'))))"
     )

@@ -2,7 +2,8 @@
 
 import typer
 
-from sandbox_runner.cli.common import ConfigOption, CwdOption, handled
+from sandbox_runner.cli.common import handled
+from sandbox_runner.cli.options import ConfigOption, CwdOption
 
 
 @handled

@@ -6,18 +6,25 @@ from typing import Annotated
 import typer
 
 from sandbox_runner.cli import forge_task
-from sandbox_runner.cli.common import (
+from sandbox_runner.cli.common import forge_options, handled
+from sandbox_runner.cli.options import (
+    AcOption,
     AllowOption,
     BaseOption,
     ConfigOption,
     CwdOption,
+    DependsOnOption,
+    DescriptionOption,
     EngineOption,
-    ForgeJsonOption,
     ImageOption,
+    JsonOption,
+    LabelOption,
     MaxCostOption,
+    PriorityOption,
     SandboxOption,
-    TaskArgument,
-    handled,
+    StatusOption,
+    TaskIdArgument,
+    TitleArgument,
 )
 
 TasksArgument = Annotated[
@@ -68,36 +75,20 @@ def run_cmd(
     force: Annotated[
         bool, typer.Option("--force", help="Process the named tasks anew, even landed ones.")
     ] = False,
-    json_output: ForgeJsonOption = False,
+    json_output: JsonOption = False,
     junit: JunitOption = None,
     cwd: CwdOption = None,
     config: ConfigOption = None,
 ) -> int:
-    from sandbox_runner.commands.forge import ForgeOptions, run
+    options = forge_options(locals())
+    from sandbox_runner.commands.forge import run
 
-    options = ForgeOptions(
-        tasks=tuple(tasks or ()),
-        parallel=parallel,
-        sandbox=sandbox,
-        base=base,
-        image=image,
-        engine=engine,
-        allow=tuple(allow or ()),
-        max_cost=max_cost,
-        max_task_cost=max_task_cost,
-        resume=resume,
-        force=force,
-        json_output=json_output,
-        junit=junit,
-        cwd=cwd,
-        config=config,
-    )
     return run(options)
 
 
 @handled
 def worker_cmd(
-    task: Annotated[str, typer.Argument()],
+    task: TaskIdArgument,
     session: Annotated[str, typer.Option("--session")],
     mode: Annotated[str, typer.Option("--mode")] = "named",
     sandbox: SandboxOption = False,
@@ -111,27 +102,14 @@ def worker_cmd(
     cwd: CwdOption = None,
     config: ConfigOption = None,
 ) -> int:
-    from sandbox_runner.commands.forge import ForgeOptions, worker
+    options = forge_options(locals())
+    from sandbox_runner.commands.forge import worker
 
-    options = ForgeOptions(
-        sandbox=sandbox,
-        base=base,
-        image=image,
-        engine=engine,
-        allow=tuple(allow or ()),
-        max_cost=max_cost,
-        max_task_cost=max_task_cost,
-        resume=resume,
-        cwd=cwd,
-        config=config,
-        session=session,
-        mode=mode,
-    )
     return worker(options, task)
 
 
 @handled
-def status_cmd(cwd: CwdOption = None, json_output: ForgeJsonOption = False) -> int:
+def status_cmd(cwd: CwdOption = None, json_output: JsonOption = False) -> int:
     from sandbox_runner.commands import forge
 
     return forge.status(cwd=cwd, json_output=json_output)
@@ -146,7 +124,7 @@ def clarifications_cmd(cwd: CwdOption = None) -> int:
 
 @handled
 def answer_cmd(
-    task: TaskArgument,
+    task: TaskIdArgument,
     text: Annotated[str | None, typer.Argument(metavar="[TEXT]", help="The answer.")] = None,
     file: Annotated[
         Path | None, typer.Option("--file", metavar="FILE", help="Read the answer from FILE.")
@@ -160,38 +138,13 @@ def answer_cmd(
 
 @handled
 def create_cmd(
-    title: Annotated[
-        str, typer.Argument(metavar="TITLE", help="One line saying what the task delivers.")
-    ],
-    description: Annotated[
-        str, typer.Option("--description", "-d", metavar="TEXT", help="Why the task exists.")
-    ] = "",
-    ac: Annotated[
-        list[str] | None,
-        typer.Option("--ac", metavar="TEXT", help="An acceptance criterion (repeatable)."),
-    ] = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option("--label", "-l", metavar="LABEL", help="A label (repeatable; commas split)."),
-    ] = None,
-    priority: Annotated[
-        str,
-        typer.Option("--priority", "-p", metavar="PRIORITY", help="high, medium or low."),
-    ] = "medium",
-    depends_on: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--depends-on",
-            metavar="TASK_ID",
-            help="Id of a task that must be Done first (repeatable).",
-        ),
-    ] = None,
-    status: Annotated[
-        str,
-        typer.Option(
-            "--status", "-s", metavar="STATUS", help="To Do, In Progress, Done or Blocked."
-        ),
-    ] = "To Do",
+    title: TitleArgument,
+    description: DescriptionOption = "",
+    ac: AcOption = None,
+    label: LabelOption = None,
+    priority: PriorityOption = "medium",
+    depends_on: DependsOnOption = None,
+    status: StatusOption = "To Do",
     cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.commands.forge import CreateOptions, create

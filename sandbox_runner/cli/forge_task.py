@@ -2,75 +2,62 @@
 
 import typer
 
-from sandbox_runner.cli.common import (
+from sandbox_runner.cli.common import forge_options, handled
+from sandbox_runner.cli.options import (
     AllowOption,
     BaseOption,
     ConfigOption,
     CwdOption,
     EngineOption,
-    ForgeJsonOption,
     ImageOption,
+    JsonOption,
     MaxCostOption,
     SandboxOption,
-    TaskArgument,
-    handled,
+    TaskIdArgument,
 )
 
 
 @handled
 def land_cmd(
-    task: TaskArgument,
+    task: TaskIdArgument,
     base: BaseOption = None,
     cwd: CwdOption = None,
     config: ConfigOption = None,
 ) -> int:
-    from sandbox_runner.commands.forge import ForgeOptions
+    options = forge_options(locals())
     from sandbox_runner.commands.forge_task import land
 
-    return land(ForgeOptions(base=base, cwd=cwd, config=config), task)
+    return land(options, task)
 
 
 @handled
 def retry_cmd(
-    task: TaskArgument,
+    task: TaskIdArgument,
     sandbox: SandboxOption = False,
     base: BaseOption = None,
     image: ImageOption = None,
     engine: EngineOption = None,
     allow: AllowOption = None,
     max_cost: MaxCostOption = None,
-    json_output: ForgeJsonOption = False,
+    json_output: JsonOption = False,
     cwd: CwdOption = None,
     config: ConfigOption = None,
 ) -> int:
-    from sandbox_runner.commands.forge import ForgeOptions
+    options = forge_options(locals())
     from sandbox_runner.commands.forge_task import retry
 
-    options = ForgeOptions(
-        sandbox=sandbox,
-        base=base,
-        image=image,
-        engine=engine,
-        allow=tuple(allow or ()),
-        max_cost=max_cost,
-        json_output=json_output,
-        cwd=cwd,
-        config=config,
-    )
     return retry(options, task)
 
 
 @handled
-def reset_cmd(task: TaskArgument, cwd: CwdOption = None) -> int:
+def reset_cmd(task: TaskIdArgument, cwd: CwdOption = None) -> int:
     from sandbox_runner.commands import forge_task
 
     return forge_task.reset(cwd=cwd, task=task)
 
 
 @handled
-def show_cmd(
-    task: TaskArgument, cwd: CwdOption = None, json_output: ForgeJsonOption = False
-) -> int:
+def show_cmd(task: TaskIdArgument, cwd: CwdOption = None, json_output: JsonOption = False) -> int:
     from sandbox_runner.commands import forge_task
 
     return forge_task.show(cwd=cwd, task=task, json_output=json_output)

@@ -5,7 +5,8 @@ from typing import Annotated
 
 import typer
 
-from sandbox_runner.cli.common import (
+from sandbox_runner.cli.common import handled
+from sandbox_runner.cli.options import (
     AllowOption,
     BaseOption,
     ConfigOption,
@@ -15,7 +16,6 @@ from sandbox_runner.cli.common import (
     MaxCostOption,
     RuntimeOption,
     SandboxOption,
-    handled,
 )
 from sandbox_runner.errors import UsageError
 
@@ -68,7 +68,7 @@ DryRunOption = Annotated[
     bool,
     typer.Option("--dry-run", help="Print each step's command, cwd and prompt; run nothing."),
 ]
-JsonOption = Annotated[
+RunJsonOption = Annotated[
     bool,
     typer.Option(
         "--json", help="Print the chain result as JSON on stdout (progress goes to stderr)."
@@ -122,7 +122,7 @@ def run_cmd(
     prompt_file: PromptFileOption = None,
     verbose: VerboseOption = False,
     dry_run: DryRunOption = False,
-    json_output: JsonOption = False,
+    json_output: RunJsonOption = False,
     sandbox: SandboxOption = False,
     base: BaseOption = None,
     image: ImageOption = None,

@@ -4,7 +4,8 @@ from typing import Annotated
 
 import typer
 
-from sandbox_runner.cli.common import CwdOption, handled
+from sandbox_runner.cli.common import handled
+from sandbox_runner.cli.options import CwdOption
 from sandbox_runner.errors import UsageError
 
 RunArgument = Annotated[str, typer.Argument(metavar="RUN")]

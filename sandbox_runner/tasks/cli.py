@@ -1,7 +1,9 @@
 """`forge-tasks` / `fks tasks`: parse options, call `sandbox_runner.tasks.commands`, map errors to exit 2.
 
-Only typer and the standard library are imported at module level, and annotations are not
-postponed (typer evaluates them at every start otherwise): agents call this often.
+Options it shares with `fks` (`--cwd`, `--json`, task ids, a new task's fields) come from
+`sandbox_runner.cli.options`. Only typer, the standard library and that module are imported at
+module level, and annotations are not postponed (typer evaluates them at every start
+otherwise): agents call this often.
 """
 
 import functools
@@ -12,6 +14,19 @@ from typing import Annotated, Any, NoReturn, ParamSpec
 
 import typer
 from typer.core import TyperGroup
+
+from sandbox_runner.cli.options import (
+    AcOption,
+    CwdOption,
+    DependsOnOption,
+    DescriptionOption,
+    JsonOption,
+    LabelOption,
+    PriorityOption,
+    StatusOption,
+    TaskIdArgument,
+    TitleArgument,
+)
 
 P = ParamSpec("P")
 EXIT_USAGE = 2
@@ -35,8 +50,9 @@ app = typer.Typer(
     cls=_OneLineErrors,
     help=(
         "The forge-tasks task database: one Markdown file per task under forge/tasks/.\n\n"
-        "The project root is the nearest directory holding forge/ (else the git top level, "
-        "else the current directory); override it with --root or $FORGE_TASKS_ROOT. "
+        "The project root is the nearest directory holding forge/ at or above the current "
+        "directory or --cwd (else the git top level, else that directory); override it with "
+        "--root or $FORGE_TASKS_ROOT. "
         "Exit codes: 0 success, 2 bad id/option/status (one line on stderr)."
     ),
     no_args_is_help=True,
@@ -59,7 +75,6 @@ RootOption = Annotated[
 PlainOption = Annotated[
     bool, typer.Option("--plain", help="Plain text (the default): stable, no colour.")
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON for scripts.")]
 
 
 def _fail(message: str) -> NoReturn:
@@ -83,6 +98,18 @@ def _handled(fn: Callable[P, int]) -> Callable[P, None]:
     return wrapper
 
 
+def _root(root: Path | None, cwd: Path | None) -> Path | None:
+    """The project root: --root (or $FORGE_TASKS_ROOT) as given, else the one found from
+    --cwd as from the current directory (None: found from the current directory)."""
+    if cwd is None:
+        return root
+    from sandbox_runner.paths import working_directory
+    from sandbox_runner.tasks.store import find_root
+
+    start = working_directory(cwd)  # checked like fks's --cwd, whatever else is given
+    return root if root is not None else find_root(start)
+
+
 def _as_json(plain: bool, json_output: bool) -> bool:
     if plain and json_output:
         _fail("--plain and --json exclude each other; pass one")
@@ -92,52 +119,20 @@ def _as_json(plain: bool, json_output: bool) -> bool:
 @app.command("create", help='Create a task and print "Created TASK-xxxxxx".')
 @_handled
 def create_cmd(
-    title: Annotated[
-        str, typer.Argument(help="One line saying what the task delivers.", show_default=False)
-    ],
-    description: Annotated[
-        str, typer.Option("--description", "-d", metavar="TEXT", help="Why the task exists.")
-    ] = "",
-    ac: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ac", metavar="TEXT", help="An acceptance criterion (repeatable).", show_default=False
-        ),
-    ] = None,
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--label",
-            "-l",
-            metavar="LABEL",
-            help="A label (repeatable; commas split).",
-            show_default=False,
-        ),
-    ] = None,
-    priority: Annotated[
-        str, typer.Option("--priority", "-p", metavar="PRIORITY", help="high, medium or low.")
-    ] = "medium",
-    depends_on: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--depends-on",
-            metavar="TASK_ID",
-            help="Id of a task that must be Done first (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
-    status: Annotated[
-        str,
-        typer.Option(
-            "--status", "-s", metavar="STATUS", help="To Do, In Progress, Done or Blocked."
-        ),
-    ] = "To Do",
+    title: TitleArgument,
+    description: DescriptionOption = "",
+    ac: AcOption = None,
+    label: LabelOption = None,
+    priority: PriorityOption = "medium",
+    depends_on: DependsOnOption = None,
+    status: StatusOption = "To Do",
     root: RootOption = None,
+    cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands
 
     return commands.create(
-        root=root,
+        root=_root(root, cwd),
         title=title,
         description=description,
         criteria=ac or [],
@@ -177,11 +172,12 @@ def list_cmd(
     plain: PlainOption = False,
     json_output: JsonOption = False,
     root: RootOption = None,
+    cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands
 
     return commands.list_tasks(
-        root=root,
+        root=_root(root, cwd),
         ready=ready,
         statuses=status or [],
         labels=label or [],
@@ -192,32 +188,20 @@ def list_cmd(
 @app.command("view", help="Show one task: fields, description, acceptance criteria, notes.")
 @_handled
 def view_cmd(
-    task_id: Annotated[
-        str,
-        typer.Argument(
-            metavar="ID",
-            help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
-            show_default=False,
-        ),
-    ],
+    task_id: TaskIdArgument,
     plain: PlainOption = False,
     json_output: JsonOption = False,
     root: RootOption = None,
+    cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands
 
-    return commands.view(root=root, task_ref=task_id, as_json=_as_json(plain, json_output))
+    return commands.view(
+        root=_root(root, cwd), task_ref=task_id, as_json=_as_json(plain, json_output)
+    )
 
 
 # `forge-tasks edit`'s arguments and options, so that `edit_cmd` reads as a parameter list.
-EditIdArgument = Annotated[
-    str,
-    typer.Argument(
-        metavar="ID",
-        help="Task id, e.g. TASK-k3f9x2 (the TASK- prefix is optional).",
-        show_default=False,
-    ),
-]
 EditTitleOption = Annotated[
     str | None, typer.Option("--title", metavar="TEXT", help="New title.", show_default=False)
 ]
@@ -320,7 +304,7 @@ EditAppendNotesOption = Annotated[
 @app.command("edit", help='Change a task and print "Updated TASK-xxxxxx".')
 @_handled
 def edit_cmd(
-    task_id: EditIdArgument,
+    task_id: TaskIdArgument,
     title: EditTitleOption = None,
     description: EditDescriptionOption = None,
     status: EditStatusOption = None,
@@ -334,6 +318,7 @@ def edit_cmd(
     uncheck_ac: EditUncheckAcOption = None,
     append_notes: EditAppendNotesOption = None,
     root: RootOption = None,
+    cwd: CwdOption = None,
 ) -> int:
     from sandbox_runner.tasks import commands
 
@@ -351,7 +336,7 @@ def edit_cmd(
         uncheck=uncheck_ac or [],
         append_notes=append_notes,
     )
-    return commands.edit(root=root, task_ref=task_id, changes=changes)
+    return commands.edit(root=_root(root, cwd), task_ref=task_id, changes=changes)
 
 
 def main() -> None:

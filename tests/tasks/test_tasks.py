@@ -474,7 +474,7 @@ def test_fks_tasks_is_the_same_database(project: Project) -> None:
 
 def test_cli_module_does_not_import_pydantic_or_yaml(tmp_path: Path) -> None:
     code = (
-        "import sys, sandbox_runner.cli, sandbox_runner.tasks.cli;"
+        "import sys, sandbox_runner.cli.app, sandbox_runner.tasks.cli;"
         "print(sorted(m for m in ('pydantic', 'yaml') if m in sys.modules))"
     )
     result = subprocess.run(

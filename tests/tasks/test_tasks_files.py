@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from sandbox_runner.cli.app import app as fks_app
 from sandbox_runner.tasks import ids, model
 from sandbox_runner.tasks.cli import app
 from sandbox_runner.tasks.errors import TaskError
@@ -254,3 +255,33 @@ def test_root_option_and_environment_override_the_search(
     code, _, err = run("list", "--root", str(elsewhere / "missing"))
     assert code == 2
     assert "is not a directory" in err
+
+
+def test_cwd_finds_the_project_as_fks_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--cwd DIR` is `fks`'s option, spelt, explained and checked the same: the project is
+    found from DIR as from the current directory, and a DIR that is none is one line."""
+    monkeypatch.delenv("FORGE_TASKS_ROOT", raising=False)
+    repo = tmp_path / "repo"
+    (repo / "forge").mkdir(parents=True)
+    (repo / "src" / "deep").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    monkeypatch.chdir(tmp_path)
+    task = create("From afar", "--cwd", str(repo / "src" / "deep"))
+    assert [p.parent for p in (repo / "forge" / "tasks").glob("task-*.md")] == [
+        repo / "forge" / "tasks"
+    ]
+    assert run("list", "--cwd", str(repo / "src"))[1].startswith(task)
+    assert run("edit", task, "--status", "done", "--cwd", str(repo))[0] == 0
+    code, out, _ = run("view", task.removeprefix("TASK-"), "--json", "--cwd", str(repo / "src"))
+    assert code == 0 and json.loads(out)["status"] == "Done"
+    by_fks = CliRunner().invoke(fks_app, ["forge", "create", "By fks", "--cwd", str(repo / "src")])
+    assert by_fks.exit_code == 0, by_fks.output
+    assert len(list((repo / "forge" / "tasks").glob("task-*.md"))) == 2
+    assert not (tmp_path / "forge").exists()
+
+    missing = tmp_path / "missing"
+    code, _, err = run("list", "--cwd", str(missing))
+    refused = CliRunner().invoke(fks_app, ["forge", "create", "T", "--cwd", str(missing)])
+    assert code == refused.exit_code == 2
+    assert err == f"forge-tasks: --cwd {missing}: not a directory\n"
+    assert refused.stderr == f"fks: --cwd {missing}: not a directory\n"

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fks_testing.containers import run_behind_proxy
 from fks_testing.helpers import agent_lines, fks
 from fks_testing.sandboxed import add_script, configure, sandbox
 
@@ -24,7 +25,6 @@ from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, ApiUpstream, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.docker_daemon import docker_client
-from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.records.reported import NetworkRecord
 
@@ -171,25 +171,11 @@ def _api_server() -> http.server.ThreadingHTTPServer:
 
 
 def _in_agent_container(proxy: EgressProxy, script: str) -> str:
-    """`script` as the sandbox runs an agent: network none, the proxy's sockets and env."""
-    client = docker_client()
-    container = client.containers.create(
-        images.DEFAULT_AGENT_IMAGE,
-        proxy.wrap_argv(["sh", "-c", script]),
-        network_mode="none",
-        mounts=[proxy.mount()],
-        environment=proxy.env(),
-        user="12345:12345",
-        cap_drop=["ALL"],
-        init=True,
-        labels={"fks.test": "egress"},
-    )
-    try:
-        container.start()
-        assert int(container.wait(timeout=120)["StatusCode"]) == 0
-        return str(container.logs(stdout=True, stderr=True).decode(errors="replace"))
-    finally:
-        container.remove(force=True)
+    """`script` as the sandbox runs an agent (production's settings): network none, the
+    proxy's sockets and env."""
+    ran = run_behind_proxy(docker_client(), proxy, script, labels={"fks.test": "egress"})
+    assert ran.code == 0
+    return ran.output
 
 
 def test_the_model_apis_calls_are_marked_as_carrying_its_credential(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pytest
+from fks_testing.containers import run_behind_proxy
 from fks_testing.sandboxed import RUNTIMES
 
 from sandbox_runner.backends.docker.egress.proxy import (
@@ -208,28 +209,13 @@ class Lab:
         )
 
     def agent(self, proxy: EgressProxy, script: str, runtime: str = "runc") -> tuple[int, str]:
-        """`script` in an agent container as the sandbox will run it: network none, the socket
-        volume, the proxy env, the forwarders; an arbitrary uid, no capabilities; under
-        `runtime`."""
-        container = self.client.containers.create(
-            images.DEFAULT_AGENT_IMAGE,
-            proxy.wrap_argv(["sh", "-c", script]),
-            runtime=None if runtime == "runc" else runtime,
-            network_mode="none",
-            mounts=[proxy.mount()],
-            environment=proxy.env(),
-            user="12345:12345",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            init=True,
-            labels={"fks.test": "egress"},
+        """`script` in an agent container as the sandbox runs it (production's settings):
+        network none, the socket volume, the proxy env, the forwarders; an arbitrary uid, no
+        capabilities; under `runtime`."""
+        ran = run_behind_proxy(
+            self.client, proxy, script, labels={"fks.test": "egress"}, runtime=runtime, timeout=60
         )
-        try:
-            container.start()
-            code = int(container.wait(timeout=60)["StatusCode"])
-            return code, container.logs(stdout=True, stderr=True).decode(errors="replace")
-        finally:
-            container.remove(force=True)
+        return ran.code, ran.output
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.containers import run_behind_proxy
 from fks_testing.origins import HttpsOrigin
 from fks_testing.sandboxed import RUNTIMES
 
@@ -61,30 +62,14 @@ class Lab:
         )
 
     def agent(self, proxy: EgressProxy, script: str, runtime: str = "runc") -> tuple[int, str, str]:
-        """`script` as the sandbox runs an agent (under `runtime`); (exit code, output, `docker
-        inspect` of the agent's and the proxy's containers while they exist)."""
-        container = self.client.containers.create(
-            images.DEFAULT_AGENT_IMAGE,
-            proxy.wrap_argv(["sh", "-c", script]),
-            runtime=None if runtime == "runc" else runtime,
-            network_mode="none",
-            mounts=[proxy.mount()],
-            environment=proxy.env(),
-            user="12345:12345",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            init=True,
-            labels={"fks.test": "secrets"},
+        """`script` as the sandbox runs an agent (production's settings, under `runtime`);
+        (exit code, output, `docker inspect` of the agent's and the proxy's containers while
+        they exist)."""
+        ran = run_behind_proxy(
+            self.client, proxy, script, labels={"fks.test": "secrets"}, runtime=runtime, timeout=90
         )
-        try:
-            container.start()
-            code = int(container.wait(timeout=90)["StatusCode"])
-            inspected = json.dumps(
-                [self.client.api.inspect_container(c) for c in (container.id, proxy_id(proxy))]
-            )
-            return code, container.logs().decode(errors="replace"), inspected
-        finally:
-            container.remove(force=True)
+        inspected = json.dumps([ran.inspected, self.client.api.inspect_container(proxy_id(proxy))])
+        return ran.code, ran.output, inspected
 
 
 def proxy_id(proxy: EgressProxy) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.containers import run_behind_proxy
 from fks_testing.origins import HttpsOrigin, Request
 
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
@@ -76,25 +77,12 @@ class Lab:
         )
 
     def agent(self, proxy: EgressProxy, script: str) -> tuple[int, str]:
-        """`script` as the sandbox runs an agent (any uid, no network, the proxy's sockets)."""
-        container = self.client.containers.create(
-            images.DEFAULT_AGENT_IMAGE,
-            proxy.wrap_argv(["sh", "-c", script]),
-            network_mode="none",
-            mounts=[proxy.mount()],
-            environment=proxy.env(),
-            user="12345:12345",
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            init=True,
-            labels={"fks.test": "secrets-attacks"},
+        """`script` as the sandbox runs an agent (production's settings: any uid, no network,
+        the proxy's sockets)."""
+        ran = run_behind_proxy(
+            self.client, proxy, script, labels={"fks.test": "secrets-attacks"}, timeout=120
         )
-        try:
-            container.start()
-            code = int(container.wait(timeout=120)["StatusCode"])
-            return code, container.logs().decode(errors="replace")
-        finally:
-            container.remove(force=True)
+        return ran.code, ran.output
 
     def seen(self, before: int) -> list[Request]:
         return self.origin.requests[before:]

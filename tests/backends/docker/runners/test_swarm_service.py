@@ -13,12 +13,13 @@ import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
+from fks_testing.containers import agent_settings
 from fks_testing.engines import SecondEngine, TwoNodeSwarm
 from fks_testing.helpers import fks
 
@@ -32,6 +33,7 @@ from sandbox_runner.backends.docker.runners.service import (
 )
 from sandbox_runner.backends.docker.runners.service_script import run_script
 from sandbox_runner.backends.docker.runners.task_network import StepNetwork
+from sandbox_runner.backends.docker.settings import TMPFS
 from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
@@ -39,7 +41,6 @@ from sandbox_runner.errors import AgentNotFoundError, SandboxError
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 IMAGE = "fks-agent:latest"
-TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
 
 
 @pytest.fixture(scope="module")
@@ -55,18 +56,15 @@ def swarm(two_node_swarm: TwoNodeSwarm, worker_image: str) -> TwoNodeSwarm:
     return two_node_swarm
 
 
-def settings(run: str, **changes: Any) -> ContainerSettings:
-    values: dict[str, Any] = {
-        "image": IMAGE,
-        "user": "1000:1000",
-        "memory": "512m",
-        "cpus": 0.5,
-        "pids_limit": 200,
-        "labels": {"fks.run": run},
-        "tmpfs": TMPFS,
-        **changes,
-    }
-    return ContainerSettings(**values)
+def settings(
+    run: str, *, network: str = "open", image: str = IMAGE, mounts: Sequence[Mount] = ()
+) -> ContainerSettings:
+    """A step's containers as production makes them (`sandbox.network` `network`), as the
+    image's user, with small limits."""
+    limits = {"memory": "512m", "cpus": 0.5, "pids_limit": 200}
+    return agent_settings(
+        {"fks.run": run}, user="1000:1000", image=image, mounts=mounts, network=network, **limits
+    )
 
 
 def run_in(
