@@ -13,7 +13,8 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.checks import is_loopback
-from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.backends.docker.settings import config_files, docker_network
 from sandbox_runner.backends.docker.target import Target, Warn
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace

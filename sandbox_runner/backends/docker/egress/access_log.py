@@ -1,10 +1,11 @@
-"""Squid's access log (logformat `fks`) read line by line: one request per line, every field
-bounded and checked for its form (an agent chooses host names and methods; a field of the wrong
-form is None or 0, never an error)."""
+"""Squid's access log (logformat `fks`) read line by line (`read_lines`, every proxy's one
+reader): one request per line, every field bounded and checked for its form (an agent chooses
+host names and methods; a field of the wrong form is None or 0, never an error)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from sandbox_runner.backends.docker.egress.squid import API_CALLS, API_PORT, FORWARD_PORT
@@ -19,6 +20,8 @@ TEXT_LIMIT = 253  # characters kept of a host or a secret's destination (a DNS n
 _WORD_LIMIT = 40  # characters kept of a method or Squid's result
 _NUMBER_DIGITS = 18  # digits of a byte count read at most (more is not a Squid number)
 _API_METHODS = frozenset(method for _, method, _ in API_CALLS)
+LINE_LIMIT = 64 * 1024
+"""Bytes of one log line read at most (Squid's are far shorter)."""
 
 Key = tuple[str, int | None, str, int | None, str, str | None]
 """What makes requests of one kind: host, port, method, HTTP status, Squid's result, secret."""
@@ -54,6 +57,18 @@ class AccessLine:
         """Refused by the allow-list (TCP_DENIED, or TCP_DENIED_ABORTED when the agent did not
         wait for the answer); a refusal of the API port is not one: fks's own rule."""
         return _denied(self.result) and self.local_port == FORWARD_PORT
+
+
+def read_lines(stream: Iterable[bytes], take: Callable[[str], None]) -> None:
+    """Each line of `stream` (the proxy's output in chunks, as they come) to `take`, decoded,
+    every line cut at LINE_LIMIT bytes: an agent chooses the host names Squid logs."""
+    pending = b""
+    for chunk in stream:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        pending = pending[-LINE_LIMIT:]
+        for raw in lines:
+            take(raw[:LINE_LIMIT].decode(errors="replace"))
 
 
 def access_line(line: str) -> AccessLine | None:

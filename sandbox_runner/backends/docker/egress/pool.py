@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from sandbox_runner.backends.docker.egress.glue import SOCKET_DIR
-from sandbox_runner.backends.docker.egress.proxy import ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
 from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV, needs_proxy, network_mode
 from sandbox_runner.labels import LABEL_REPO
@@ -54,8 +55,7 @@ class ProxyPool:
         *,
         make: Callable[..., EgressProxy] = EgressProxy,
     ) -> None:
-        """`make`: the proxy's kind, called as EgressProxy is (the target's: a swarm's runs on
-        every node)."""
+        """`make`: the proxy's kind, called as EgressProxy is (the target's own)."""
         self._client = client
         self._make = make
         self._run_id = run_id

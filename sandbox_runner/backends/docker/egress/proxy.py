@@ -17,12 +17,10 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Self
 
-from sandbox_runner.backends.docker.egress.access_log import access_line
+from sandbox_runner.backends.docker.egress.access_log import AccessLine, access_line, read_lines
 from sandbox_runner.backends.docker.egress.audit import Traffic, TrafficCounter
 from sandbox_runner.backends.docker.egress.glue import (
     CA_BUNDLE,
@@ -43,12 +41,13 @@ from sandbox_runner.backends.docker.egress.squid import (
     ORIGIN_CAS,
     squid_config,
 )
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.backends.docker.engine.client import with_retries
 from sandbox_runner.backends.docker.runners.container import create_container
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN
-from sandbox_runner.plan.allow import AllowEntry, parse_host
+from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import PLACEHOLDER as SECRET_PLACEHOLDER
 from sandbox_runner.signals import deferred_signals
 
@@ -59,78 +58,7 @@ if TYPE_CHECKING:
 
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
-_LINE_LIMIT = 64 * 1024  # bytes of one log line read at most (Squid's are far shorter)
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
-# Characters a credential may have: those of API keys and OAuth tokens, and none that
-# squid.conf would interpret inside a quoted value (%macros, ${macros}, quotes, escapes).
-_CREDENTIAL_RE = re.compile(r"[A-Za-z0-9._~+/=:-]{1,4096}")
-
-
-_CREDENTIAL_VARIABLES: tuple[tuple[str, Literal["x-api-key", "authorization"]], ...] = (
-    ("ANTHROPIC_API_KEY", "x-api-key"),
-    ("ANTHROPIC_AUTH_TOKEN", "authorization"),
-    ("CLAUDE_CODE_OAUTH_TOKEN", "authorization"),
-)
-
-
-@dataclass(frozen=True)
-class ApiUpstream:
-    """The model API, reached through the proxy, which puts the real credential on every
-    request; the agent holds only PLACEHOLDER in `env_name`."""
-
-    url: str
-    """`http(s)://host[:port]`, no path: the proxy forwards request paths as they come."""
-    credential: str = field(repr=False)
-    """The real key or token; it goes into the proxy's config and nowhere else."""
-    header: Literal["x-api-key", "authorization"] = "x-api-key"
-    """How the API expects it: `x-api-key: <key>` or `Authorization: Bearer <token>`."""
-    env_name: str = "ANTHROPIC_API_KEY"
-    """The agent's variable that carries the placeholder (Claude Code sends it as `header`)."""
-
-    def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SandboxError(f"API URL {self.url!r}: must be http(s)://host[:port]")
-        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
-            raise SandboxError(
-                f"API URL {self.url!r}: the egress proxy forwards to a host only; "
-                "remove the path, query and user part"
-            )
-        _ = self.host, self.port  # validated here, not first in squid_config
-        if not _CREDENTIAL_RE.fullmatch(self.credential):
-            raise SandboxError(
-                f"The credential in {self.env_name} has characters the egress proxy cannot "
-                "pass on (allowed: letters, digits and ._~+/=:-)"
-            )
-
-    @classmethod
-    def from_env(
-        cls, env: Mapping[str, str], *, default_url: str = "https://api.anthropic.com"
-    ) -> ApiUpstream | None:
-        """From Claude Code's variables (ANTHROPIC_BASE_URL and the first credential set of
-        ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN); None without one."""
-        url = env.get("ANTHROPIC_BASE_URL") or default_url
-        for name, header in _CREDENTIAL_VARIABLES:
-            if env.get(name):
-                return cls(url=url, credential=env[name], header=header, env_name=name)
-        return None
-
-    @property
-    def tls(self) -> bool:
-        return urlsplit(self.url).scheme == "https"
-
-    @property
-    def host(self) -> str:
-        return parse_host(urlsplit(self.url).hostname or "", self.url)
-
-    @property
-    def port(self) -> int:
-        try:
-            port = urlsplit(self.url).port
-        except ValueError:
-            raise SandboxError(f"API URL {self.url!r}: the port must be 1-65535") from None
-        return port or (443 if self.tls else 80)
-
 
 # --- The proxy container ------------------------------------------------------------------------
 
@@ -257,8 +185,8 @@ class EgressProxy:
         the namespace's holder with `wrap_argv`)."""
         return ["sh", "-c", wait_script(self._glue), "sh", *argv]
 
-    def _config_tar(self) -> bytes:
-        """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: into /etc."""
+    def _config_files(self) -> dict[str, str]:
+        """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: path -> text."""
         config = squid_config(
             self._allow,
             self._api,
@@ -266,7 +194,11 @@ class EgressProxy:
             secrets=self._secrets,
             origin_cas=bool(self._origin_cas),
         )
-        files = {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+        return {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+
+    def _config_tar(self) -> bytes:
+        """The config files, into /etc."""
+        files = self._config_files()
         return _files_tar({name.removeprefix("/etc/"): text for name, text in files.items()})
 
     def take_denied(self, *, settled_at: float | None = None) -> Refusals:
@@ -338,25 +270,25 @@ class EgressProxy:
             time.sleep(0.02)
 
     def _follow_log(self) -> None:
-        """In a thread: count the access log's requests (TrafficCounter: in bounded memory)."""
-        pending = b""
+        """In a thread: each line of the proxy's output as it comes (`_take_line`)."""
         with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
-            stream = self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
-            self._log_stream = stream
-            for chunk in stream:
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                pending = pending[-_LINE_LIMIT:]
-                for raw in lines:
-                    self._count_line(raw[:_LINE_LIMIT].decode(errors="replace"))
+            self._log_stream = self._open_log()
+            read_lines(self._log_stream, self._take_line)
 
-    def _count_line(self, line: str) -> None:
+    def _open_log(self) -> Any:
+        """The proxy container's output (Squid's access log), followed."""
+        return self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
+
+    def _take_line(self, line: str) -> None:
         """Count the request of one line of the access log (any other line is ignored)."""
         found = access_line(line)
-        if found is None:
-            return
+        if found is not None:
+            self._count(found)
+
+    def _count(self, request: AccessLine) -> None:
+        """Count a request of the access log (TrafficCounter: in bounded memory)."""
         with self._log_lock:
-            self._traffic.add(found)
+            self._traffic.add(request)
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)

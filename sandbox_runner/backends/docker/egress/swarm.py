@@ -24,11 +24,9 @@ from sandbox_runner.backends.docker.egress.glue import (
     FORWARD_SOCKET,
     READY_LINE,
     SOCKET_DIR,
-    SQUID_CONF,
     proxy_script,
 )
-from sandbox_runner.backends.docker.egress.proxy import _LINE_LIMIT, EgressProxy
-from sandbox_runner.backends.docker.egress.squid import ORIGIN_CAS, squid_config
+from sandbox_runner.backends.docker.egress.proxy import EgressProxy
 from sandbox_runner.backends.docker.engine.client import (
     remove_secret,
     remove_tolerant,
@@ -80,16 +78,8 @@ class SwarmEgressProxy(EgressProxy):
 
     def _make_secrets(self) -> list[dict[str, Any]]:
         """squid.conf (and the origin CAs) as swarm secrets; their references for the tasks."""
-        config = squid_config(
-            self._allow,
-            self._api,
-            deny=self._deny,
-            secrets=self._secrets,
-            origin_cas=bool(self._origin_cas),
-        )
-        files = {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
         references = []
-        for path, text in files.items():
+        for path, text in self._config_files().items():
             name = f"{self.volume_name}-{path.rsplit('/', 1)[-1]}-{secrets.token_hex(4)}"
             created = with_retries("secret create", self._secret_maker(name, text))
             self._secret_ids.append(str(created["ID"]))
@@ -210,27 +200,21 @@ class SwarmEgressProxy(EgressProxy):
             "is the image on every node ('fks image push --engine swarm')?"
         )
 
-    def _follow_log(self) -> None:
-        """In a thread: each node's READY_LINE, and the refusals of every node's access log."""
-        pending = b""
-        with contextlib.suppress(Exception):  # the service may be gone already (Ctrl-C)
-            stream = self._client.api.service_logs(
-                self._container, details=True, follow=True, stdout=True, stderr=True
-            )
-            self._log_stream = stream
-            for chunk in stream:
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                pending = pending[-_LINE_LIMIT:]
-                for raw in lines:
-                    self._take_line(raw[:_LINE_LIMIT].decode(errors="replace"))
+    def _open_log(self) -> Any:
+        """Every node's task's output (its READY_LINE, its access log), each line tagged with
+        its node."""
+        return self._client.api.service_logs(
+            self._container, details=True, follow=True, stdout=True, stderr=True
+        )
 
     def _take_line(self, line: str) -> None:
+        """A line of a node's task: a request (counted), its ready line, or output kept for
+        an error message."""
         details, _, text = line.partition(" ")
-        found = _NODE_RE.search(details)
-        node = found.group(1) if found else "?"
-        if access_line(text) is not None:  # a request: the audit's and the refusals'
-            self._count_line(text)
+        tagged = _NODE_RE.search(details)
+        node = tagged.group(1) if tagged else "?"
+        if (request := access_line(text)) is not None:  # the audit's and the refusals'
+            self._count(request)
             return
         with self._log_lock:
             if text.strip() == READY_LINE:  # the whole line: a request's URL cannot be it

@@ -22,8 +22,9 @@ from fks_testing.sandboxed import add_script, configure, sandbox
 
 from sandbox_runner.backends.docker.egress.access_log import MODEL_API
 from sandbox_runner.backends.docker.egress.audit import merged
-from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, ApiUpstream, EgressProxy
+from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Refusals
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.records.reported import NetworkRecord

@@ -22,14 +22,10 @@ import pytest
 from fks_testing.containers import run_behind_proxy
 from fks_testing.sandboxed import RUNTIMES
 
-from sandbox_runner.backends.docker.egress.proxy import (
-    PLACEHOLDER,
-    SETTLE_S,
-    ApiUpstream,
-    EgressProxy,
-)
+from sandbox_runner.backends.docker.egress.proxy import PLACEHOLDER, SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals, parse_denied
 from sandbox_runner.backends.docker.egress.squid import API_PORT, FORWARD_PORT
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import FksError, SandboxError
 from sandbox_runner.images import base_image

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 import uuid
 
-from sandbox_runner.backends.docker.egress.proxy import ApiUpstream
 from sandbox_runner.backends.docker.egress.squid import (
     API_CALLS,
     API_PORT,
     FORWARD_PORT,
     squid_config,
 )
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import Secret
 
