@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
+from sandbox_runner.backends.docker.settings import config_files
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_PROBE
@@ -24,6 +26,8 @@ from sandbox_runner.plan.sandbox import SandboxSettings, own_network
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox_runner.plan.agents import AgentCommand
 
 MIN_MEMORY_BYTES = 64 * 2**20
 _CACHE_BYTES = 1 << 20  # bytes of the image-agents cache read at most
@@ -170,6 +174,29 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return address.is_loopback or address.is_unspecified
+
+
+def check_off_machine(
+    engine: str, settings: SandboxSettings, where: str, agent: AgentCommand
+) -> None:
+    """What a step cannot have on `engine`, which is not this machine's: this machine's paths
+    (mounts, a Claude config file), a model API on this machine."""
+    if settings.mounts:
+        raise SandboxError(
+            f"{where}.mounts: engine {engine} cannot see this machine's paths "
+            f"({settings.mounts[0]}); remove sandbox.mounts or run on the local engine"
+        )
+    if files := config_files(agent):
+        raise SandboxError(
+            f"agent '{agent.name}': its Claude config file {files[0]} would be mounted from "
+            f"this machine, which engine {engine} cannot see; run it on the local engine"
+        )
+    api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
+    if api is not None and is_loopback(api.host):
+        raise SandboxError(
+            f"ANTHROPIC_BASE_URL {api.url} is on this machine, which containers on engine "
+            f"{engine} cannot reach; give an address that engine reaches"
+        )
 
 
 def check_agents_in_image(client: docker.DockerClient, image: str, programs: Iterable[str]) -> None:

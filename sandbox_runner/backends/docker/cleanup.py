@@ -1,7 +1,8 @@
-"""What dead runs left in Docker, found and removed (`fks clean`), each target's own: containers,
-services, egress proxy and object store volumes, and workspace volumes, whose work is first
-exported onto their step branches. Only runs that are provably dead are touched: their fks
-process is gone. Also what a killed run left, removed when it is resumed."""
+"""What dead runs left on an engine, found and removed (`fks clean`): containers, egress proxy
+and object store volumes, and workspace volumes, whose work is first exported onto their step
+branches (`salvage_step`, which every target's clean-up uses). Only runs that are provably dead
+are touched: their fks process is gone. Also what a killed run left, removed when it is
+resumed."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
-    from sandbox_runner.backends.docker.target import NodeTarget, Target
+    from sandbox_runner.backends.docker.target import Target
     from sandbox_runner.backends.docker.workspace.sandbox import Synced
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
@@ -102,76 +103,6 @@ def remove_container(container: object) -> bool:
             raise
         return False
     return True
-
-
-def clean_swarm(
-    client: docker.DockerClient,
-    target: NodeTarget,
-    engine: str,
-    repos: set[str],
-    records: dict[str, RunRecord],
-    every: bool,
-) -> int:
-    """Dead runs on swarm `engine` (as their records name it): their services, then the work
-    their workspaces hold, saved onto their step branches (through services pinned to the
-    workspaces' nodes), then their volumes on every node."""
-    from sandbox_runner.backends.docker.runners.service import remove_run_services
-    from sandbox_runner.backends.docker.workspace.swarm import find_volumes, sweep_volumes
-    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-
-    dead = [
-        record
-        for record in records.values()
-        if record.engine == engine
-        and not _running(record)
-        and (every or {s.repo for s in record.steps if s.repo} & repos)
-    ]
-    if not dead:
-        return 0
-    count = 0
-    labels = [f"{LABEL_RUN}={record.id}" for record in dead]
-    try:
-        for record in dead:
-            if removed := remove_run_services(client, record.id):
-                services = "1 service" if removed == 1 else f"{removed} services"
-                print(f"removed {services} of run {record.id} on the swarm")
-                count += removed
-        found = find_volumes(client, labels, DEFAULT_AGENT_IMAGE)
-        for record in dead:
-            _salvage_swarm(client, target, record, found, repos)
-        swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
-    except FksError as exc:
-        print(f"warning: could not clean the swarm: {exc}")
-        return count
-    for line in swept:
-        status, _, name = line.partition(" ")
-        if status == "204":
-            print(f"removed volume {name} on the swarm")
-            count += 1
-    return count
-
-
-def _salvage_swarm(
-    client: docker.DockerClient,
-    target: NodeTarget,
-    record: RunRecord,
-    found: dict[str, tuple[str, dict[str, str]]],
-    repos: set[str],
-) -> None:
-    """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes,
-    onto their branches in `repos` (never a repository only the record names)."""
-    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-
-    for step in record.steps:
-        if not step.workspace or not step.branch or step.status == "complete":
-            continue
-        node, labels = found.get(step.workspace, (None, {}))
-        if node is None or labels.get(LABEL_RUN) != record.id or step.repo not in repos:
-            continue
-        target.place(step.workspace, node)
-        labels = {**labels, LABEL_REPO: step.repo}
-        labels.setdefault(LABEL_IMAGE, DEFAULT_AGENT_IMAGE)
-        _salvage_step(client, target, step.workspace, labels, record, step.index)
 
 
 def clean_engine(
@@ -248,12 +179,12 @@ def _salvage_and_remove(
         return False
     for step in record.steps:
         if step.workspace == volume.name and step.branch and step.status != "complete":
-            _salvage_step(client, target, volume.name, labels, record, step.index)
+            salvage_step(client, target, volume.name, labels, record, step.index)
     remove_volume(client, volume.name)
     return True
 
 
-def _salvage_step(
+def salvage_step(
     client: docker.DockerClient,
     target: Target,
     name: str,

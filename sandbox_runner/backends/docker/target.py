@@ -1,5 +1,7 @@
-"""What one place a run's steps run gives the backend (`Target`): the local engine, a remote
-engine and a swarm each implement it in `targets`; clean-up and preflight name only this."""
+"""What one place a run's steps run gives the backend (`Target`): its engine, its refusals,
+its workspaces (which bring their runner and export channel), its egress proxy and its
+clean-up. `targets.target_for` makes the run's; the backend, clean-up and preflight name only
+this."""
 
 from __future__ import annotations
 
@@ -79,12 +81,4 @@ class Target(Protocol):
 
     def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
         """`fks clean`: remove what dead runs left on the target; how many things."""
-        ...
-
-
-class NodeTarget(Target, Protocol):
-    """A target whose workspaces are each on one node of several (a swarm)."""
-
-    def place(self, workspace: str, node: str) -> None:
-        """Workspace volume `workspace` is on `node`: its services are to be pinned there."""
         ...

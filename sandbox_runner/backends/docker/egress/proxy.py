@@ -42,8 +42,7 @@ from sandbox_runner.backends.docker.egress.squid import (
     squid_config,
 )
 from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
-from sandbox_runner.backends.docker.engine.client import with_retries
-from sandbox_runner.backends.docker.runners.container import create_container
+from sandbox_runner.backends.docker.engine.client import create_container, with_retries
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_ROLE, LABEL_RUN

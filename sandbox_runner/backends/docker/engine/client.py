@@ -1,17 +1,17 @@
-"""Calling the Docker API: a ping, volumes, and transient failures retried with back-off
-(connecting to the daemon is `sandbox_runner.docker_daemon`)."""
+"""Calling the Docker API: a ping, volumes, containers created, and transient failures retried
+with back-off (connecting to the daemon is `sandbox_runner.docker_daemon`)."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
     import docker
+    from docker.models.containers import Container
     from tenacity import Retrying
 
 T = TypeVar("T")
@@ -97,31 +97,6 @@ def remove_volume(client: docker.DockerClient, name: str) -> None:
             raise
 
 
-def remove_secret(client: docker.DockerClient, secret: str, *, quiet: bool = True) -> None:
-    """Remove a swarm secret; one still referenced by a service being removed is tried again
-    for a few seconds."""
-    import docker.errors
-
-    from sandbox_runner.docker_daemon import one_line
-
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.api.remove_secret(secret)
-            return
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError as exc:
-            if time.monotonic() >= deadline:
-                if quiet:
-                    return
-                raise SandboxError(
-                    f"Could not remove the swarm secret {secret[:12]}: "
-                    f"{one_line(str(exc.explanation or exc))}"
-                ) from None
-            time.sleep(0.2)
-
-
 def remove_tolerant(remove: Callable[[], object]) -> None:
     """Run a removal; 404 (gone already) and 409 (being removed) count as done."""
     import docker.errors
@@ -131,3 +106,37 @@ def remove_tolerant(remove: Callable[[], object]) -> None:
     except docker.errors.APIError as exc:
         if exc.status_code not in (404, 409):
             raise
+
+
+def create_container(
+    client: docker.DockerClient,
+    kwargs: dict[str, Any],
+    *,
+    what: str = "the container",
+    stdin_once: bool = False,
+) -> Container:
+    """`containers.create` with retries; a missing image or a refusal is one clear line.
+    `stdin_once`: stdin closes when the one client attached to it lets go."""
+    import docker.errors
+
+    create = (lambda: _create_stdin_once(client, kwargs)) if stdin_once else None
+    try:
+        return with_retries("create", create or (lambda: client.containers.create(**kwargs)))
+    except docker.errors.ImageNotFound:
+        raise SandboxError(
+            f"Image '{kwargs['image']}' not found; build it with 'fks image build'"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"Docker could not create {what}: {exc.explanation or exc}") from None
+
+
+def _create_stdin_once(client: docker.DockerClient, kwargs: dict[str, Any]) -> Container:
+    """docker-py sets StdinOnce only for attached (not detached) containers: set it here."""
+    from docker.models.containers import _create_container_args
+
+    args = _create_container_args({**kwargs, "version": client.api._version})
+    name, platform = args.pop("name", None), args.pop("platform", None)
+    config = client.api.create_container_config(**args)
+    config["StdinOnce"] = True
+    created = client.api.create_container_from_config(config, name, platform)
+    return client.containers.prepare_model({"Id": created["Id"]})  # no inspect: it is new

@@ -1,5 +1,5 @@
-"""A `sandbox.engine` / `--engine` value turned into a connected docker-py client: the local
-engine, one remote engine (`tcp://`, `ssh://`, a Docker CLI context) or a swarm manager.
+"""A `sandbox.engine` / `--engine` value turned into a connected docker-py client: this
+machine's engine, or another one (`tcp://`, `ssh://`, a Docker CLI context).
 """
 
 from __future__ import annotations
@@ -23,22 +23,18 @@ _META_BYTES = 1 << 20  # bytes of a Docker context's meta.json read at most
 
 
 def supported_engine(engine: str | None) -> EngineSpec | None:
-    """The engine runs use: None for the local one; SandboxError for one runs cannot use yet."""
+    """The engine runs use: None for the local one (what runs cannot use there, the target
+    made of it refuses: `targets.target_for`)."""
     spec = EngineSpec.parse(engine) if engine is not None else None
     if spec is None or spec.is_local:
         return None
-    if spec.kind == "swarm" and spec.url is not None:
-        raise SandboxError(
-            f"sandbox engine {engine!r}: a swarm managed by another engine is not supported "
-            "yet; run fks on a manager of the swarm with engine 'swarm'"
-        )
     return spec
 
 
 def engine_client(spec: EngineSpec, *, timeout: int = 60) -> docker.DockerClient:
     """A client of the engine `spec` names, pinged; SandboxError in one line when it cannot be
-    reached. `swarm` is the local engine (its manager), `swarm:URL` the engine at URL."""
-    if spec.kind in ("local", "swarm") and spec.url is None:
+    reached. A spec with no URL and no context names this machine's engine."""
+    if spec.url is None and spec.context is None:
         return docker_client(timeout=timeout)
     kwargs = _context_kwargs(spec.context) if spec.context else _url_kwargs(spec.url or "")
     return _connected(spec, kwargs, timeout=timeout)

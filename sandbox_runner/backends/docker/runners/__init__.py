@@ -1,7 +1,7 @@
 """What runs one iteration: `container` (the hardened container's settings, and one container
 started, streamed, stopped and removed), `warm` (the next iterations' containers started while
-one runs), `service` (on a swarm: an iteration as a single-task service, its end read from its
-task, a lost node noticed) and `logs` (that service's log stream, read into a bounded queue).
+one runs) and `iteration` (what a step's sandbox asks of any runner and of the iteration it
+starts: how its end is known, the error when its place is lost, and `running`, its lifetime).
 Every runner hands back an `Execution` (`backends/api.py`); none of them knows workspaces,
 branches or run records. Imports only `backends.api`, `backends.docker.engine.client`/`checks`,
 `labels`, `errors` and `signals`.

@@ -11,14 +11,19 @@ import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import INTERRUPT_GRACE, ExecResult, ExecSpec, Stream
-from sandbox_runner.backends.docker.engine.client import is_missing_executable, with_retries
-from sandbox_runner.errors import AgentNotFoundError, Interrupted, SandboxError
+from sandbox_runner.backends.docker.engine.client import (
+    create_container,
+    is_missing_executable,
+    with_retries,
+)
+from sandbox_runner.backends.docker.runners.iteration import running
+from sandbox_runner.errors import AgentNotFoundError, SandboxError
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -130,6 +135,15 @@ class DockerExecution:
     def timed_out(self) -> bool:
         """fks killed it for running past its time."""
         return self._timed_out
+
+    @property
+    def report_ends_it(self) -> bool:
+        """A reported exit 0 is its end unless fks killed it for its time: the container is
+        ending (its stop takes tens of ms more)."""
+        return not self._timed_out
+
+    def settle(self) -> None:
+        """Its output ends with the container: there is no late output to wait for."""
 
     def attach(self) -> None:
         """Attach before start, so not a byte of output is missed."""
@@ -272,40 +286,6 @@ class DockerExecution:
                     stream.close()
 
 
-def create_container(
-    client: docker.DockerClient,
-    kwargs: dict[str, Any],
-    *,
-    what: str = "the container",
-    stdin_once: bool = False,
-) -> Container:
-    """`containers.create` with retries; a missing image or a refusal is one clear line.
-    `stdin_once`: stdin closes when the one client attached to it lets go."""
-    import docker.errors
-
-    create = (lambda: _create_stdin_once(client, kwargs)) if stdin_once else None
-    try:
-        return with_retries("create", create or (lambda: client.containers.create(**kwargs)))
-    except docker.errors.ImageNotFound:
-        raise SandboxError(
-            f"Image '{kwargs['image']}' not found; build it with 'fks image build'"
-        ) from None
-    except docker.errors.APIError as exc:
-        raise SandboxError(f"Docker could not create {what}: {exc.explanation or exc}") from None
-
-
-def _create_stdin_once(client: docker.DockerClient, kwargs: dict[str, Any]) -> Container:
-    """docker-py sets StdinOnce only for attached (not detached) containers: set it here."""
-    from docker.models.containers import _create_container_args
-
-    args = _create_container_args({**kwargs, "version": client.api._version})
-    name, platform = args.pop("name", None), args.pop("platform", None)
-    config = client.api.create_container_config(**args)
-    config["StdinOnce"] = True
-    created = client.api.create_container_from_config(config, name, platform)
-    return client.containers.prepare_model({"Id": created["Id"]})  # no inspect: it is new
-
-
 class DockerSandbox:
     """Runs each ExecSpec in a fresh container configured by `settings`."""
 
@@ -401,25 +381,3 @@ class DockerSandbox:
 
     def close(self) -> None:
         """Nothing outlives an iteration here (see `WarmDockerSandbox`)."""
-
-
-class _Interruptible(Protocol):
-    def interrupt(self) -> None: ...
-
-
-_E = TypeVar("_E", bound=_Interruptible)
-
-
-@contextmanager
-def running(execution: _E, retire: Callable[[], None]) -> Iterator[_E]:
-    """An iteration's container or service: Ctrl-C interrupts it, leaving the block `retire`s
-    it (removes it), on success, failure and Ctrl-C alike."""
-    try:
-        yield execution
-    except (Interrupted, KeyboardInterrupt):
-        with deferred_signals():
-            execution.interrupt()
-        raise
-    finally:
-        with deferred_signals():
-            retire()

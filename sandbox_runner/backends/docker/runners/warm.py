@@ -40,8 +40,8 @@ from sandbox_runner.backends.docker.runners.container import (
     ContainerSettings,
     DockerExecution,
     DockerSandbox,
-    running,
 )
+from sandbox_runner.backends.docker.runners.iteration import running
 from sandbox_runner.labels import LABEL_ROLE
 from sandbox_runner.signals import deferred_signals
 

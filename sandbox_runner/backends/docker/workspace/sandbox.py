@@ -1,6 +1,7 @@
 """The `Sandbox` that runs a step's iterations on its workspace (`volume.py`) and brings
-their commits home as data: after each iteration the host reads the container's export (see
-`export.py`) and takes its bundle, every object fsck'ed, into the step branch and nothing else.
+their commits home as data: after each iteration (`exporting.py`) the host reads its export
+(see `export.py`) and takes its bundle, every object fsck'ed, into the step branch and nothing
+else. Where the iteration runs, and how its export reaches the host, the workspace says.
 """
 
 from __future__ import annotations
@@ -13,32 +14,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.api import (
-    ExecResult,
-    ExecSpec,
-    Execution,
-    Notices,
-    Phase,
-    PhaseName,
-    Stream,
-)
-from sandbox_runner.backends.docker.runners.container import (
-    ContainerSettings,
-    DockerExecution,
-    DockerSandbox,
-)
+from sandbox_runner.backends.api import ExecSpec, Notices, Phase, PhaseName
+from sandbox_runner.backends.docker.runners.container import ContainerSettings, DockerSandbox
 from sandbox_runner.backends.docker.runners.warm import WarmDockerSandbox
 from sandbox_runner.backends.docker.workspace.export import (
     WORKSPACE,
     Export,
     ExportError,
-    LoggedBundle,
     PreparedLine,
-    ReportFilter,
     wrapped,
 )
+from sandbox_runner.backends.docker.workspace.exporting import Exporting
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
-from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.git.bundles import import_bundle
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.git.runner import GitError, git
@@ -137,21 +124,19 @@ class WorkspaceSandbox:
         if self._new_step or not self._provided:  # later iterations find their branch there
             self.workspace.provide(env["FKS_START"])
             self._provided = True
-        logged = self.workspace.log_channel(env, nonce, self.scratch)
+        channel = self.workspace.export_channel(env, nonce, self.scratch)
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
         self._last, self._error = None, None
         with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
             self.timed("container", began)
-            exporting = Exporting(
-                execution, self, spec.argv[0], PreparedLine(nonce), ReportFilter(nonce), logged
-            )
+            exporting = Exporting(execution, self, spec.argv[0], nonce, channel)
             yield exporting
             if exporting.lost is None:
                 self.workspace.placed(execution)
 
-    def node_lost(self, why: str) -> None:
-        """The iteration's node went down: it is incomplete, and the step goes on elsewhere
-        from its branch as the host has it."""
+    def place_lost(self, why: str) -> None:
+        """The place the iteration ran on went away: it is incomplete, and the step goes on
+        elsewhere (the workspace moves) from its branch as the host has it."""
         self._last, self._error = Export(), why
         before = self.workspace.mounts()
         self.workspace.relocate()
@@ -235,140 +220,9 @@ class WorkspaceSandbox:
         self._leftover_kept = exported
 
 
-_KEPT = "kept as the last iteration left it"
-
-
 def _moved(updated: list[str], leftover: str) -> str:
     """What an import moved, for -v."""
     parts = ["the step branch"] if any(ref != leftover for ref in updated) else []
     if leftover in updated:
         parts.append("what was left uncommitted")
     return " and ".join(parts)
-
-
-class Exporting:
-    """A running iteration; reading its exit status also reads what it exported."""
-
-    def __init__(
-        self,
-        execution: Execution,
-        owner: WorkspaceSandbox,
-        agent: str,
-        prepared: PreparedLine,
-        report: ReportFilter,
-        logged: LoggedBundle | None = None,
-    ) -> None:
-        """`logged`: the bundle comes through the log stream (a swarm task)."""
-        self._execution = execution
-        self._owner = owner
-        self._agent = agent
-        self._prepared = prepared
-        self._report = report
-        self._logged = logged
-        self._began = time.monotonic()
-        """When the container started: the workspace's checkout ends with the prepared line."""
-        self.lost: str | None = None
-        """Why the iteration's node is gone (a swarm task), if it is."""
-
-    @property
-    def id(self) -> str:
-        return self._execution.id
-
-    @property
-    def container_id(self) -> str | None:
-        return self._execution.container_id
-
-    def kill(self) -> None:
-        self._execution.kill()
-
-    def chunks(self) -> Iterator[tuple[Stream, bytes]]:
-        from sandbox_runner.backends.docker.runners.service import NodeLostError, ServiceExecution
-
-        service = self._execution if isinstance(self._execution, ServiceExecution) else None
-        try:
-            for stream, data in self._execution.chunks():
-                if stream == "stderr":
-                    data = self._stderr(data)
-                    if service is not None and self._report.reported() is not None:
-                        service.settle()  # the script's closing line: nothing follows it
-                        service = None
-                if data:
-                    yield stream, data
-        except NodeLostError as exc:
-            self.lost = str(exc)
-        rest = self._prepared.finish()
-        if self._logged is not None:
-            rest = self._logged.feed(rest) + self._logged.finish()
-        rest = self._report.feed(rest) + self._report.finish()
-        if rest:
-            yield "stderr", rest
-
-    def _stderr(self, data: bytes) -> bytes:
-        """The agent's output without fks's lines: prepared, bundle (swarm) and report."""
-        seen = self._prepared.value is not None
-        data = self._prepared.feed(data)
-        if not seen and self._prepared.value is not None:
-            self._owner.prepared(self._prepared)
-            kept = self._prepared.value == "kept"
-            self._owner.timed("checkout", self._began, _KEPT if kept else "")
-        if self._logged is not None:
-            data = self._logged.feed(data)
-        return self._report.feed(data)
-
-    def wait(self) -> ExecResult:
-        from sandbox_runner.backends.docker.runners.service import NodeLostError
-
-        try:
-            result = self._succeeded() or (self._execution.wait() if self.lost is None else None)
-        except NodeLostError as exc:
-            self.lost, result = str(exc), None
-        if result is None or self.lost is not None:
-            self._owner.node_lost(self.lost or "the iteration's swarm node went down")
-            return ExecResult(exit_code=255, container_id=self.container_id)
-        began = time.monotonic()
-        export = self._exported()
-        if export.complete:  # the container's own export, then what the host took of it
-            self._owner.timed("export", began - export.export_seconds)
-        if export.agent_missing and result.exit_code == 127:
-            raise AgentNotFoundError(
-                f"Agent '{self._agent}' not found in the image (not on its PATH, or "
-                "not in the workspace); install it in the image or give a path in the repository"
-            )
-        return result
-
-    def _succeeded(self) -> ExecResult | None:
-        """The script's report, once its output has ended, when it says the agent exited 0
-        and fks did not kill it: the container is ending, and Docker need not be waited for
-        (its stop takes tens of ms more). Anything else - no report, a failure (which may be
-        the memory limit's doing), a timeout, a swarm task - is asked of Docker. A report the
-        agent forged can claim only the exit it could have chosen itself."""
-        reported = self._report.reported()
-        if (
-            reported is None
-            or reported.first("code") != "0"
-            or not isinstance(self._execution, DockerExecution)
-            or self._execution.timed_out
-        ):
-            return None
-        return ExecResult(exit_code=0, container_id=self.container_id)
-
-    def _exported(self) -> Export:
-        """What the iteration exported: its report, and the bundle if it made one (from the
-        log stream on a swarm, else fetched from the stopped container)."""
-        if self._logged is None:
-            export = self._report.export()
-            if export is None:
-                return self._owner.collect(self._execution.id)
-            self._owner.accept(export)  # nothing to fetch: the report is all there is
-            return export
-        reported = self._report.reported()
-        if reported is None:
-            return self._owner.collect(self._execution.id)
-        try:
-            bundle = self._logged.result() if "bundle" in reported.values else None
-        except ExportError as exc:
-            self._owner.refuse(str(exc))
-            return Export()
-        export = Export(values=reported.values, bundle=bundle)
-        self._owner.accept(export)
-        return export

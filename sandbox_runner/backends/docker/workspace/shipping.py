@@ -17,16 +17,16 @@ import contextlib
 import tarfile
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.docker.engine.client import (
+    create_container,
     ensure_volume,
     remove_volume,
     with_retries,
 )
-from sandbox_runner.backends.docker.runners.container import Mount, create_container
+from sandbox_runner.backends.docker.runners.container import Mount
 from sandbox_runner.backends.docker.workspace.export import OBJECTS
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
@@ -39,22 +39,6 @@ if TYPE_CHECKING:
 
 OBJECTS_ROLE = "objects"
 _PACK = "fks-in.pack"
-# A loader on a node fks cannot put files on (a swarm's): an empty repository whose object
-# directory is the volume, and the pack indexed into it with every object checked and thin
-# deltas completed from what the volume holds.
-_INDEX = (
-    f"git init -q --bare /tmp/r; mkdir -p {OBJECTS}/pack {OBJECTS}/info; "
-    f"GIT_DIR=/tmp/r GIT_OBJECT_DIRECTORY={OBJECTS} git index-pack --stdin --strict "
-    "--fix-thin <{pack} >/dev/null"
-)
-LOADER_TIMEOUT_S = 1800
-
-
-@dataclass
-class Placement:
-    """The swarm node a workspace's volumes are on (None until its first service ran)."""
-
-    node: str | None = None
 
 
 def objects_volume_name(workspace_volume: str) -> str:

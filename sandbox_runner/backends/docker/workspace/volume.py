@@ -6,7 +6,7 @@ checkout rewrites only the files that differ). The user's `.git` itself is never
 an engine that cannot see this machine's disk the objects are a volume fks sends them to
 (`shipping.py`). The workspace also says how an iteration on it runs and how its work comes
 back: here a container on the same engine, its bundle read from the stopped container through
-the API (`export.py`); a swarm's workspace (`swarm.py`) answers differently.
+the API (`export.py`); a workspace of another kind of target answers differently.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from sandbox_runner.backends.docker.workspace.export import (
     OBJECTS,
     WORKSPACE,
     Export,
-    LoggedBundle,
+    ExportChannel,
+    FromContainer,
     read_export,
 )
 from sandbox_runner.git.repo import Repo
@@ -34,18 +35,14 @@ from sandbox_runner.git.repo import Repo
 if TYPE_CHECKING:
     import docker
 
-    from sandbox_runner.backends.api import ExecSpec, Execution, Sandbox
+    from sandbox_runner.backends.api import ExecSpec, Execution
+    from sandbox_runner.backends.docker.runners.iteration import IterationRunner
+    from sandbox_runner.backends.docker.workspace.exporting import ExportOwner
 
 
 def volume_name(run_id: str, repo_top: Path) -> str:
     digest = hashlib.sha256(str(repo_top).encode()).hexdigest()[:10]
     return f"fks-ws-{run_id}-{digest}"
-
-
-class Collector(Protocol):
-    """Who takes what a stopped container exported (`WorkspaceSandbox` does)."""
-
-    def collect(self, container_id: str) -> Export: ...
 
 
 class ObjectStore(Protocol):
@@ -122,30 +119,31 @@ class VolumeWorkspace:
         self.objects.remove()
 
     def idle(self) -> None:
-        """The step that used it is over (a swarm's workspace lets go of its network)."""
+        """The step that used it is over: nothing is held for it here."""
 
     def relocate(self) -> None:
-        """Its node went down (a swarm's workspaces only)."""
+        """The place it is on went away: only a workspace on one node of several moves."""
         raise NotImplementedError
 
     # --- how an iteration on it runs, and how its work comes back ------------------------------
 
-    def runner(self, containers: DockerSandbox, settings: ContainerSettings) -> Sandbox:
+    def runner(self, containers: DockerSandbox, settings: ContainerSettings) -> IterationRunner:
         """What starts an iteration: the step's containers, on the workspace's engine."""
         return containers
 
     def placed(self, execution: Execution) -> None:
         """An iteration ran on the workspace: nothing to note where its engine is one."""
 
-    def log_channel(self, env: dict[str, str], nonce: str, scratch: Path) -> LoggedBundle | None:
-        """None: the bundle is read from the stopped container, not from its output."""
-        return None
+    def export_channel(self, env: dict[str, str], nonce: str, scratch: Path) -> ExportChannel:
+        """How an iteration's bundle reaches the host (`env`: the iteration's, to tell its
+        script): read from the stopped container, not from its output."""
+        return FromContainer()
 
     def read_export(self, container_id: str, scratch: Path) -> Export:
         """A stopped container's export, through the API (ExportError if it cannot be had)."""
         return read_export(self._client, container_id, scratch)
 
-    def export(self, owner: Collector, settings: ContainerSettings, spec: ExecSpec) -> None:
+    def export(self, owner: ExportOwner, settings: ContainerSettings, spec: ExecSpec) -> None:
         """Run `spec` (the script alone, exporting) in a container of its own, then collect."""
         with DockerSandbox(self._client, settings).start(spec) as execution:
             for _chunk in execution.chunks():

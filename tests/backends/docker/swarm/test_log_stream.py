@@ -1,4 +1,4 @@
-"""The log stream of a swarm service (backends/docker/runners/log_stream.py), against a stand-in for
+"""The log stream of a swarm service (backends/docker/swarm/log_stream.py), against a stand-in for
 the engine's API that serves multiplexed frames and honours `since`: what the follow stream
 did not bring is caught up once the task has ended, nothing is delivered twice, and a line a
 node stamped before the last one it had handed over is not lost."""
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.backends.docker.runners import log_stream
-from sandbox_runner.backends.docker.runners.log_stream import LogPump
+from sandbox_runner.backends.docker.swarm import log_stream
+from sandbox_runner.backends.docker.swarm.log_stream import LogPump
 
 BASE = 1_795_000_000  # seconds since the epoch: any time will do
 

@@ -1,7 +1,7 @@
-"""Iterations as swarm services (backends/docker/runners/service.py) on a real two-node swarm: output
+"""Iterations as swarm services (backends/docker/swarm/service.py) on a real two-node swarm: output
 from the log stream with stdout and stderr apart, the exit code from the task, the hardening,
 timeouts, Ctrl-C, a node lost mid-iteration; and the bundle that leaves through the log stream
-(export.LoggedBundle), with what an agent could print to fool it."""
+(logged_bundle.LoggedBundle), with what an agent could print to fool it."""
 
 from __future__ import annotations
 
@@ -25,16 +25,14 @@ from fks_testing.helpers import fks
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.runners.service import (
-    NodeLostError,
-    ServiceExecution,
-    ServiceSandbox,
-    remove_run_services,
-)
-from sandbox_runner.backends.docker.runners.service_script import run_script
-from sandbox_runner.backends.docker.runners.task_network import StepNetwork
 from sandbox_runner.backends.docker.settings import TMPFS
-from sandbox_runner.backends.docker.workspace.export import ExportError, LoggedBundle, script
+from sandbox_runner.backends.docker.swarm.cleanup import remove_run_services
+from sandbox_runner.backends.docker.swarm.execution import NodeLostError, ServiceExecution
+from sandbox_runner.backends.docker.swarm.logged_bundle import LoggedBundle
+from sandbox_runner.backends.docker.swarm.nodes import run_script
+from sandbox_runner.backends.docker.swarm.service import ServiceSandbox
+from sandbox_runner.backends.docker.swarm.task_network import StepNetwork
+from sandbox_runner.backends.docker.workspace.export import ExportError, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
 # One swarm per machine: with the other tests of the swarm and the second engine.

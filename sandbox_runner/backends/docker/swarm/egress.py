@@ -27,17 +27,15 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
 )
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
-from sandbox_runner.backends.docker.engine.client import (
-    remove_secret,
-    remove_tolerant,
-    with_retries,
-)
+from sandbox_runner.backends.docker.engine.client import remove_tolerant, with_retries
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+
+    import docker
 
 _NODE_RE = re.compile(r"com\.docker\.swarm\.node\.id=([a-z0-9]+)")
 _ENDED = frozenset({"complete", "failed", "rejected", "shutdown", "orphaned"})
@@ -234,3 +232,26 @@ class SwarmEgressProxy(EgressProxy):
             for secret in self._secret_ids:
                 remove_secret(self._client, secret, quiet=quiet)
             self._secret_ids = []
+
+
+def remove_secret(client: docker.DockerClient, secret: str, *, quiet: bool = True) -> None:
+    """Remove a swarm secret; one still referenced by a service being removed is tried again
+    for a few seconds."""
+    import docker.errors
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.api.remove_secret(secret)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if time.monotonic() >= deadline:
+                if quiet:
+                    return
+                raise SandboxError(
+                    f"Could not remove the swarm secret {secret[:12]}: "
+                    f"{one_line(str(exc.explanation or exc))}"
+                ) from None
+            time.sleep(0.2)
