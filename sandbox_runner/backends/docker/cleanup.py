@@ -21,6 +21,7 @@ from sandbox_runner.labels import (
     LABEL_RUN,
     LABEL_RUNTIME,
 )
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunRecord, pid_alive, run_alive
 from sandbox_runner.records.store import RunStore, project_root
 
@@ -163,7 +164,7 @@ def _salvage_swarm(
     from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 
     for step in record.steps:
-        if not step.workspace or not step.branch or step.status == "complete":
+        if not step.workspace or not step.branch or step.status == Status.COMPLETE:
             continue
         node, labels = found.get(step.workspace, (None, {}))
         if node is None or labels.get(LABEL_RUN) != record.id or step.repo not in repos:
@@ -247,7 +248,7 @@ def _salvage_and_remove(
         )
         return False
     for step in record.steps:
-        if step.workspace == volume.name and step.branch and step.status != "complete":
+        if step.workspace == volume.name and step.branch and step.status != Status.COMPLETE:
             _salvage_step(client, target, volume.name, labels, record, step.index)
     remove_volume(client, volume.name)
     return True
