@@ -58,7 +58,9 @@ _ITERATION_ENDS = {
     IterationEnd.ONCE: About(
         "the one iteration of a step without :N ended (the step is done, whatever the exit code)"
     ),
-    IterationEnd.NO_MARKER: About("it ended without the marker; the next iteration follows"),
+    IterationEnd.NO_MARKER: About(
+        "an iteration of a looping step ended without the marker; the next one follows"
+    ),
     IterationEnd.MAX_TURNS: About(
         "hit the turn limit",
         "raise the agent's maxTurns in forge/chains.json, or give it a smaller task",
@@ -84,7 +86,7 @@ _ITERATION_ENDS = {
     IterationEnd.OOM: About("ran out of memory", "raise sandbox.memory in forge/chains.json"),
     IterationEnd.RATE_LIMITED: About(
         "the API answered with a rate-limit/overload error",
-        "none: fks waits it out without using up the iteration (up to rateLimitMaxWait)",
+        "none needed: fks waits it out (up to rateLimitMaxWait) without using up the iteration",
     ),
     IterationEnd.IS_ERROR: About("ended with an error from Claude", "its notes are in fks show"),
     IterationEnd.EXPORT_FAILED: About(
@@ -98,7 +100,8 @@ _ITERATION_ENDS = {
         "interrupted (Ctrl-C or a signal); it does not count", f"{_RESUME} runs it again"
     ),
     IterationEnd.ERROR: About(
-        "fks failed while it ran; the run failed with it", "the error fks printed says why"
+        "fks failed while it ran; the run failed with it",
+        "the error fks printed (the run's reason in fks show) says why",
     ),
 }
 
@@ -168,15 +171,17 @@ _STEP_ENDS = {
         "give it a smaller task, or raise noProgressLimit (0: off)",
     ),
     StepEnd.REPEATED_ERROR: About(
-        "the same error repeated", "the error is in fks show; noProgressLimit 0 turns this off"
+        "the same error repeated",
+        "the error is in fks show; a noProgressLimit of 0 turns the breaker off",
     ),
     StepEnd.MERGE_CONFLICT: About(
         "its branch conflicts with the base branch, which was left untouched",
-        f"resolve it (fks review RUN, git merge), or {_RESUME}",
+        f"resolve the conflict on the base branch, then {_RESUME} merges it (or git merge "
+        "BRANCH yourself)",
     ),
     StepEnd.MERGE_BLOCKED: About(
         "its branch could not be merged into the base branch",
-        f"once what blocked it is out of the way: {_RESUME}",
+        f"once what blocked it is out of the way: {_RESUME} (or git merge BRANCH)",
     ),
     StepEnd.LANDED_ON_RESUME: About("resumed, only its merge was left: no agent ran"),
 }
