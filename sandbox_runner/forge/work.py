@@ -144,7 +144,7 @@ class WorkItem(BaseModel):
         return None
 
 
-def describe(status: str, stage: str, *, answered: bool = False) -> str:
+def describe(status: WorkStatus, stage: str, *, answered: bool = False) -> str:
     """A work item's status and stage in words (a landed task is not "completed at done")."""
     if status == WorkStatus.COMPLETED:
         return "landed"
