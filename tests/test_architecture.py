@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 import tomllib
+from enum import StrEnum
 from pathlib import Path
 
 import pytest
+
+from sandbox_runner import outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "sandbox_runner"
@@ -208,8 +212,9 @@ def test_cli_imports_neither_docker_nor_git() -> None:
     assert done.stdout.strip() == "[]"
 
 
-# Lower layers never import higher ones (lazy imports included, type-only ones not). Three
-# modules that import nothing from the package are shared downwards: `console.ansi` (records and the
+# Lower layers never import higher ones (lazy imports included, type-only ones not). Modules
+# that import nothing from the package are shared downwards: `outcomes` (every layer names how
+# iterations, steps and runs end with it), `console.ansi` (records and the
 # image builder strip escapes with it), `console.units` (every display shows costs and byte counts
 # with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
 _LOWER_LAYERS = ("plan", "steps", "backends", "git", "records")
@@ -221,6 +226,7 @@ _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     ("images",): ("backends", "steps", "forge", "commands", "cli", "console"),
 }
 _ALLOWED = {
+    "sandbox_runner.outcomes",
     "sandbox_runner.console.ansi",
     "sandbox_runner.console.units",
     "sandbox_runner.records.layout",
@@ -303,3 +309,75 @@ def test_pytest_puts_nothing_on_sys_path() -> None:
         and node.value.id == "sys"
     ]
     assert not touching, "sys.path changed in " + ", ".join(touching)
+
+
+# Words that mean something else where they are spelled: Docker's own states of a swarm task
+# (`complete`, `failed`), the `error` key the iteration script writes into its report, JUnit's
+# `<error>` element, and the terminal's word for how often a step without :N runs (`once`,
+# which that step's end reason is named after).
+_OUTCOME_WORDS_ELSEWHERE = {
+    "console/output.py": {"once"},
+    "backends/docker/swarm/execution.py": {"complete", "failed"},
+    "backends/docker/swarm/egress.py": {"complete", "failed"},
+    "backends/docker/workspace/export.py": {"error"},
+    "records/junit.py": {"error"},
+}
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+_QUOTED = re.compile(r"""(["'])([a-z_]+)\1""")
+
+
+def _outcome_words() -> frozenset[str]:
+    """Every spelling of an end reason or a status: the values of `outcomes`' enums."""
+    kinds = [k for k in vars(outcomes).values() if isinstance(k, type) and issubclass(k, StrEnum)]
+    return frozenset(member.value for kind in kinds for member in kind)
+
+
+def _keys(tree: ast.AST, words: frozenset[str]) -> set[int]:
+    """Constants that name a key, not an outcome: `x["error"]`, `x.get("error")`, `"error" in
+    x`, and the keys of a dict that holds other keys too (a JSON document's field names)."""
+    keys: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            keys.append(node.slice)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in ("get", "pop", "setdefault"):
+                keys.append(node.args[0])
+        elif isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            if not isinstance(node.comparators[0], (ast.Tuple, ast.List, ast.Set)):
+                keys.append(node.left)
+        elif isinstance(node, ast.Dict):
+            named = [k for k in node.keys if isinstance(k, ast.Constant)]
+            if any(k.value not in words for k in named):
+                keys += named
+    return {id(k) for k in keys if isinstance(k, ast.Constant)}
+
+
+def test_no_end_reason_or_status_is_spelled_outside_the_outcomes_module() -> None:
+    """End reasons and statuses are `sandbox_runner.outcomes`' members everywhere else: no
+    module (nor template) spells one as a string."""
+    words = _outcome_words()
+    spelled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where == "outcomes.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        keys, allowed = _keys(tree, words), _OUTCOME_WORDS_ELSEWHERE.get(where, set())
+        spelled += [
+            f"sandbox_runner/{where}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and node.value in words
+            and node.value not in allowed
+            and id(node) not in keys
+        ]
+    for path in sorted((PACKAGE / "web" / "templates").rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        for block in _JINJA.finditer(text):
+            line = text.count("\n", 0, block.start()) + 1
+            spelled += [
+                f"sandbox_runner/{path.relative_to(PACKAGE).as_posix()}:{line}: {q[1]!r}"
+                for q in _QUOTED.findall(block.group())
+                if q[1] in words
+            ]
+    assert not spelled, "\n".join(spelled)

@@ -14,6 +14,8 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from sandbox_runner.outcomes import Exit, IterationEnd, StepEnd
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = sorted([README, ROOT / "BENCHMARKS.md", *(ROOT / "docs").glob("*.md")])
@@ -153,3 +155,26 @@ def test_every_test_the_security_model_names_exists() -> None:
         or (name and not re.search(rf"def {re.escape(name)}\(", (ROOT / path).read_text()))
     ]
     assert not missing, f"docs/sandbox.md's security model names tests that do not exist: {missing}"
+
+
+_ENDS = re.compile(r"<!-- BEGIN (ITERATION|STEP) ENDS.*?-->\n(.*?)\n<!-- END \1 ENDS -->", re.S)
+
+
+def _ends_table(rows: list[tuple[str, str, str | None]]) -> str:
+    lines = ["| reason | what happened | the fix |", "| --- | --- | --- |"]
+    lines += [f"| `{value}` | {text} | {fix or '-'} |" for value, text, fix in rows]
+    return "\n".join(lines)
+
+
+def test_the_end_reasons_docs_list_every_reason_with_its_text_and_fix() -> None:
+    """docs/claude.md's tables of end reasons are the outcomes module's: paste the expected
+    table this test prints when a reason, a text or a fix changed."""
+    expected = {
+        "ITERATION": _ends_table(
+            [(m.value, m.text, m.fix) for m in IterationEnd] + [("exit_N", *Exit.ABOUT)]
+        ),
+        "STEP": _ends_table([(m.value, m.text, m.fix) for m in StepEnd]),
+    }
+    found = dict(_ENDS.findall((ROOT / "docs" / "claude.md").read_text(encoding="utf-8")))
+    for kind, table in expected.items():
+        assert found.get(kind) == table, f"docs/claude.md's {kind} ENDS table should be:\n{table}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.record import RunRecord, run_alive
 from sandbox_runner.records.store import RunStore, project_root
@@ -168,7 +169,7 @@ def _clean_task_branches(project: Path) -> int:
     return sum(
         _drop_if_done(project, item.branch, item.base, item.start_commit)
         for item in items
-        if item.branch and item.base and item.status in ("completed", "failed")
+        if item.branch and item.base and item.status in (WorkStatus.COMPLETED, WorkStatus.FAILED)
     )
 
 

@@ -36,6 +36,7 @@ from sandbox_runner.forge.selection import (
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
     ChainsConfig,
@@ -214,7 +215,9 @@ def _conduct(
         raise
     view.close()
     items = _write_outputs(setup, conductor.started, session, options)
-    done = all(i.status == "completed" for i in items) and len(items) == len(conductor.started)
+    done = all(i.status == WorkStatus.COMPLETED for i in items) and len(items) == len(
+        conductor.started
+    )
     return (
         EXIT_COMPLETE
         if done and all(c in (0, EXIT_SKIPPED) for c in codes.values())
@@ -294,7 +297,7 @@ def worker(options: ForgeOptions, task_id: str) -> int:
         return EXIT_INTERRUPTED
     if item is None:
         return EXIT_SKIPPED
-    return EXIT_COMPLETE if item.status == "completed" else EXIT_INCOMPLETE
+    return EXIT_COMPLETE if item.status == WorkStatus.COMPLETED else EXIT_INCOMPLETE
 
 
 def _write_outputs(
@@ -333,12 +336,12 @@ def _write_outputs(
 
 def _summary_line(item: WorkItem, session: str) -> str:
     what = {
-        "completed": f"landed ({(item.merge_commit or '')[:12]})",
-        "failed": f"failed: {one_line(item.error or '')}",
-        "waiting": f"waiting for an answer: {one_line(item.question or '')}",
-        "pending": f"stopped before {item.stage} (--max-cost)",
-        "executing": f"being processed by another fks forge run (at {item.stage})",
-        "interrupted": f"interrupted during {item.stage} (fks forge run --resume continues it)",
+        WorkStatus.COMPLETED: f"landed ({(item.merge_commit or '')[:12]})",
+        WorkStatus.FAILED: f"failed: {one_line(item.error or '')}",
+        WorkStatus.WAITING: f"waiting for an answer: {one_line(item.question or '')}",
+        WorkStatus.PENDING: f"stopped before {item.stage} (--max-cost)",
+        WorkStatus.EXECUTING: f"being processed by another fks forge run (at {item.stage})",
+        WorkStatus.INTERRUPTED: f"interrupted during {item.stage} (fks forge run --resume continues it)",
     }[item.shown_status]
     return (
         f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, {item.cost_text(session)}, "
@@ -393,7 +396,7 @@ def status(*, cwd: Path | None, json_output: bool = False) -> int:
 def clarifications(*, cwd: Path | None) -> int:
     project = _project(cwd)
     store = WorkStore(project)
-    open_items = [i for i in store.items() if i.status == "waiting" and not i.answer]
+    open_items = [i for i in store.items() if i.status == WorkStatus.WAITING and not i.answer]
     if not open_items:
         print("No open questions.")
         return EXIT_COMPLETE

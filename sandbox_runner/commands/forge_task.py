@@ -34,6 +34,7 @@ from sandbox_runner.forge.pipeline import prepare_retry
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, refusal
+from sandbox_runner.outcomes import Status, WorkStatus
 
 if TYPE_CHECKING:
     from sandbox_runner.records.record import StepRecord
@@ -75,7 +76,11 @@ def land(options: ForgeOptions, task: str) -> int:
             done = process_task(ctx, task_id, max_cost=None, mode="land")
     except Interrupted:
         return EXIT_INTERRUPTED
-    return EXIT_COMPLETE if done is not None and done.status == "completed" else EXIT_INCOMPLETE
+    return (
+        EXIT_COMPLETE
+        if done is not None and done.status == WorkStatus.COMPLETED
+        else EXIT_INCOMPLETE
+    )
 
 
 def retry(options: ForgeOptions, task: str) -> int:
@@ -92,9 +97,9 @@ def retry(options: ForgeOptions, task: str) -> int:
             raise UsageError(
                 f"{task_id} is being processed by another fks forge run (pid {item.pid})"
             )
-        if item.status == "completed":
+        if item.status == WorkStatus.COMPLETED:
             raise UsageError(landed_line(item))
-        if item.status not in ("failed", "interrupted") and not item.interrupted:
+        if item.status not in (WorkStatus.FAILED, WorkStatus.INTERRUPTED) and not item.interrupted:
             raise UsageError(
                 f"{task_id} is {item.shown_status}, not failed; fks forge run {task_id} goes on with it"
             )
@@ -191,7 +196,7 @@ _WORDS = {"architect": ("resolved", "asked a question"), "review": ("approved", 
 def _answered(stage: str, step: StepRecord) -> str | None:
     """What a completed Architect or Review pass answered, in words: `asked a question`,
     `resolved`, `approved`, `rejected` (`invalid answer`: the stage was asked again)."""
-    if stage not in _WORDS or step.status != "complete" or not step.iterations:
+    if stage not in _WORDS or step.status != Status.COMPLETE or not step.iterations:
         return None
     claude = step.iterations[-1].claude
     raw = claude.structured_output if claude else None
@@ -237,7 +242,7 @@ def _shown_time(stamp: object) -> str:
 
 def _entry_lines(entry: dict[str, Any]) -> list[str]:
     what = entry["state"]
-    if entry["status"] == "completed":
+    if entry["status"] == WorkStatus.COMPLETED:
         what = f"landed ({(entry['merge_commit'] or '')[:12]})"
     lines = [
         f"#{entry['seq']} {what}: {plural(entry['attempts'], 'attempt')}, "
@@ -253,7 +258,7 @@ def _entry_lines(entry: dict[str, Any]) -> list[str]:
         waiting = f'none yet (fks forge answer {entry["task"]} "...")'
         lines.append(f"  answer: {answer or waiting}")
     for stage in entry["stages"]:
-        said = stage.get("reason") if stage["status"] != "complete" else None
+        said = stage.get("reason") if stage["status"] != Status.COMPLETE else None
         reason = f" ({one_line(said, 200)})" if said else ""
         cost = f" {usd(stage['cost_usd'])}" if "cost_usd" in stage else ""
         status = stage.get("answered") or stage["status"]

@@ -25,11 +25,13 @@ from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.output import plural
 from sandbox_runner.console.units import usd
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.landed import landed as run_landed
 from sandbox_runner.records.record import RunRecord, now
 from sandbox_runner.records.store import RunStore
 
-STATUSES = ("running", "complete", "incomplete", "interrupted", "failed", "died")
+STATUSES = (*(s.value for s in Status if s != Status.PENDING), "died")
+"""What `fks runs --status` takes: a run's status, or `died` (running, but its process is gone)."""
 _AGE = re.compile(r"(\d{1,6})([mhdw])")
 _UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _TITLE_WIDTH = 60
@@ -174,7 +176,7 @@ def landed(record: RunRecord, forge: ForgeInfo) -> bool:
 
 
 def failed(record: RunRecord) -> bool:
-    return run_status(record) in ("failed", "died")
+    return run_status(record) in (Status.FAILED, "died")
 
 
 def _plain(text: str) -> str:
@@ -209,7 +211,7 @@ def _label(record: RunRecord, forge: ForgeInfo) -> str:
 
 def _run_row(record: RunRecord, forge: ForgeInfo, indent: str = "") -> tuple[str, ...]:
     state = run_status(record)
-    if state == "running":
+    if state == Status.RUNNING:
         duration = span(record.started, now(), record.pauses)  # so far
     elif state == "died":
         duration = "-"
@@ -232,7 +234,7 @@ def _rows(group: Group, forge: ForgeInfo) -> list[tuple[str, ...]]:
     runs = group.runs
     tasks = {r.options.forge_task for r in runs}
     ends = [r.ended for r in runs]
-    running = any(run_status(r) == "running" for r in runs)
+    running = any(run_status(r) == Status.RUNNING for r in runs)
     head = (
         group.session,
         f"forge session: {plural(len(tasks), 'task')}",

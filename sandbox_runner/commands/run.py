@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Backend
 from sandbox_runner.backends.factory import make_backend
-from sandbox_runner.console.output import PREFIX, PlainReporter, StepDetails, plural
+from sandbox_runner.console.output import (
+    PREFIX,
+    PlainReporter,
+    StepDetails,
+    iteration_limit,
+)
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
@@ -24,6 +29,7 @@ from sandbox_runner.errors import (
     Interrupted,
     UsageError,
 )
+from sandbox_runner.outcomes import Status, StepEnd
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.agents import AgentCommand, step_prompt
 from sandbox_runner.plan.config import parse_vars
@@ -362,7 +368,7 @@ def _run_lock(
 
 def _after_interrupt(backend: Backend, record: RunRecord) -> None:
     for step in record.steps:
-        if step.status == "interrupted":
+        if step.status == Status.INTERRUPTED:
             for line in backend.review_hint(step):
                 print(f"{PREFIX} {line}", file=sys.stderr)
 
@@ -377,7 +383,7 @@ def _summary(result: ChainResult, backend: Backend, reporter: Reporter) -> None:
     reporter.info(f"Step {failed.index} ({failed.agent}) {why}")
     for line in backend.review_hint(failed.record):
         reporter.info(line)
-    if failed.outcome.reason == "max_cost":
+    if failed.outcome.reason == StepEnd.MAX_COST:
         reporter.info(
             f"Continue with a larger budget: fks run --resume {result.run_id} --max-cost USD"
         )
@@ -484,7 +490,7 @@ def _dry_run(
     for line in where:
         print(f"  {line}")
     for s in steps:
-        limit = f"max {plural(int(s['iterations']), 'iteration')}" if s["loop"] else "once"
+        limit = iteration_limit(int(s["iterations"]), bool(s["loop"]))
         print(f"  Step {s['index']}: {s['agent']} ({limit})")
         for line in _step_lines(s):
             print(f"    {line}")

@@ -11,6 +11,7 @@ from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.lines import clip
 from sandbox_runner.console.units import byte_count, usd
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+from sandbox_runner.outcomes import IterationEnd, Status
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now, run_alive
 from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import usd_limit
@@ -37,16 +38,16 @@ def load_run(store: RunStore, run_ref: str) -> RunRecord:
 
 def run_status(record: RunRecord) -> str:
     """The recorded status, except that a `running` run whose process is gone has `died`."""
-    if record.status == "running" and not run_alive(record):
+    if record.status == Status.RUNNING and not run_alive(record):
         return "died"
     return record.status
 
 
 def step_status(step: StepRecord, run_state: str) -> str:
-    if step.status == "running" and run_state == "died":
+    if step.status == Status.RUNNING and run_state == "died":
         return "died"
-    if step.status == "pending":
-        return "pending" if run_state == "running" else "not started"
+    if step.status == Status.PENDING:
+        return Status.PENDING if run_state == Status.RUNNING else "not started"
     return step.status
 
 
@@ -93,12 +94,12 @@ _COLUMNS = ("ID", "CHAIN", "STARTED", "DURATION", "STATUS", "STEPS", "COST")
 _CHAIN_WIDTH = 48
 _CHAIN_MIN = 12
 _STATUS_STYLE = {
-    "complete": "green",
-    "incomplete": "yellow",
-    "failed": "red",
+    Status.COMPLETE: "green",
+    Status.INCOMPLETE: "yellow",
+    Status.FAILED: "red",
     "died": "red",
-    "interrupted": "magenta",
-    "running": "cyan",
+    Status.INTERRUPTED: "magenta",
+    Status.RUNNING: "cyan",
 }
 
 
@@ -204,7 +205,7 @@ def _run_status_line(record: RunRecord, state: str) -> str:
         status += (
             f"; its process {record.pid} is gone (continue with: fks run --resume {record.id})"
         )
-    elif state == "running":
+    elif state == Status.RUNNING:
         status += f" (pid {record.pid})"
     return status
 
@@ -227,7 +228,7 @@ def _run_times(record: RunRecord, state: str) -> Iterator[str]:
     if record.ended is not None:
         yield _field("ended", local_time(record.ended))
         yield _field("duration", span(record.started, record.ended, record.pauses))
-    elif state == "running":
+    elif state == Status.RUNNING:
         yield _field("duration", f"{span(record.started, now(), record.pauses)} so far")
 
 
@@ -284,7 +285,7 @@ def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> It
     if it.network is not None and (total := it.network.total):
         many = "s" if total != 1 else ""
         yield f"      network: {total} request{many} through the egress proxy (fks show --network)"
-    if it.error_tail and it.reason != "marker":
+    if it.error_tail and it.reason != IterationEnd.MARKER:
         tail = [line for line in it.error_tail.splitlines() if line.strip()][-3:]
         for line in tail:
             yield f"      stderr: {clip(line, _STDERR_WIDTH)}"
@@ -299,7 +300,7 @@ def _iteration_line(it: IterationRecord, run_state: str) -> str:
     if it.ended is not None:
         took = span(it.started, it.ended)
     elif it.reason is None:
-        took = "running" if run_state == "running" else "died"
+        took = Status.RUNNING if run_state == Status.RUNNING else "died"
     else:
         took = "-"
     exit_code = "-" if it.exit_code is None else str(it.exit_code)

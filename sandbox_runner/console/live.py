@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING
 
 from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import strip_escapes
-from sandbox_runner.console.output import PREFIX, closing_line, plural
+from sandbox_runner.console.output import PREFIX, closing_line, iteration_limit, plural
 from sandbox_runner.console.units import usd
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class LiveReporter:
         with self._lock:
             self._step = f"Step {index}/{total}"
             self._agent = agent
-            self._iteration = f"max {plural(iterations, 'iteration')}" if loop else "once"
+            self._iteration = iteration_limit(iterations, loop)
             self._iteration_started = self._iteration_ended = None
             self._reset_output()
         if index > 1:
@@ -119,7 +119,7 @@ class LiveReporter:
 
     def iteration_started(self, number: int, maximum: int, loop: bool) -> None:
         with self._lock:
-            self._iteration = f"iteration {number}/{maximum}" if loop else "once"
+            self._iteration = f"iteration {number}/{maximum}" if loop else iteration_limit(1, loop)
             self._iteration_started = time.monotonic()
             self._iteration_ended = None
             self._reset_output()

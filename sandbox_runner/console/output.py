@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.console.units import usd
+from sandbox_runner.outcomes import Status
 
 if TYPE_CHECKING:
     from sandbox_runner.records.results import IterationResult, StepOutcome
@@ -34,6 +35,11 @@ StepDetails = Callable[[int], list[str]]
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`1 attempt`, `2 attempts` (`many` for words that do not just take an s)."""
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def iteration_limit(iterations: int, loop: bool) -> str:
+    """How often a step runs: `max 3 iterations`, or `once` for a step without :N."""
+    return f"max {plural(iterations, 'iteration')}" if loop else "once"
 
 
 class PlainReporter:
@@ -152,7 +158,8 @@ def closing_line(complete: bool, done: int, total: int, cost: float | None) -> s
     """A run's last line, the same for every run (one step or many, looping or not), for CI
     and scripts to match: `Chain complete (2/2 steps)`, `Chain incomplete (0/2 steps, $0.0120)`."""
     spent = f", {usd(cost)}" if cost else ""
-    return f"Chain {'complete' if complete else 'incomplete'} ({done}/{total} steps{spent})"
+    status = Status.COMPLETE if complete else Status.INCOMPLETE
+    return f"Chain {status} ({done}/{total} steps{spent})"
 
 
 def _prefixed(data: bytes, *, at_line_start: bool) -> bytes:

@@ -13,7 +13,8 @@ from typing import Generic, Protocol, TypeVar
 
 from sandbox_runner.console.output import plural
 from sandbox_runner.forge.models import AnalysisResult, ArchitectResult, ReviewResult
-from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.outcomes import WorkStatus
 
 T = TypeVar("T")
 STRUCTURED_ATTEMPTS = 2
@@ -88,7 +89,7 @@ def prepare_retry(item: WorkItem) -> None:
     rejected implementation goes back to Implement with the review's issues."""
     if item.stage == "review" and item.review is not None and not item.review.approved:
         item.stage, item.feedback = "implement", rejection(item.review)
-    item.status, item.error, item.retries, item.pid = "pending", None, 0, None
+    item.status, item.error, item.retries, item.pid = WorkStatus.PENDING, None, 0, None
 
 
 @dataclass
@@ -116,12 +117,12 @@ class TaskPipeline:
         }
         while True:
             if item.stage == "done":
-                return self._rest("completed")
+                return self._rest(WorkStatus.COMPLETED)
             if (why := self.task_over()) is not None:
                 return self._rest(self._fail(why))
             if self.over_budget():
                 self.events.info(f"{self.budget_note()}: the task stops here, continues next run")
-                return self._rest("pending")
+                return self._rest(WorkStatus.PENDING)
             self.events.stage(item, item.stage)
             rest = steps[item.stage]()
             self.store.write(item)
@@ -134,13 +135,13 @@ class TaskPipeline:
         landed = self.stages.integrate(self.item)
         if landed.merged:
             self.item.merge_commit, self.item.stage, self.item.error = landed.commit, "done", None
-            return self._rest("completed")
+            return self._rest(WorkStatus.COMPLETED)
         why = landed.blocked or f"conflicts with the base in {', '.join(landed.conflicts)}"
         self.store.write(self.item)
         return self._rest(self._fail(f"could not land: {why}; branch kept"))
 
     def _rest(self, status: WorkStatus) -> WorkItem:
-        if status != "waiting":
+        if status != WorkStatus.WAITING:
             self.store.release(self.item, status)
         self.events.finished(self.item)
         return self.item
@@ -148,9 +149,9 @@ class TaskPipeline:
     def _fail(self, why: str) -> WorkStatus:
         if self.over_budget():  # the budget stopped the stage: the task continues next run
             self.events.info(f"{self.budget_note()}: the task stops here, continues next run")
-            return "pending"
+            return WorkStatus.PENDING
         self.item.error = self.task_over() or why
-        return "failed"
+        return WorkStatus.FAILED
 
     def _ask(self, run: Callable[[WorkItem], Answered[T]], what: str) -> T | str:
         problem = "no answer"
@@ -184,7 +185,7 @@ class TaskPipeline:
             return None
         path = self.store.ask(self.item, answer.question or "")
         self.events.info(f"Needs a clarification: {answer.question} ({path})")
-        return "waiting"
+        return WorkStatus.WAITING
 
     def _implement(self) -> WorkStatus | None:
         self.item.attempts += 1

@@ -9,6 +9,7 @@ from pathlib import Path
 from sandbox_runner.console.output import plural
 from sandbox_runner.console.units import usd
 from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.records.junit import NOT_XML
 from sandbox_runner.records.store import write_atomic
 
@@ -25,12 +26,16 @@ def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
             f"{item.retries} {'retry' if item.retries == 1 else 'retries'}, "
             f"{usd(item.cost_usd)}, branch {item.branch}, runs {' '.join(item.runs)}"
         )
-        if item.status == "failed":
+        if item.status == WorkStatus.FAILED:
             failures += 1
-            ET.SubElement(case, "failure", message=_clean(item.error or "failed"))
-        elif item.status != "completed":
+            ET.SubElement(case, "failure", message=_clean(item.error or WorkStatus.FAILED))
+        elif item.status != WorkStatus.COMPLETED:
             skipped += 1
-            why = item.question if item.status == "waiting" else f"{item.status} at {item.stage}"
+            why = (
+                item.question
+                if item.status == WorkStatus.WAITING
+                else f"{item.status} at {item.stage}"
+            )
             ET.SubElement(case, "skipped", message=_clean(f"not finished: {why}"))
     suite.set("failures", str(failures))
     suite.set("skipped", str(skipped))

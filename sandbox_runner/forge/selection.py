@@ -11,6 +11,7 @@ from sandbox_runner.errors import UsageError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import landed_line
+from sandbox_runner.outcomes import WorkStatus
 
 
 def ready_tasks(project: Path, resume: bool) -> list[str]:
@@ -19,8 +20,8 @@ def ready_tasks(project: Path, resume: bool) -> list[str]:
     chosen = TaskBoard(project).ready()
     for item in WorkStore(project).items():
         again = (
-            (item.status == "waiting" and item.answer)
-            or item.status == "pending"
+            (item.status == WorkStatus.WAITING and item.answer)
+            or item.status == WorkStatus.PENDING
             or item.landable
             or (resume and item.interrupted)
         )
@@ -38,7 +39,7 @@ def named_tasks(project: Path, refs: Sequence[str], *, force: bool) -> list[str]
         item = store.get(task_id)
         if force:
             continue
-        if item is not None and item.status == "completed":
+        if item is not None and item.status == WorkStatus.COMPLETED:
             raise UsageError(landed_line(item))
         if item is None and status == "Done":
             raise UsageError(

@@ -38,6 +38,7 @@ from sandbox_runner.git.repo import (
     rev,
 )
 from sandbox_runner.git.runner import git
+from sandbox_runner.outcomes import IterationEnd, Status
 from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -373,14 +374,14 @@ def _task_run(ctx: ForgeContext, item: WorkItem) -> Iterator[ActiveRun]:
     try:
         yield active
     except (Interrupted, KeyboardInterrupt):
-        active.end("interrupted", "interrupted")
+        active.end(Status.INTERRUPTED, IterationEnd.INTERRUPTED)
         raise
     except Exception as exc:
         if not active.record.steps:
             store.discard(record.id)
             item.runs.remove(record.id)
         else:
-            active.end("failed", str(exc)[:500])
+            active.end(Status.FAILED, str(exc)[:500])
         raise
     else:
         complete = item.stage == "done"

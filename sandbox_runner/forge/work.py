@@ -21,12 +21,12 @@ from sandbox_runner.bounded import load_yaml
 from sandbox_runner.console.units import usd
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.record import now, pid_alive
 from sandbox_runner.records.store import write_atomic
 
-WorkStatus = Literal["pending", "executing", "waiting", "completed", "failed", "interrupted"]
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
 WORK_ITEM_BYTES = 4 << 20
 """Bytes of one work item read at most (fks writes a few KiB: answers are bounded)."""
@@ -42,7 +42,7 @@ class WorkItem(BaseModel):
     seq: int = 1
     """NNN of the file name: a task processed again after it failed gets a new item."""
     title: str = ""
-    status: WorkStatus = "pending"
+    status: WorkStatus = WorkStatus.PENDING
     """pending → executing → completed/failed; waiting: for the answer to `question`;
     interrupted: stopped by a signal (an `executing` item whose process is gone is one too)."""
     stage: Stage = "analyze"
@@ -95,16 +95,18 @@ class WorkItem(BaseModel):
     @property
     def held(self) -> bool:
         """Another live process is processing it."""
-        return self.status == "executing" and self.pid is not None and pid_alive(self.pid)
+        return self.status == WorkStatus.EXECUTING and self.pid is not None and pid_alive(self.pid)
 
     @property
     def interrupted(self) -> bool:
-        return self.status == "interrupted" or (self.status == "executing" and not self.held)
+        return self.status == WorkStatus.INTERRUPTED or (
+            self.status == WorkStatus.EXECUTING and not self.held
+        )
 
     @property
     def shown_status(self) -> WorkStatus:
         """The status as users see it: a dead owner's `executing` is `interrupted`."""
-        return "interrupted" if self.interrupted else self.status
+        return WorkStatus.INTERRUPTED if self.interrupted else self.status
 
     @property
     def state(self) -> str:
@@ -114,26 +116,26 @@ class WorkItem(BaseModel):
     @property
     def landed(self) -> bool:
         """Its work was merged into the base (its last run has landed: `records.landed`)."""
-        return self.status == "completed" and self.merge_commit is not None
+        return self.status == WorkStatus.COMPLETED and self.merge_commit is not None
 
     @property
     def landable(self) -> bool:
         """Approved, but its landing failed: the next run lands it without new agent runs."""
-        return self.status == "failed" and self.stage == "integrate"
+        return self.status == WorkStatus.FAILED and self.stage == "integrate"
 
     @property
     def continues(self) -> bool:
         """The next run continues this item where it stopped (rather than starting anew)."""
         return (
-            self.status == "pending"
+            self.status == WorkStatus.PENDING
             or self.interrupted
             or self.landable
-            or (self.status == "waiting" and bool(self.answer))
+            or (self.status == WorkStatus.WAITING and bool(self.answer))
         )
 
     @property
     def waiting_for(self) -> str | None:
-        if self.status == "waiting":
+        if self.status == WorkStatus.WAITING:
             return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
         if self.interrupted:
             return "fks forge run --resume continues it"
@@ -142,13 +144,13 @@ class WorkItem(BaseModel):
         return None
 
 
-def describe(status: str, stage: str, *, answered: bool = False) -> str:
+def describe(status: WorkStatus, stage: str, *, answered: bool = False) -> str:
     """A work item's status and stage in words (a landed task is not "completed at done")."""
-    if status == "completed":
+    if status == WorkStatus.COMPLETED:
         return "landed"
-    if status == "waiting":
+    if status == WorkStatus.WAITING:
         return "answered, the next run goes on" if answered else "waiting for an answer"
-    if status == "executing":
+    if status == WorkStatus.EXECUTING:
         return f"running: {stage}"
     return f"{status} at {stage}"
 
@@ -211,7 +213,7 @@ class WorkStore:
             item = WorkItem(task_id=task_id, seq=newest.seq + 1 if newest else 1, title=title)
         if item.session != session:
             item.session_start_cost = item.cost_usd
-        item.status, item.pid, item.session = "executing", os.getpid(), session
+        item.status, item.pid, item.session = WorkStatus.EXECUTING, os.getpid(), session
         self.write(item)
         return item
 
@@ -226,13 +228,13 @@ class WorkStore:
         text = f"# {item.task_id}: {item.title}\n\n## Question\n\n{question.strip()}\n"
         write_atomic(path, text)
         item.question, item.answer, item.stage = question, None, "architect"
-        self.release(item, "waiting")
+        self.release(item, WorkStatus.WAITING)
         return path
 
     def record_answer(self, task_id: str, answer: str) -> WorkItem:
         with self.locked():
             item = self.get(task_id)
-            if item is None or item.status != "waiting":
+            if item is None or item.status != WorkStatus.WAITING:
                 raise FksError(
                     f"{task_id} has no open question; 'fks forge clarifications' lists them"
                 )

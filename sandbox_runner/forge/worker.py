@@ -15,7 +15,8 @@ from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.budget import TaskBudget
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
-from sandbox_runner.forge.work import WorkItem, WorkStatus, WorkStore
+from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.outcomes import WorkStatus
 
 STAGE_TITLES = {
     "analyze": "Analyze",
@@ -48,19 +49,19 @@ class _Events:
     def finished(self, item: WorkItem) -> None:
         reporter = self.ctx.reporter
         cost = item.cost_text(self.ctx.session)
-        if item.status == "completed":
+        if item.status == WorkStatus.COMPLETED:
             self.board.set_status(item.task_id, "Done")
             reporter.info(f"Landed on '{item.base}' ({(item.merge_commit or '')[:12]}), {cost}")
-        elif item.status == "failed":
+        elif item.status == WorkStatus.FAILED:
             note = f"fks forge: failed: {item.error} (branch {item.branch})"
             self.board.set_status(item.task_id, "Blocked", note)
             why = (item.error or "").removesuffix("; branch kept")
             reporter.info(f"Failed: {why}; branch {item.branch} kept, {cost}")
-        elif item.status == "waiting":
+        elif item.status == WorkStatus.WAITING:
             note = f"fks forge: waiting for an answer: {item.question}"
             self.board.set_status(item.task_id, "Blocked", note)
             reporter.info(f'Waiting for an answer: fks forge answer {item.task_id} "..."')
-        elif item.status == "interrupted":
+        elif item.status == WorkStatus.INTERRUPTED:
             reporter.info(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
         else:
             reporter.info(f"Stopped at {item.stage} (--max-cost), {cost}")
@@ -79,9 +80,9 @@ def refusal(board: TaskBoard, item: WorkItem | None, task_id: str, mode: Mode) -
         return f"{task_id} is being processed by another fks forge run (pid {item.pid}); skipped"
     if mode == "force":
         return None
-    if item is not None and item.status == "waiting" and not item.answer:
+    if item is not None and item.status == WorkStatus.WAITING and not item.answer:
         return f'{task_id} waits for an answer (fks forge answer {task_id} "..."); skipped'
-    if item is not None and item.status == "completed":
+    if item is not None and item.status == WorkStatus.COMPLETED:
         return landed_line(item)
     if mode == "land":
         if item is not None and item.stage == "integrate" and item.continues:
@@ -139,14 +140,14 @@ def process_task(
             return pipeline.land() if mode == "land" else pipeline.run()
     except (Interrupted, KeyboardInterrupt) as exc:
         name = getattr(exc, "signal_name", "SIGINT")
-        _rest(store, events, item, "interrupted", f"interrupted ({name})")
+        _rest(store, events, item, WorkStatus.INTERRUPTED, f"interrupted ({name})")
         raise
     except FksError as exc:
-        _rest(store, events, item, "failed", str(exc))
+        _rest(store, events, item, WorkStatus.FAILED, str(exc))
         raise
     except Exception as exc:
         why = _unexpected(exc, item)
-        _rest(store, events, item, "failed", why)
+        _rest(store, events, item, WorkStatus.FAILED, why)
         if why.startswith("Docker"):
             raise SandboxError(
                 f"{task_id}: {why}; the task is marked failed (fks forge retry {task_id} "

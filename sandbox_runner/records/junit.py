@@ -10,6 +10,7 @@ from pathlib import Path
 
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.units import usd
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord
 from sandbox_runner.records.store import write_atomic
@@ -71,18 +72,20 @@ def _testcase(record: RunRecord, step: StepRecord) -> ET.Element:
         time=_seconds(step.started, step.ended, record.pauses),
     )
     status = step.status
-    if status == "pending":
+    if status == Status.PENDING:
         blocker = (
             f"step {record.failed_at} did not complete"
             if record.failed_at
             else f"the run is {record.status}"
         )
         _set(ET.SubElement(case, "skipped"), message=f"not started: {blocker}")
-    elif status == "interrupted" or (status == "running" and record.status != "running"):
+    elif status == Status.INTERRUPTED or (
+        status == Status.RUNNING and record.status != Status.RUNNING
+    ):
         error = ET.SubElement(case, "error")
-        _set(error, message=step.reason or "interrupted", type="interrupted")
+        _set(error, message=step.reason or Status.INTERRUPTED, type=Status.INTERRUPTED)
         error.text = _clean(_details(record, step))
-    elif status != "complete":
+    elif status != Status.COMPLETE:
         failure = ET.SubElement(case, "failure")
         reason = step.reason or status
         _set(failure, message=reason, type=status)

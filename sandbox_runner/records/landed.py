@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunRecord
 
 
@@ -23,4 +24,4 @@ def landed(record: RunRecord, landed_tasks: Collection[str]) -> bool:
     forge task whose work was merged into its base."""
     if record.options.forge_task:
         return record.id in landed_tasks
-    return record.status == "complete"
+    return record.status == Status.COMPLETE

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, GetPydanticSchema
+from pydantic_core import core_schema
 
 from sandbox_runner import __version__
+from sandbox_runner.outcomes import IterationEnd, Reason, Status, parse_reason
 from sandbox_runner.records.reported import (
     ClaudeStats,
     DeniedRecord,
@@ -19,8 +21,19 @@ from sandbox_runner.records.reported import (
 )
 from sandbox_runner.records.timing import Pause
 
-RunStatus = Literal["running", "complete", "incomplete", "interrupted", "failed"]
-StepStatus = Literal["pending", "running", "complete", "incomplete", "interrupted", "failed"]
+
+def _reason_schema(_source: Any, _handler: Any) -> core_schema.CoreSchema:
+    """Text in run.json, a `Reason` once read (other text stays text), text again when saved."""
+    return core_schema.no_info_after_validator_function(
+        parse_reason,
+        core_schema.str_schema(),
+        serialization=core_schema.to_string_ser_schema(),
+    )
+
+
+RecordedReason = Annotated[Reason | str, GetPydanticSchema(_reason_schema)]
+"""A reason as run.json keeps it: a `Reason`, or text fks does not know as one (the error of a
+failed step or run, a reason an older fks wrote)."""
 
 
 def now() -> datetime:
@@ -39,7 +52,7 @@ class IterationRecord(RecordModel):
     exit_code: int | None = None
     marker: bool = False
     """The completion marker was seen."""
-    reason: str | None = None
+    reason: RecordedReason | None = None
     """Why the iteration ended the way it did: marker, once, no_marker, exit_N, timeout, …"""
     container_id: str | None = None
     log: str
@@ -74,8 +87,9 @@ class StepRecord(RecordModel):
     agent: str
     iterations_max: int
     loop: bool
-    status: StepStatus = "pending"
-    reason: str | None = None
+    status: Status = Status.PENDING
+    reason: RecordedReason | None = None
+    """Why it ended (the error's text for a failed step)."""
     started: datetime | None = None
     ended: datetime | None = None
     repo: str | None = None
@@ -135,8 +149,9 @@ class RunRecord(RecordModel):
 
     id: str
     version: str = __version__
-    status: RunStatus = "running"
-    reason: str | None = None
+    status: Status = Status.RUNNING
+    reason: RecordedReason | None = None
+    """Why it ended: its last step's reason (the error's text for a failed run)."""
     started: datetime
     ended: datetime | None = None
     pid: int
@@ -169,7 +184,7 @@ class RunRecord(RecordModel):
 
     @property
     def steps_done(self) -> int:
-        return sum(1 for s in self.steps if s.status == "complete")
+        return sum(1 for s in self.steps if s.status == Status.COMPLETE)
 
     def prepare_resume(self, maximum: Callable[[StepRecord], int]) -> None:
         """Before `ActiveRun.reopen`: an iteration fks was killed during used itself up, and
@@ -178,9 +193,9 @@ class RunRecord(RecordModel):
             for iteration in step.iterations:
                 if iteration.ended is None:
                     iteration.counted = True
-                    iteration.reason = iteration.reason or "killed"
-            if step.status != "complete":
-                step.status = "pending"
+                    iteration.reason = iteration.reason or IterationEnd.KILLED
+            if step.status != Status.COMPLETE:
+                step.status = Status.PENDING
                 step.iterations_max = maximum(step)
                 break
 
@@ -197,4 +212,4 @@ def pid_alive(pid: int) -> bool:
 
 def run_alive(record: RunRecord) -> bool:
     """The run says it is running and its process still exists."""
-    return record.status == "running" and pid_alive(record.pid)
+    return record.status == Status.RUNNING and pid_alive(record.pid)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sandbox_runner.outcomes import FINISHED, IterationEnd, Reason, StepEnd
 from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, NetworkRecord
 
 
@@ -17,7 +18,7 @@ class IterationResult:
     number: int
     complete: bool
     marker: bool
-    reason: str
+    reason: Reason
     exit_code: int | None
     started: datetime
     ended: datetime
@@ -37,7 +38,7 @@ class IterationResult:
 
     @property
     def rate_limited(self) -> bool:
-        return self.reason == "rate_limited"
+        return self.reason == IterationEnd.RATE_LIMITED
 
     @property
     def cost_usd(self) -> float:
@@ -50,17 +51,12 @@ def usd_limit(value: float) -> str:
     return "$" + (text if text not in ("", "0") else f"{value:.2g}")
 
 
-LANDED_ON_RESUME = "landed_on_resume"
-"""The reason of a step whose agent had finished in an earlier session and whose work could
-not land then (a blocked merge, a conflict): resumed, it was only merged, no agent ran."""
-
-
 @dataclass(frozen=True)
 class StepOutcome:
     """How a step ended: complete or not, why, and its iterations."""
 
     complete: bool
-    reason: str
+    reason: Reason
     iterations: tuple[IterationResult, ...] = ()
     spent_before: int = 0
     maximum: int = 1
@@ -82,39 +78,39 @@ class StepOutcome:
         """`did not complete after 10 iterations (max_iterations)`-style explanation; the cause
         of every iteration's end when they all ended alike."""
         used = self.iterations_used
-        if self.cause and self.reason == "max_iterations":
+        if self.cause and self.reason == StepEnd.MAX_ITERATIONS:
             return f"stopped after {used}/{self.maximum} iterations: {self.cause}"
         why = self._why(used)
         return f"{why}; {self.cause}" if self.cause else why
 
     def _why(self, used: int) -> str:
-        n = f"{used} iteration{'' if used == 1 else 's'}"
-        return {
-            "max_iterations": f"did not print the marker in {used}/{self.maximum} iterations",
-            "no_progress": f"stopped after {n}: no commit and no file change in the last ones (no_progress)",
-            "repeated_error": f"stopped after {n}: the same error repeated (repeated_error)",
-            "max_cost": f"stopped after {n}: "
+        n, reason = f"{used} iteration{'' if used == 1 else 's'}", self.reason
+        if reason in (StepEnd.NO_PROGRESS, StepEnd.REPEATED_ERROR):
+            return f"stopped after {n}: {reason.text} ({reason})"
+        if reason in (IterationEnd.AUTH_ERROR, IterationEnd.API_UNREACHABLE):
+            return f"stopped after {n}: {reason.text} ({reason}); {reason.fix}"
+        why: dict[Reason, str] = {
+            StepEnd.MAX_ITERATIONS: f"did not print the marker in {used}/{self.maximum} iterations",
+            StepEnd.MAX_COST: f"stopped after {n}: "
             + (self.detail or "--max-cost reached").removeprefix("Stopped: "),
-            "auth_error": f"stopped after {n}: the API refused the credentials "
-            "(auth_error); check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN",
-            "api_unreachable": f"stopped after {n}: the API could not be reached "
-            "(api_unreachable); check ANTHROPIC_BASE_URL and the network",
-            "stalled": "stalled: no output for too long (stalled); see stallTimeout",
-            "timeout": "timed out",
-            "interrupted": f"interrupted during iteration {self.last.number if self.last else used}",
-        }.get(self.reason, f"did not complete after {n} ({self.reason})")
+            IterationEnd.STALLED: "stalled: no output for too long (stalled); see stallTimeout",
+            IterationEnd.TIMEOUT: IterationEnd.TIMEOUT.text,
+            IterationEnd.INTERRUPTED: "interrupted during iteration "
+            f"{self.last.number if self.last else used}",
+        }
+        return why.get(reason, f"did not complete after {n} ({reason})")
 
     def agent_failed(self) -> str | None:
         """For a step without :N that moved on: how its agent failed (None: it did not)."""
         last = self.last
-        if last is None or last.reason in ("once", "marker"):
+        if last is None or last.reason in FINISHED:
             return None
         return f"exit {last.exit_code}, {last.reason}"
 
     def end_line(self, agent: str, loop: bool) -> str:
         """The step's last line: `Done: x (exit 0)`, `Complete after 2 iterations`, …"""
         used = self.iterations_used
-        if self.complete and self.reason == LANDED_ON_RESUME:
+        if self.complete and self.reason == StepEnd.LANDED_ON_RESUME:
             return f"Landed on resume: {agent} (only its merge was left; no agent ran)"
         if self.complete and not loop:
             failed = self.agent_failed()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sandbox_runner.errors import LockedError, UsageError
+from sandbox_runner.outcomes import NOT_LANDED, Status
 from sandbox_runner.paths import shorten
 from sandbox_runner.records.record import RunRecord, StepRecord, run_alive
 from sandbox_runner.records.store import RunStore, project_root
@@ -37,7 +38,7 @@ def plan_resume(
         )
     store = RunStore(project_root(cwd))
     record = store.load(store.resolve(ref))
-    if record.status == "complete":
+    if record.status == Status.COMPLETE:
         raise UsageError(f"run {record.id} is complete; there is nothing to resume")
     if run_alive(record) and record.pid != os.getpid():
         raise LockedError(
@@ -61,7 +62,7 @@ def awaits_landing(step: StepRecord) -> bool:
     """The step's agent finished, but its work could not land then (a blocked merge, a
     conflict): resumed, it is only merged again, whatever its iterations."""
     counted = any(it.counted for it in step.iterations)
-    return counted and step.reason in ("merge_conflict", "merge_blocked")
+    return counted and step.reason in NOT_LANDED
 
 
 def _check_place(record: RunRecord, project: Path) -> None:
@@ -86,7 +87,7 @@ def _check_place(record: RunRecord, project: Path) -> None:
 
 def _check_iterations_left(record: RunRecord, more: int) -> None:
     """A resumed run whose next step has no iteration left would run nothing: say what to do."""
-    step = next((s for s in record.steps if s.status != "complete"), None)
+    step = next((s for s in record.steps if s.status != Status.COMPLETE), None)
     if step is None or step.iterations_used < step.iterations_max or awaits_landing(step):
         return
     n = step.iterations_max

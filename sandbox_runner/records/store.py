@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from sandbox_runner.errors import FksError, UsageError
+from sandbox_runner.outcomes import UNCOUNTED, IterationEnd, Reason, Status
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.projects import remember_project
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
     from sandbox_runner.records.results import IterationResult
 
+Ended = Literal[Status.INTERRUPTED, Status.FAILED]
+"""How a run ends that did not get to its end: interrupted, or failed on an error (whose text
+is its reason)."""
 RECORD_BYTES = 64 << 20
 """Bytes of one run.json read at most (a step of 1,000 iterations takes about 1 MiB)."""
 
@@ -151,12 +155,12 @@ class RecordWriter:
         """Nothing to save without a run."""
 
     def begin_step(self, step: StepRecord) -> None:
-        step.status = "running"
+        step.status = Status.RUNNING
         step.started = step.started or now()
         self.save()
 
-    def finish_step(self, step: StepRecord, *, complete: bool, reason: str) -> None:
-        step.status = "complete" if complete else "incomplete"
+    def finish_step(self, step: StepRecord, *, complete: bool, reason: Reason) -> None:
+        step.status = Status.COMPLETE if complete else Status.INCOMPLETE
         step.reason = reason
         step.ended = now()
         self.save()
@@ -210,8 +214,8 @@ class RecordWriter:
     def abort_iteration(self, iteration: IterationRecord, *, interrupted: bool) -> None:
         """An iteration cut short; one cut by Ctrl-C is not counted (`--resume` runs it again)."""
         iteration.ended = now()
-        iteration.reason = "interrupted" if interrupted else "error"
-        iteration.counted = not interrupted
+        iteration.reason = IterationEnd.INTERRUPTED if interrupted else IterationEnd.ERROR
+        iteration.counted = iteration.reason not in UNCOUNTED
         self.save()
 
     def end_iteration(self, iteration: IterationRecord, result: IterationResult) -> None:
@@ -266,7 +270,7 @@ class ActiveRun(RecordWriter):
         moments = [m for s in record.steps for i in s.iterations for m in (i.started, i.ended) if m]
         since = record.pauses[-1].end if record.pauses else record.started
         record.pauses.append(Pause(start=session_end(record.ended, since, moments), end=now()))
-        self.record.status = "running"
+        self.record.status = Status.RUNNING
         self.record.pid = os.getpid()
         self.record.ended = None
         self.save()
@@ -290,9 +294,7 @@ class ActiveRun(RecordWriter):
         self.record.engine = engine
         self.save()
 
-    def abort(
-        self, step: StepRecord, index: int, status: Literal["interrupted", "failed"], reason: str
-    ) -> None:
+    def abort(self, step: StepRecord, index: int, status: Ended, reason: Reason | str) -> None:
         """Step `index` was interrupted or failed, and the run with it."""
         step.status = status
         step.reason = reason
@@ -303,14 +305,14 @@ class ActiveRun(RecordWriter):
         self.record.ended = now()
         self.save()
 
-    def finish(self, *, success: bool, failed_at: int | None, reason: str | None) -> None:
-        self.record.status = "complete" if success else "incomplete"
+    def finish(self, *, success: bool, failed_at: int | None, reason: Reason | str | None) -> None:
+        self.record.status = Status.COMPLETE if success else Status.INCOMPLETE
         self.record.failed_at = failed_at
         self.record.reason = reason
         self.record.ended = now()
         self.save()
 
-    def end(self, status: Literal["interrupted", "failed"], reason: str | None) -> None:
+    def end(self, status: Ended, reason: Reason | str | None) -> None:
         """The run stopped between steps (a forge task interrupted, or failed on an error)."""
         self.record.status, self.record.reason, self.record.ended = status, reason, now()
         self.save()

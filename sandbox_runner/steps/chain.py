@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox_runner.backends.api import Backend
+from sandbox_runner.outcomes import Status, StepEnd
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
@@ -155,13 +156,13 @@ def run_chain(
     failed_at: int | None = None
     for index, step in enumerate(plan.steps, start=1):
         step_record = record.steps[index - 1]
-        if step_record.status == "complete":  # done in an earlier (resumed) session
+        if step_record.status == Status.COMPLETE:  # done in an earlier (resumed) session
             continue
         budget = _budget(record, options)
         if budget is not None and budget.left <= 0:
             stopped = budget.stopped(budget.spent)
             outcome = StepOutcome(
-                complete=False, reason="max_cost", maximum=step.iterations, detail=stopped
+                complete=False, reason=StepEnd.MAX_COST, maximum=step.iterations, detail=stopped
             )
             _finish_step(run, step_record, outcome)
             reporter.warn(f"{stopped}; not starting step {index}")

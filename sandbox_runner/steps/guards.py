@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from sandbox_runner.console.units import usd
+from sandbox_runner.outcomes import IterationEnd
 from sandbox_runner.records.results import usd_limit
 
 DEFAULT_STALL_TIMEOUT = 1200.0
@@ -29,7 +30,8 @@ _PRICES = (
 )
 _CACHE_WRITE, _CACHE_READ = 1.25, 0.1
 
-Stop = Literal["budget", "stalled"]
+Stop = Literal[IterationEnd.BUDGET, IterationEnd.STALLED]
+"""Why fks stopped an iteration from outside: the budget, or a stall."""
 
 
 @dataclass(frozen=True)
@@ -149,13 +151,13 @@ class Guard:
         self._last = time.monotonic()
         budget = self._budget
         if budget is not None and running_cost is not None and running_cost >= budget.left:
-            self._stop("budget")
+            self._stop(IterationEnd.BUDGET)
 
     def _watch(self) -> None:
         assert self._stall_after is not None
         while not self._done.wait(max(0.05, self._last + self._stall_after - time.monotonic())):
             if time.monotonic() - self._last >= self._stall_after:
-                self._stop("stalled")
+                self._stop(IterationEnd.STALLED)
                 return
 
     def _stop(self, why: Stop) -> None:

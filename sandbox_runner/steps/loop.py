@@ -19,6 +19,16 @@ from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay
 from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
 from sandbox_runner.console.units import byte_limit
 from sandbox_runner.errors import AgentNotFoundError
+from sandbox_runner.outcomes import (
+    CUT_OFF,
+    ENDS_A_STEP_WITHOUT_N,
+    RAN_OUT,
+    STOPS_THE_STEP,
+    IterationEnd,
+    Reason,
+    StepEnd,
+    stops_step_as,
+)
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -26,13 +36,7 @@ from sandbox_runner.records.record import IterationRecord, StepRecord, now
 from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import ActiveRun, RecordWriter
-from sandbox_runner.steps.endings import (
-    ENDS_A_STEP_WITHOUT_N,
-    STOPS_THE_STEP,
-    Seen,
-    alike,
-    ending,
-)
+from sandbox_runner.steps.endings import Seen, alike, ending
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
@@ -43,8 +47,6 @@ if TYPE_CHECKING:
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
-_RAN_OUT = frozenset({"max_iterations", "no_progress", "repeated_error"})
-"""Step ends after iterations that each ended without the marker: their common cause is named."""
 
 
 @dataclass
@@ -94,13 +96,13 @@ class StepLoop:
         self.ctx = ctx
         self.results: list[IterationResult] = []
         self._attempts = len(ctx.record.iterations)
-        self._stop_reason = "max_iterations"
+        self._stop_reason: Reason = StepEnd.MAX_ITERATIONS
 
     def run(self) -> StepOutcome:
         ctx = self.ctx
         remaining = ctx.maximum - ctx.spent_before
         if remaining <= 0:
-            return self._outcome(False, "max_iterations")
+            return self._outcome(False, StepEnd.MAX_ITERATIONS)
         if not ctx.step.loop:
             remaining = 1
         retrying = Retrying(
@@ -112,15 +114,15 @@ class StepLoop:
         last: IterationResult = retrying(self._iteration)
         if last.complete:
             return self._outcome(True, last.reason)
-        if last.reason in ("timeout", "stalled", "oom") and not ctx.step.loop:
+        if last.reason in CUT_OFF and not ctx.step.loop:
             return self._outcome(False, last.reason)
         return self._outcome(False, self._stop_reason)
 
-    def _outcome(self, complete: bool, reason: str) -> StepOutcome:
+    def _outcome(self, complete: bool, reason: Reason) -> StepOutcome:
         ctx = self.ctx
         budget = ctx.budget() if ctx.budget is not None else None
         cause = None
-        if not complete and reason in _RAN_OUT:
+        if not complete and reason in RAN_OUT:
             cause = alike(
                 [it.reason or "" for it in ctx.record.iterations if it.counted],
                 max_turns=ctx.agent.max_turns,
@@ -133,7 +135,7 @@ class StepLoop:
             iterations=tuple(self.results),
             spent_before=ctx.spent_before,
             maximum=ctx.maximum,
-            detail=budget.stopped(budget.spent) if budget and reason == "max_cost" else None,
+            detail=budget.stopped(budget.spent) if budget and reason == StepEnd.MAX_COST else None,
             cause=cause,
         )
 
@@ -142,23 +144,23 @@ class StepLoop:
         counted = [r for r in self.results if r.counted]
         last = self.results[-1] if self.results else None
         if last is not None and last.reason in STOPS_THE_STEP:
-            self._stop_reason = "max_cost" if last.reason == "budget" else last.reason
+            self._stop_reason = stops_step_as(last.reason)
             return True
         if len(counted) >= remaining:
-            self._stop_reason = "max_iterations"
+            self._stop_reason = StepEnd.MAX_ITERATIONS
             return True
         if ctx.over_budget is not None and ctx.over_budget():
-            self._stop_reason = "max_cost"
+            self._stop_reason = StepEnd.MAX_COST
             return True
         limit = ctx.no_progress_limit
         if limit > 0 and len(counted) >= limit:
             recent = counted[-limit:]
             if all(r.changed is False for r in recent):
-                self._stop_reason = "no_progress"
+                self._stop_reason = StepEnd.NO_PROGRESS
                 return True
             tails = {r.error_tail for r in recent}
             if len(tails) == 1 and None not in tails:
-                self._stop_reason = "repeated_error"
+                self._stop_reason = StepEnd.REPEATED_ERROR
                 return True
         return False
 
@@ -310,7 +312,9 @@ class StepLoop:
     ) -> IterationResult:
         loop = self.ctx.step.loop
         end = ending(seen)
-        reason = "once" if end.reason == "no_marker" and not loop else end.reason
+        reason = (
+            IterationEnd.ONCE if end.reason == IterationEnd.NO_MARKER and not loop else end.reason
+        )
         failed = end.failed or seen.status.exit_code != 0
         complete = seen.marker or (not loop and reason not in ENDS_A_STEP_WITHOUT_N)
         result_event = seen.result

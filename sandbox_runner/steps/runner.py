@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 from sandbox_runner.backends.api import Backend, PreparedStep
 from sandbox_runner.errors import Interrupted
+from sandbox_runner.outcomes import IterationEnd, Status, StepEnd
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import StepRecord
-from sandbox_runner.records.results import LANDED_ON_RESUME, StepOutcome
+from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.resume import awaits_landing
 from sandbox_runner.records.store import ActiveRun
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
@@ -71,10 +72,10 @@ def run_step(
             if prepared.land is not None:
                 outcome = prepared.land(outcome)
     except (Interrupted, KeyboardInterrupt):
-        run.abort(record, record.index, "interrupted", "interrupted")
+        run.abort(record, record.index, Status.INTERRUPTED, IterationEnd.INTERRUPTED)
         raise
     except Exception as exc:
-        run.abort(record, record.index, "failed", str(exc)[:500])
+        run.abort(record, record.index, Status.FAILED, str(exc)[:500])
         raise
     run.finish_step(record, complete=outcome.complete, reason=outcome.reason)
     return outcome
@@ -120,6 +121,6 @@ def _context(
 def _run_or_retry_landing(ctx: StepContext, record: StepRecord, spent: int) -> StepOutcome:
     if awaits_landing(record):  # only its merge was left: no agent runs
         return StepOutcome(
-            complete=True, reason=LANDED_ON_RESUME, spent_before=spent, maximum=ctx.maximum
+            complete=True, reason=StepEnd.LANDED_ON_RESUME, spent_before=spent, maximum=ctx.maximum
         )
     return StepLoop(ctx).run()

@@ -17,6 +17,7 @@ from starlette.templating import Jinja2Templates
 from sandbox_runner.console import units
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.lines import clip
+from sandbox_runner.outcomes import IterationEnd, Status, WorkStatus
 
 STATIC_DIR = Path(__file__).parent / "static"
 TEXT_LIMIT = 2000  # characters of one agent-written string shown in a list or a title
@@ -59,6 +60,7 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters |= {"agent": agent_text, "usd": usd, "duration": duration, "when": when}
+    env.globals |= {"Status": Status, "IterationEnd": IterationEnd, "WorkStatus": WorkStatus}
     env.filters |= {
         "bytes": byte_count,
         "more_bytes": partial(byte_count, more=True),

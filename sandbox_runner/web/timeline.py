@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sandbox_runner.console.units import usd
+from sandbox_runner.outcomes import CUT_SHORT, IterationEnd, Status
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
 
 WIDTH = 1000.0
@@ -23,24 +24,38 @@ MIN_BAR = 0.6
 """The narrowest bar: an iteration of a second in a run of hours stays visible."""
 
 
+UNCOUNTED = "uncounted"
+"""The chart's word for an attempt that did not use up an iteration (a rate-limit answer)."""
+LEGEND = (
+    Status.COMPLETE,
+    Status.INCOMPLETE,
+    Status.FAILED,
+    IterationEnd.TIMEOUT,
+    IterationEnd.STALLED,
+    IterationEnd.INTERRUPTED,
+    UNCOUNTED,
+    Status.RUNNING,
+)
+"""What the chart's colours mean, in the order its legend lists them."""
+
+
 def outcome(it: IterationRecord) -> str:
-    """One word for how an iteration ended, as the chart colours it."""
-    reason = it.reason or ""
+    """One word for how an iteration ended, as the chart colours it: a status, or the reason
+    when a limit or a stop ended it."""
+    reason = it.reason
     if it.ended is None:
-        return "running" if not reason else "killed"
+        return Status.RUNNING if not reason else IterationEnd.KILLED
     if not it.counted:
-        return "uncounted"
+        return UNCOUNTED
     if it.marker:
-        return "complete"
-    if reason == "timeout" or reason.startswith("timeout"):
-        return "timeout"
-    if "stall" in reason:
-        return "stalled"
-    if reason in ("interrupted", "killed"):
-        return "interrupted"
-    if reason == "error" or (it.exit_code not in (None, 0)):
-        return "failed"
-    return "incomplete"
+        return Status.COMPLETE
+    if reason in (IterationEnd.TIMEOUT, IterationEnd.STALLED):
+        return reason
+    if reason in CUT_SHORT:
+        return IterationEnd.INTERRUPTED
+    if reason == IterationEnd.ERROR or it.exit_code not in (None, 0):
+        return Status.FAILED
+    return Status.INCOMPLETE
 
 
 @dataclass(frozen=True)

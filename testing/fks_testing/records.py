@@ -7,13 +7,8 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sandbox_runner.records.record import (
-    IterationRecord,
-    RunOptions,
-    RunRecord,
-    RunStatus,
-    StepRecord,
-)
+from sandbox_runner.outcomes import IterationEnd, Status
+from sandbox_runner.records.record import IterationRecord, RunOptions, RunRecord, StepRecord
 from sandbox_runner.records.reported import ClaudeStats
 from sandbox_runner.records.store import RunStore, write_atomic
 
@@ -31,7 +26,7 @@ def iterations(count: int, started: datetime, cost: float = 0.01) -> list[Iterat
             ended=started + timedelta(minutes=n - 1, seconds=50),
             exit_code=0,
             marker=n == count,
-            reason="marker" if n == count else "no_marker",
+            reason=IterationEnd.MARKER if n == count else IterationEnd.NO_MARKER,
             log=f"01-builder/{n:03d}.log",
             changed=True,
             claude=ClaudeStats(cost_usd=cost, input_tokens=1000, output_tokens=200, turns=3),
@@ -44,7 +39,7 @@ def make_run(
     run_id: str,
     *,
     started: datetime = START,
-    status: RunStatus = "complete",
+    status: Status | str = Status.COMPLETE,
     chain: str = "ralph",
     steps: int = 1,
     iterations_per_step: int = 2,
@@ -53,12 +48,14 @@ def make_run(
     pid: int = DEAD_PID,
 ) -> RunRecord:
     """A run record of `steps` steps of `iterations_per_step` iterations costing `cost` each."""
+    status = Status(status)
+    running = status == Status.RUNNING
     return RunRecord(
         id=run_id,
         status=status,
-        reason=None if status in ("running", "complete") else "no_marker",
+        reason=None if status in (Status.RUNNING, Status.COMPLETE) else IterationEnd.NO_MARKER,
         started=started,
-        ended=None if status == "running" else started + timedelta(hours=1),
+        ended=None if running else started + timedelta(hours=1),
         pid=pid,
         cwd="/tmp/project",
         options=RunOptions(chain=chain),
@@ -69,9 +66,9 @@ def make_run(
                 agent="builder",
                 iterations_max=iterations_per_step,
                 loop=True,
-                status="running" if status == "running" else "complete",
+                status=Status.RUNNING if running else Status.COMPLETE,
                 started=started,
-                ended=None if status == "running" else started + timedelta(hours=1),
+                ended=None if running else started + timedelta(hours=1),
                 branch=f"fks/{run_id}/{n}-builder",
                 merged=merged,
                 iterations=iterations(iterations_per_step, started, cost),
@@ -92,7 +89,7 @@ def save_run(project: Path, record: RunRecord) -> Path:
 
 def many_runs(project: Path, count: int, chains: tuple[str, ...] = ("ralph", "review")) -> None:
     """`count` finished runs, an hour apart, cycling through `chains` and statuses."""
-    statuses: tuple[RunStatus, ...] = ("complete", "incomplete", "failed", "complete")
+    statuses = (Status.COMPLETE, Status.INCOMPLETE, Status.FAILED, Status.COMPLETE)
     for n in range(count):
         record = make_run(
             f"20261101-{n:06d}-{n % 65536:04x}",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sandbox_runner.outcomes import Exit, IterationEnd, Status
 from sandbox_runner.records.record import IterationRecord, RunOptions, RunRecord, StepRecord
 from sandbox_runner.records.reported import ClaudeStats, DeniedRecord
 from sandbox_runner.records.store import write_atomic
@@ -23,7 +24,7 @@ def iteration(number: int, at: datetime, *, log: str, seconds: float = 3.0) -> I
         started=at,
         ended=at + timedelta(seconds=seconds),
         exit_code=3 if failed else 0,
-        reason="exit_3" if failed else "no_marker",
+        reason=Exit(3) if failed else IterationEnd.NO_MARKER,
         log=log,
         changed=True,
         claude=ClaudeStats(cost_usd=0.01 * (number % 5), turns=2),
@@ -58,8 +59,8 @@ def write_run(
             (run_dir / log).write_bytes(log_text)
             step.iterations.append(iteration(number, at, log=log))
             at += timedelta(seconds=4)
-        step.iterations[-1].marker, step.iterations[-1].reason = True, "marker"
-        step.status, step.reason, step.ended = "complete", "marker", at
+        step.iterations[-1].marker, step.iterations[-1].reason = True, IterationEnd.MARKER
+        step.status, step.reason, step.ended = Status.COMPLETE, IterationEnd.MARKER, at
         branch = branches[index - 1] if branches else None
         if branch is not None:
             step.repo, step.branch, step.base_branch = str(project), branch, "main"
@@ -67,7 +68,7 @@ def write_run(
         records.append(step)
     record = RunRecord(
         id=run_id,
-        status="complete",
+        status=Status.COMPLETE,
         started=START,
         ended=at,
         pid=1,

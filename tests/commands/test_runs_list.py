@@ -19,6 +19,7 @@ from fks_testing.runs import (
 from fks_testing.teams import approving_team
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunOptions
 
 
@@ -71,7 +72,7 @@ def test_a_forge_session_counts_the_tasks_that_landed_not_its_stages_merges(
     for n, (task, status) in enumerate(items.items()):
         record = make_run(f"forge-{n}", started=START + timedelta(minutes=n), merged=True)
         record.options = RunOptions(forge_task=task, forge_session="S1")
-        record.status = "complete" if status == "completed" else "incomplete"
+        record.status = Status.COMPLETE if status == "completed" else Status.INCOMPLETE
         save_run(project, record)
         item = WorkItem(task_id=task, title=f"task {n}", status=status, runs=[record.id])
         item.merge_commit = "a" * 40 if status == "completed" else None

@@ -22,6 +22,7 @@ from sandbox_runner.labels import (
     LABEL_RUN,
     LABEL_RUNTIME,
 )
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunRecord, pid_alive, run_alive
 from sandbox_runner.records.store import RunStore, project_root
 
@@ -178,7 +179,7 @@ def _salvage_and_remove(
         )
         return False
     for step in record.steps:
-        if step.workspace == volume.name and step.branch and step.status != "complete":
+        if step.workspace == volume.name and step.branch and step.status != Status.COMPLETE:
             salvage_step(client, target, volume.name, labels, record, step.index)
     remove_volume(client, volume.name)
     return True

@@ -22,6 +22,7 @@ from sandbox_runner.errors import FksError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover
 from sandbox_runner.git.landing import Landing, merge_back
 from sandbox_runner.git.repo import Repo, delete_branch, identity_env, rev
+from sandbox_runner.outcomes import IterationEnd, StepEnd
 from sandbox_runner.records.reported import DeniedRecord, NetworkRecord
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class StepLanding:
                 result,
                 complete=False,
                 marker=False,
-                reason="export_failed",
+                reason=IterationEnd.EXPORT_FAILED,
                 note=note,
                 changed=None,
             )
@@ -190,13 +191,13 @@ class StepLanding:
                 f"Not merged: {branch} conflicts with '{base}' in "
                 f"{', '.join(landing.conflicts)}; '{base}' left untouched"
             )
-            return replace(outcome, complete=False, reason="merge_conflict")
+            return replace(outcome, complete=False, reason=StepEnd.MERGE_CONFLICT)
         if landing.blocked:
             reporter.info(
                 f"Not merged: could not update '{base}' with {branch}: {landing.blocked}, then "
                 f"continue with: fks run --resume {self.run.record.id} (or: git merge {branch})"
             )
-            return replace(outcome, complete=False, reason="merge_blocked")
+            return replace(outcome, complete=False, reason=StepEnd.MERGE_BLOCKED)
         if landing.nothing_new:
             reporter.info(f"Nothing new on {branch} to merge into '{base}'")
         elif landing.commit:

@@ -18,6 +18,7 @@ from sandbox_runner.commands.forge_task import ANSWER_LIMIT, record_answer
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.tasks import ids
 from sandbox_runner.tasks.errors import TaskError
 from sandbox_runner.tasks.store import TaskStore
@@ -29,10 +30,16 @@ COLUMNS = (
     ("analyzing", "analyzing"),
     ("implementing", "implementing"),
     ("review", "in review"),
-    ("waiting", "waiting for an answer"),
+    (WorkStatus.WAITING, "waiting for an answer"),
     ("landed", "landed"),
-    ("failed", "failed"),
+    (WorkStatus.FAILED, WorkStatus.FAILED),
 )
+_BY_STATUS = {
+    WorkStatus.COMPLETED: "landed",
+    WorkStatus.FAILED: WorkStatus.FAILED,
+    WorkStatus.WAITING: WorkStatus.WAITING,
+}
+"""The column of a task whose work item stands so, whatever its stage."""
 _BY_STAGE = {
     "analyze": "analyzing",
     "architect": "analyzing",
@@ -88,10 +95,7 @@ def column_of(task_status: str | None, item: WorkItem | None) -> str:
     """Where a task stands: its work item's status and stage, else its task file's status."""
     if item is None:
         return "landed" if task_status == "Done" else "todo"
-    status = item.shown_status
-    if status in ("completed", "failed", "waiting"):
-        return {"completed": "landed", "failed": "failed", "waiting": "waiting"}[status]
-    return _BY_STAGE[item.stage]
+    return _BY_STATUS.get(item.shown_status) or _BY_STAGE[item.stage]
 
 
 def read_board(project: Path) -> Board:
@@ -113,7 +117,7 @@ def read_board(project: Path) -> Board:
             column=column_of(task_status, item),
             status=item.state if item else str(task_status),
             item=item,
-            answerable=bool(item and item.status == "waiting" and not item.answer)
+            answerable=bool(item and item.status == WorkStatus.WAITING and not item.answer)
             and task_id in titles
             and _valid_id(task_id),
         )

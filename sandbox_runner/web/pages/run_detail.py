@@ -74,7 +74,7 @@ def _missing(request: Request, message: str) -> Response:
 def run_page(request: Request) -> Response:
     from sandbox_runner.commands.runs import run_status, step_status
     from sandbox_runner.web.branch import branch_views
-    from sandbox_runner.web.timeline import outcome, timeline
+    from sandbox_runner.web.timeline import LEGEND, outcome, timeline
 
     try:
         project, store, record = _record(request)
@@ -91,6 +91,7 @@ def run_page(request: Request) -> Response:
         seconds=running_seconds(record.pauses, record.started, record.ended or now()),
         base=_base(request, project, record),
         chart=timeline(record),
+        legend=LEGEND,
         branches=branch_views(record, store.project),
         step_status=step_status,
         outcome=outcome,

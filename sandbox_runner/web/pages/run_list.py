@@ -14,6 +14,7 @@ from starlette.routing import Route
 
 from sandbox_runner.commands.listing import STATUSES, ForgeInfo, failed, forge_info, landed
 from sandbox_runner.commands.runs import run_status, span
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunRecord, now
 from sandbox_runner.web.cache import RecordCache
 from sandbox_runner.web.sources import Sources
@@ -105,7 +106,7 @@ class Row:
 
     @property
     def duration(self) -> str:
-        if self.status == "running":
+        if self.status == Status.RUNNING:
             return span(self.record.started, now(), self.record.pauses)  # so far
         if self.status == "died":
             return "-"

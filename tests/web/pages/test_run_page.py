@@ -19,6 +19,7 @@ from fks_testing.helpers import commit_scripts, fks, git, init_repo
 from fks_testing.runlogs import write_run
 from starlette.testclient import TestClient
 
+from sandbox_runner.outcomes import Status
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
@@ -202,7 +203,7 @@ def test_running_run_updates_live(tmp_path: Path) -> None:
     write_run(project, "20260102-030405-abcd", steps=[2])
     path = project / ".forge" / "runs" / "20260102-030405-abcd" / "run.json"
     record = RunRecord.model_validate_json(path.read_text())
-    record.status, record.ended, record.pid = "running", None, os.getpid()
+    record.status, record.ended, record.pid = Status.RUNNING, None, os.getpid()
     last = record.steps[0].iterations[-1]
     last.ended, last.reason, last.marker, last.exit_code = None, None, False, None
     write_atomic(path, record.model_dump_json())

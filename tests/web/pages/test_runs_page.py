@@ -15,6 +15,7 @@ from fks_testing.records import START, make_run, many_runs, save_run, touch_late
 from starlette.testclient import TestClient
 
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunOptions
 from sandbox_runner.records.store import RunStore
 from sandbox_runner.web.app import create_app
@@ -166,7 +167,7 @@ def test_a_record_that_changes_is_shown_as_it_is_now(project: Path, client: Test
     record = make_run("r1", status="running", pid=os.getpid())
     path = save_run(project, record)
     assert "status-running" in client.get("/").text
-    record.status, record.ended = "complete", START + timedelta(hours=1)
+    record.status, record.ended = Status.COMPLETE, START + timedelta(hours=1)
     save_run(project, record)
     touch_later(path)
     assert "status-complete" in client.get("/").text

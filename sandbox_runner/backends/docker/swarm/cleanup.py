@@ -16,6 +16,7 @@ from sandbox_runner.backends.docker.target import Target
 from sandbox_runner.errors import FksError
 from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 from sandbox_runner.labels import LABEL_IMAGE, LABEL_REPO, LABEL_ROLE, LABEL_RUN
+from sandbox_runner.outcomes import Status
 from sandbox_runner.records.record import RunRecord, run_alive
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def _salvage_swarm(
     """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes,
     onto their branches in `repos` (never a repository only the record names)."""
     for step in record.steps:
-        if not step.workspace or not step.branch or step.status == "complete":
+        if not step.workspace or not step.branch or step.status == Status.COMPLETE:
             continue
         node, labels = found.get(step.workspace, (None, {}))
         if node is None or labels.get(LABEL_RUN) != record.id or step.repo not in repos:
