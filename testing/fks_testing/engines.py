@@ -35,6 +35,8 @@ from sandbox_runner.labels import LABEL_REPO, LABEL_RUN, LABEL_SOCKET
 
 PORT = 2375
 READY_TIMEOUT_S = 60.0
+SWARM_LABEL = "fks.test.swarm"
+"""The label of the swarms TwoNodeSwarm makes: one a test could not leave is left by the next."""
 STOP_TIMEOUT_S = 30.0
 NAME_PREFIX = "fkse"
 
@@ -247,6 +249,9 @@ class TwoNodeSwarm:
 
     def __enter__(self) -> TwoNodeSwarm:
         state = self.main.info()["Swarm"]["LocalNodeState"]
+        if state != "inactive" and self._left_by_a_test():
+            self._leave_main()
+            state = self.main.info()["Swarm"]["LocalNodeState"]
         if state != "inactive":
             raise RuntimeError(
                 f"the main Docker engine is in a swarm already ({state}); not touching it"
@@ -256,7 +261,12 @@ class TwoNodeSwarm:
         options: dict[str, int] = {}
         if self.heartbeat_s is not None:
             options["dispatcher_heartbeat_period"] = int(self.heartbeat_s * 1e9)
-        self.main.swarm.init(advertise_addr=host_ip, listen_addr=f"{host_ip}:2377", **options)
+        self.main.swarm.init(
+            advertise_addr=host_ip,
+            listen_addr=f"{host_ip}:2377",
+            labels={SWARM_LABEL: "1"},
+            **options,
+        )
         try:
             self._join()
         except BaseException:
@@ -292,6 +302,29 @@ class TwoNodeSwarm:
     ) -> None:
         self.leave()
 
+    def _left_by_a_test(self) -> bool:
+        """Whether the main engine's swarm is one a TwoNodeSwarm made (and could not leave)."""
+        with contextlib.suppress(docker.errors.APIError):
+            self.main.swarm.reload()
+            return (self.main.swarm.attrs.get("Spec", {}).get("Labels") or {}).get(
+                SWARM_LABEL
+            ) == "1"
+        return False
+
+    def _leave_main(self) -> None:
+        """The main engine leaves, retried while it refuses: with a node just lost, the manager
+        may answer "context deadline exceeded" for a while."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            with contextlib.suppress(docker.errors.APIError):
+                self.main.swarm.leave(force=True)
+            state = self.main.info()["Swarm"]["LocalNodeState"]
+            if state == "inactive":
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the main Docker engine did not leave its swarm ({state})")
+            time.sleep(1)
+
     def leave(self) -> None:
         """Both nodes leave (services go with the swarm); the gateway bridge the swarm made on
         the main engine is removed when nothing uses it."""
@@ -300,13 +333,7 @@ class TwoNodeSwarm:
                 # The second engine may be dead (a test killed it): the main one leaves anyway.
                 with contextlib.suppress(docker.errors.DockerException, OSError):
                     self.second.client(timeout=10).swarm.leave(force=True)
-            # With a node just lost, the manager may refuse once ("context deadline exceeded").
-            for _ in range(10):
-                with contextlib.suppress(docker.errors.APIError):
-                    self.main.swarm.leave(force=True)
-                if self.main.info()["Swarm"]["LocalNodeState"] == "inactive":
-                    break
-                time.sleep(1)
+            self._leave_main()
             if not self._had_gwbridge:
                 for network in self.main.networks.list(names=["docker_gwbridge"]):
                     network.reload()
