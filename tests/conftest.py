@@ -17,7 +17,7 @@ FAKE_AGENT = Path(__file__).parent / "agents" / "fake_agent.py"
 ENGINES_GROUP = "engines"
 """The xdist group of every test that uses the swarm or a second Docker engine: there is one
 swarm per machine, so these run one at a time, on one worker (`-n N --dist loadgroup`)."""
-_ENGINE_FIXTURES = frozenset({"second_engine", "two_node_swarm"})
+_ENGINE_FIXTURES = frozenset({"second_engine", "two_node_swarm", "module_swarm"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
