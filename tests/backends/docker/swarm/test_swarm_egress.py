@@ -24,7 +24,8 @@ from fks_testing.helpers import agent_lines, fks, git, init_repo, write_config
 
 from sandbox_runner.plan.prompts import MARKER
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 
 @pytest.fixture(scope="module")

@@ -29,8 +29,8 @@ from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.docker.swarm.execution import NodeLostError
 from sandbox_runner.backends.docker.swarm.service import ServiceSandbox
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 
 @pytest.fixture

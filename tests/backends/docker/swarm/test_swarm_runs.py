@@ -25,8 +25,8 @@ from fks_testing.helpers import fks, git, init_repo, write_config
 from fks_testing.swarm import IMAGE, SLOW, slow_repo, start_fks, wait_for
 from fks_testing.teams import Team
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 AGENT = """#!/bin/sh
 n=$(ls notes 2>/dev/null | wc -l)

@@ -33,8 +33,8 @@ from sandbox_runner.backends.docker.swarm.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import ExportError, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 
 @pytest.fixture(scope="module")
