@@ -14,18 +14,26 @@ from fks_testing.helpers import Result
 
 FAKE_AGENT = Path(__file__).parent / "agents" / "fake_agent.py"
 
+SWARM_GROUP = "swarm"
+"""The xdist group of every test that makes the main engine a swarm manager, or needs it not to
+be one: there is one swarm per machine, so these run one at a time, on one worker (`-n N
+--dist loadgroup`)."""
 ENGINES_GROUP = "engines"
-"""The xdist group of every test that uses the swarm or a second Docker engine: there is one
-swarm per machine, so these run one at a time, on one worker (`-n N --dist loadgroup`)."""
-_ENGINE_FIXTURES = frozenset({"second_engine", "two_node_swarm"})
+"""The xdist group of the other tests of a second Docker engine: they share the worker's
+(`second_engine`, one per worker), one at a time, beside the swarm's group."""
+_SWARM_FIXTURES = frozenset({"two_node_swarm", "module_swarm"})
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take the engine fixtures join ENGINES_GROUP (modules that start a
+    """Tests that take a swarm fixture join SWARM_GROUP; other tests of `second_engine` join
+    ENGINES_GROUP unless they name a group (modules and tests that make a swarm or start a
     SecondEngine themselves carry the mark)."""
     for item in items:
-        if _ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _SWARM_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.xdist_group(SWARM_GROUP))
+        elif "second_engine" in fixtures and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(ENGINES_GROUP))
 
 

@@ -7,6 +7,7 @@ looking at its containers, volumes and records (`sandboxed`), agent containers m
 sandbox's own settings and runner (`containers`), the attacker harness (`attacks`),
 the forge pipeline on the fake sandbox (`forge`), recorded runs for `fks runs` (`runs`), local
 HTTPS origins and a git server for the secrets by destination (`origins`), and the machinery
-of the second-engine and two-node swarm fixtures (`engines`). Nothing else in the package
+of the second-engine and two-node swarm fixtures (`engines`) and what the swarm tests share
+besides (`swarm`). Nothing else in the package
 imports it.
 """

@@ -49,7 +49,7 @@ def test_an_engine_runs_cannot_use_is_one_line_before_anything_starts(
 
 
 @pytest.mark.docker  # asks the local engine whether it manages a swarm
-@pytest.mark.xdist_group("engines")  # not while the swarm's tests make it a manager
+@pytest.mark.xdist_group("swarm")  # not while the swarm's tests make it a manager
 def test_swarm_needs_a_manager(repo: Path) -> None:
     write_config(repo, {"sandbox": {"network": "open"}})
     done = fks("run", "--sandbox", "--engine", "swarm", "fake:2", cwd=repo)

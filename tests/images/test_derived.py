@@ -155,6 +155,7 @@ def derived_image(toolchain: str) -> Iterator[str]:
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(900)  # the first one builds both images, as their fixtures allow
 def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
     toolchain: str, derived_image: str
 ) -> None:
@@ -174,6 +175,7 @@ def test_the_derived_image_is_labelled_and_a_second_build_is_a_no_op(
 
 
 @pytest.mark.docker
+@pytest.mark.timeout(900)  # the first one builds both images, as their fixtures allow
 def test_an_agent_builds_and_runs_a_c_program_in_the_derived_image(
     derived_image: str, tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def test_a_tag_there_naming_another_image_is_replaced(second_engine: Any) -> Non
     assert remote_id(second_engine, proxy) == local_id(proxy)
 
 
+@pytest.mark.xdist_group("swarm")  # not while the swarm's tests make it a manager
 def test_push_usage_errors_are_one_line(second_engine: Any) -> None:
     for args, line in [
         (["--engine", "bogus"], "fks: --engine: 'bogus' is not one of: local, tcp://HOST:PORT"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
+# Second engines of their own: with the other tests of a second engine (tests/conftest.py).
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 

@@ -11,8 +11,8 @@ import pytest
 from fks_testing.engines import TwoNodeSwarm
 from fks_testing.helpers import fks
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 IMAGE = "fks-proxy:latest"
 

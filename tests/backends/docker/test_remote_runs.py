@@ -21,7 +21,7 @@ from fks_testing.fakeapi import FakeAnthropic
 from fks_testing.helpers import FKS, fks, git, init_repo, write_config
 from fks_testing.teams import PLAN_MD, SPECS_MD, RalphAgents, Team
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
+# The worker's second engine, one test at a time (tests/conftest.py).
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")
 

@@ -471,7 +471,7 @@ def test_bench_proxy_start_up(lab: Lab, capsys: pytest.CaptureFixture[str]) -> N
     api = ApiUpstream(f"http://{lab.gateway}:{lab.api.port}", REAL_KEY)
     starts: list[float] = []
     stops: list[float] = []
-    for _ in range(5):
+    for _ in range(3):
         proxy = lab.proxy(api=api)
         with proxy:
             pass
@@ -480,8 +480,8 @@ def test_bench_proxy_start_up(lab: Lab, capsys: pytest.CaptureFixture[str]) -> N
         stops.append(proxy.removal_seconds)
     with capsys.disabled():
         print(
-            f"\negress proxy start-up: median {sorted(starts)[2]:.2f} s, max {max(starts):.2f} s; "
-            f"removal median {sorted(stops)[2]:.2f} s (5 runs)"
+            f"\negress proxy start-up: median {sorted(starts)[1]:.2f} s, max {max(starts):.2f} s; "
+            f"removal median {sorted(stops)[1]:.2f} s (3 runs)"
         )
 
 

@@ -24,14 +24,15 @@ from fks_testing.helpers import agent_lines, fks, git, init_repo, write_config
 
 from sandbox_runner.plan.prompts import MARKER
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 
-@pytest.fixture
-def swarm(two_node_swarm: TwoNodeSwarm) -> Iterator[TwoNodeSwarm]:
-    """The swarm with fks's images on the worker and the manager drained: every task lands on
-    the worker."""
-    swarm = prepared_swarm(two_node_swarm, "fks-agent:latest", "fks-proxy:latest")
+@pytest.fixture(scope="module")
+def swarm(module_swarm: TwoNodeSwarm) -> Iterator[TwoNodeSwarm]:
+    """The module's swarm (swarm/conftest.py) with fks's images on the worker and the manager
+    drained: every task lands on the worker."""
+    swarm = prepared_swarm(module_swarm, "fks-agent:latest", "fks-proxy:latest")
     node = swarm.main.nodes.get(swarm.manager_id)
     spec = node.attrs["Spec"]
     spec["Availability"] = "drain"

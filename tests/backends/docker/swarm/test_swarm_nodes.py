@@ -11,7 +11,8 @@ from fks_testing.helpers import fks, git, init_repo, write_config
 
 from sandbox_runner.labels import LABEL_ENGINE, LABEL_SOCKET
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 IMAGES = ("fks-agent:latest", "fks-proxy:latest")
 AGENT = """#!/bin/sh

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,21 +15,19 @@ from typing import Any
 import pytest
 from fks_testing.claude import API_KEY, run_fks
 from fks_testing.engines import (
-    SecondEngine,
     StartedContainers,
     TwoNodeSwarm,
     leftovers,
-    of_test,
     prepared_swarm,
 )
 from fks_testing.fakeapi import FakeAnthropic
-from fks_testing.helpers import FKS, fks, git, init_repo, write_config
+from fks_testing.helpers import fks, git, init_repo, write_config
+from fks_testing.swarm import IMAGE, SLOW, slow_repo, start_fks, wait_for
 from fks_testing.teams import Team
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
-IMAGE = "fks-agent:latest"
 AGENT = """#!/bin/sh
 n=$(ls notes 2>/dev/null | wc -l)
 mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
@@ -40,9 +36,11 @@ echo "left by iteration $n" > left.txt
 """
 
 
-@pytest.fixture
-def swarm(two_node_swarm: TwoNodeSwarm) -> Iterator[TwoNodeSwarm]:
-    yield prepared_swarm(two_node_swarm, IMAGE)
+@pytest.fixture(scope="module")
+def swarm(module_swarm: TwoNodeSwarm) -> Iterator[TwoNodeSwarm]:
+    """One swarm for the module (swarm/conftest.py): each test keeps to its own tmp_path's
+    runs."""
+    yield prepared_swarm(module_swarm, IMAGE)
 
 
 def test_a_chain_on_the_swarm_lands_what_a_local_run_lands(swarm: Any, tmp_path: Path) -> None:
@@ -124,92 +122,6 @@ def test_forge_parallel_4_spreads_tasks_over_both_nodes(swarm: Any, tmp_path: Pa
     assert set(ids) <= on_main.ids | on_second.ids
     assert set(ids) & on_main.ids and set(ids) & on_second.ids, (ids, on_main.ids, on_second.ids)
     assert leftovers(swarm, tmp_path) == {}
-
-
-SLOW = """#!/bin/sh
-n=$(ls notes 2>/dev/null | wc -l)
-mkdir -p notes && echo "note $n" > notes/n$n.txt && git add notes && git commit -qm "note $n"
-echo STARTED
-sleep 15
-echo FORKHESTRA_COMPLETE
-"""
-
-
-def slow_repo(path: Path, agent: str = SLOW) -> Path:
-    repo = init_repo(path, {"README.md": "hello\n", "slow.sh": agent})
-    (repo / "slow.sh").chmod(0o755)
-    write_config(repo, {"sandbox": {"network": "none", "memory": "512m"}})
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "slow agent")
-    return repo
-
-
-def start_fks(repo: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [FKS, *args], cwd=repo, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def wait_for(log: Path, text: bytes, process: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in log.read_bytes():
-        assert process.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.2)
-
-
-def set_availability(client: Any, node_id: str, availability: str) -> None:
-    node = client.nodes.get(node_id)
-    spec = node.attrs["Spec"]
-    spec["Availability"] = availability
-    node.update(spec)
-
-
-@pytest.mark.timeout(600)
-def test_a_lost_node_makes_its_iteration_incomplete_and_the_step_goes_on_elsewhere(
-    tmp_path: Path,
-) -> None:
-    """The worker runs the step's first iteration (the manager is drained); its engine is
-    killed mid-iteration: that iteration is incomplete, naming the node, and the next one runs
-    on the manager from the branch as the host has it, and completes."""
-    with SecondEngine() as second, TwoNodeSwarm(second, heartbeat_s=1) as swarm:
-        pushed = fks("image", "push", "--engine", second.url, "--image", IMAGE, timeout=300)
-        assert pushed.code == 0, pushed.output
-        repo = slow_repo(tmp_path / "repo")
-        before = {v.name for v in swarm.main.volumes.list()}
-        set_availability(swarm.main, swarm.manager_id, "drain")
-        log = tmp_path / "fks.log"
-        process = start_fks(repo, log, "run", "./slow.sh:3", "--sandbox", "--engine", "swarm")
-        try:
-            wait_for(log, b"STARTED", process, 240)
-            set_availability(swarm.main, swarm.manager_id, "active")
-            assert second.process is not None
-            os.kill(second.process.pid, signal.SIGKILL)  # the engine dies; its address stays
-            process.wait(timeout=400)
-        finally:
-            if process.poll() is None:
-                process.kill()
-        output = log.read_text()
-        assert process.returncode == 0, output
-        record = json.loads(next((repo / ".forge" / "runs").glob("*/run.json")).read_text())
-        first, *rest = record["steps"][0]["iterations"]
-        assert first["marker"] is False and first["reason"] == "export_failed", first
-        assert "Iteration 1: swarm node " in output and "went down during the iteration" in output
-        assert rest and rest[-1]["reason"] == "marker", rest
-        assert git(repo, "log", "--format=%s", "-2", "main").splitlines() == [
-            "note 0",
-            "slow agent",
-        ]
-        main = swarm.main
-        assert not main.services.list(filters={"label": "fks.run"})
-        assert not [
-            v.name
-            for v in main.volumes.list()
-            if "fks-" in v.name
-            and v.name not in before
-            and of_test(v.attrs.get("Labels"), tmp_path)
-        ]
 
 
 @pytest.mark.timeout(600)

@@ -10,24 +10,22 @@ import io
 import os
 import re
 import secrets
-import signal
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
-from fks_testing.containers import agent_settings
 from fks_testing.engines import SecondEngine, TwoNodeSwarm
 from fks_testing.helpers import fks
+from fks_testing.swarm import IMAGE, services_of, settings
 
 from sandbox_runner.backends.api import ExecResult, ExecSpec
-from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
+from sandbox_runner.backends.docker.runners.container import Mount
 from sandbox_runner.backends.docker.settings import TMPFS
 from sandbox_runner.backends.docker.swarm.cleanup import remove_run_services
-from sandbox_runner.backends.docker.swarm.execution import NodeLostError, ServiceExecution
+from sandbox_runner.backends.docker.swarm.execution import ServiceExecution
 from sandbox_runner.backends.docker.swarm.logged_bundle import LoggedBundle
 from sandbox_runner.backends.docker.swarm.nodes import run_script
 from sandbox_runner.backends.docker.swarm.service import ServiceSandbox
@@ -35,10 +33,8 @@ from sandbox_runner.backends.docker.swarm.task_network import StepNetwork
 from sandbox_runner.backends.docker.workspace.export import ExportError, script
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
-# One swarm per machine: with the other tests of the swarm and the second engine.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
-
-IMAGE = "fks-agent:latest"
+# One swarm per machine: one test of the swarm at a time (tests/conftest.py).
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("swarm")]
 
 
 @pytest.fixture(scope="module")
@@ -49,20 +45,10 @@ def worker_image(second_engine: SecondEngine) -> str:
     return IMAGE
 
 
-@pytest.fixture
-def swarm(two_node_swarm: TwoNodeSwarm, worker_image: str) -> TwoNodeSwarm:
-    return two_node_swarm
-
-
-def settings(
-    run: str, *, network: str = "open", image: str = IMAGE, mounts: Sequence[Mount] = ()
-) -> ContainerSettings:
-    """A step's containers as production makes them (`sandbox.network` `network`), as the
-    image's user, with small limits."""
-    limits = {"memory": "512m", "cpus": 0.5, "pids_limit": 200}
-    return agent_settings(
-        {"fks.run": run}, user="1000:1000", image=image, mounts=mounts, network=network, **limits
-    )
+@pytest.fixture(scope="module")
+def swarm(module_swarm: TwoNodeSwarm, worker_image: str) -> TwoNodeSwarm:
+    """One swarm for the module (swarm/conftest.py): each test keeps to its own run's labels."""
+    return module_swarm
 
 
 def run_in(
@@ -77,10 +63,6 @@ def run_in(
 
 def joined(chunks: list[tuple[str, bytes]], stream: str) -> bytes:
     return b"".join(data for name, data in chunks if name == stream)
-
-
-def services_of(client: docker.DockerClient, run: str) -> list[Any]:
-    return list(client.api.services(filters={"label": f"fks.run={run}"}))
 
 
 def gone_from(client: docker.DockerClient, run: str, timeout: float = 120) -> bool:
@@ -456,32 +438,3 @@ def test_logged_bundle_over_the_limit_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="larger than 100000 bytes"):
         taken.result()
     assert not (tmp_path / "b").exists()
-
-
-@pytest.fixture
-def own_swarm() -> Iterator[TwoNodeSwarm]:
-    """A swarm with a second engine of its own (this test kills it), heartbeats every second."""
-    with SecondEngine() as engine:
-        pushed = fks("image", "push", "--engine", engine.url, "--image", IMAGE)
-        assert pushed.code == 0, pushed.output
-        with TwoNodeSwarm(engine, heartbeat_s=1) as swarm:
-            yield swarm
-
-
-def test_a_node_lost_mid_iteration_raises_node_lost(own_swarm: TwoNodeSwarm) -> None:
-    swarm = own_swarm
-    run = f"swarm-{secrets.token_hex(4)}"
-    sandbox = ServiceSandbox(swarm.main, settings(run), node=swarm.worker_id)
-    spec = ExecSpec(argv=("sh", "-c", "echo started; sleep 120"), cwd=Path("/tmp"), timeout=90)
-    assert swarm.second.process is not None
-    with pytest.raises(NodeLostError) as lost, sandbox.start(spec) as execution:
-        for _ in execution.chunks():
-            os.kill(swarm.second.process.pid, signal.SIGKILL)
-            killed = time.monotonic()
-    noticed = time.monotonic() - killed
-    # Well before the iteration's 90 s timeout (measured: 2.6 s with 1 s heartbeats).
-    assert noticed < spec.timeout / 2
-    message = str(lost.value)
-    assert f"swarm node {swarm.worker_id[:12]}" in message and "went down" in message
-    assert "\n" not in message
-    assert services_of(swarm.main, run) == []
