@@ -3,6 +3,7 @@ and answer what it left for a human."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -182,22 +183,26 @@ def _conduct(
     options: ForgeOptions, setup: _Setup, session: str, named: list[str], count: int
 ) -> int:
     """Runs the workers under the base's forge lock; the exit code of `fks forge run`."""
-    from sandbox_runner.forge.scheduler import Conductor, worker_argv
+    from sandbox_runner.forge.scheduler import Conductor, session_config, worker_argv
     from sandbox_runner.signals import signals_as_interrupts
 
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options, count, lambda: _session_spent(setup.project, session))
+    stack = contextlib.ExitStack()
+    config = stack.enter_context(session_config(config_path(setup.project, options.config)))
     conductor = Conductor(
         pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
-        argv_for=worker_argv([*_worker_args(options, setup), "--session", session, "--mode", mode]),
+        argv_for=worker_argv(
+            [*_worker_args(options, setup, config), "--session", session, "--mode", mode]
+        ),
         view=view,
         cwd=setup.project,
         keep_going=lambda: not _over_budget(setup.project, session, options.max_cost),
     )
     try:
-        with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
+        with stack, signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
             view.note(
                 f"Forge {session}: {plural(count, 'task')}, {parallel} at a time, on '{setup.base}'"
             )
@@ -252,10 +257,9 @@ def _over_budget(project: Path, session: str, max_cost: float | None) -> bool:
     return max_cost is not None and _session_spent(project, session) >= max_cost
 
 
-def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
-    args = ["--cwd", str(setup.project), "--base", setup.base]
-    if options.config is not None:
-        args += ["--config", str(options.config.resolve())]
+def _worker_args(options: ForgeOptions, setup: _Setup, config: Path) -> list[str]:
+    """Workers read `config`, the session's copy of its config file, never the project's."""
+    args = ["--cwd", str(setup.project), "--base", setup.base, "--config", str(config)]
     if options.sandbox:
         args.append("--sandbox")
     if options.image:
