@@ -9,7 +9,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
@@ -157,6 +157,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
 
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
+    from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
     from sandbox_runner.records.store import new_run_id
 
     _check_numbers(options)
@@ -175,6 +176,12 @@ def run(options: ForgeOptions) -> int:
         if options.json_output:
             print(json.dumps({"session": session, "cost_usd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
+    if setup.sandbox is not None and setup.sandbox.image == DEVCONTAINER:
+        # Built once, now, for every worker: a task landing a new devcontainer.json or
+        # Dockerfile must not decide (and build, on an open network) the next task's image.
+        options = replace(options, image=ensure_for_run(setup.project, say=sys.stderr))
+        setup = _setup(options)
+        ctx = _context(setup, session, options)
     _preflight(setup, ctx)
     return _conduct(options, setup, session, named, len(tasks))
 

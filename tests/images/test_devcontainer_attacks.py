@@ -23,7 +23,7 @@ AGENT = (
 
 def _local_base() -> str:
     labels = docker_daemon.docker_client().images.get(lookup.DEFAULT_AGENT_IMAGE).labels
-    return labels["org.opencontainers.image.base.name"]
+    return str(labels["org.opencontainers.image.base.name"])
 
 
 def _hostile_project(tmp_path: Path, context: str) -> Path:
