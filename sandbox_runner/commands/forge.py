@@ -3,12 +3,13 @@ and answer what it left for a human."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn, cast, get_args
 
@@ -156,6 +157,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
 
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
+    from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
     from sandbox_runner.records.store import new_run_id
 
     _check_numbers(options)
@@ -174,6 +176,12 @@ def run(options: ForgeOptions) -> int:
         if options.json_output:
             print(json.dumps({"session": session, "cost_usd": 0, "tasks": []}, indent=2))
         return EXIT_COMPLETE
+    if setup.sandbox is not None and setup.sandbox.image == DEVCONTAINER:
+        # Built once, now, for every worker: a task landing a new devcontainer.json or
+        # Dockerfile must not decide (and build, on an open network) the next task's image.
+        options = replace(options, image=ensure_for_run(setup.project, say=sys.stderr))
+        setup = _setup(options)
+        ctx = _context(setup, session, options)
     _preflight(setup, ctx)
     return _conduct(options, setup, session, named, len(tasks))
 
@@ -182,22 +190,26 @@ def _conduct(
     options: ForgeOptions, setup: _Setup, session: str, named: list[str], count: int
 ) -> int:
     """Runs the workers under the base's forge lock; the exit code of `fks forge run`."""
-    from sandbox_runner.forge.scheduler import Conductor, worker_argv
+    from sandbox_runner.forge.scheduler import Conductor, session_config, worker_argv
     from sandbox_runner.signals import signals_as_interrupts
 
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options, count, lambda: _session_spent(setup.project, session))
+    stack = contextlib.ExitStack()
+    config = stack.enter_context(session_config(config_path(setup.project, options.config)))
     conductor = Conductor(
         pick=picker(setup.project, named, resume=options.resume),
         parallel=parallel,
-        argv_for=worker_argv([*_worker_args(options, setup), "--session", session, "--mode", mode]),
+        argv_for=worker_argv(
+            [*_worker_args(options, setup, config), "--session", session, "--mode", mode]
+        ),
         view=view,
         cwd=setup.project,
         keep_going=lambda: not _over_budget(setup.project, session, options.max_cost),
     )
     try:
-        with signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
+        with stack, signals_as_interrupts(), forge_lock(setup.project, setup.base, session):
             view.note(
                 f"Forge {session}: {plural(count, 'task')}, {parallel} at a time, on '{setup.base}'"
             )
@@ -252,10 +264,9 @@ def _over_budget(project: Path, session: str, max_cost: float | None) -> bool:
     return max_cost is not None and _session_spent(project, session) >= max_cost
 
 
-def _worker_args(options: ForgeOptions, setup: _Setup) -> list[str]:
-    args = ["--cwd", str(setup.project), "--base", setup.base]
-    if options.config is not None:
-        args += ["--config", str(options.config.resolve())]
+def _worker_args(options: ForgeOptions, setup: _Setup, config: Path) -> list[str]:
+    """Workers read `config`, the session's copy of its config file, never the project's."""
+    args = ["--cwd", str(setup.project), "--base", setup.base, "--config", str(config)]
     if options.sandbox:
         args.append("--sandbox")
     if options.image:

@@ -6,13 +6,15 @@ Workers run in sessions of their own so that exactly one signal reaches each, fr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
@@ -20,6 +22,7 @@ from typing import IO, Protocol
 from sandbox_runner.console.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import FksError, Interrupted
+from sandbox_runner.plan.config import CONFIG_BYTES
 from sandbox_runner.programs import fks_python, host_env
 
 WORKER_GRACE = 60.0
@@ -167,3 +170,20 @@ def worker_argv(args: Sequence[str]) -> Callable[[str], list[str]]:
     the project, it never imports from there (`-P`: a task's commits may have put an
     `inspect.py` or a `sandbox_runner/` at its top)."""
     return lambda task_id: fks_python("sandbox_runner", "forge", "_worker", task_id, *args)
+
+
+@contextlib.contextmanager
+def session_config(config: Path) -> Iterator[Path]:
+    """A copy of the config file as the session found it (`{}` when there is none), which every
+    worker reads instead: a task that lands a `forge/chains.json` (with wider `mounts`, `env`,
+    `allow`, `network`, a secret sent elsewhere) changes nothing for the session's later tasks.
+    Removed when the session ends."""
+    try:
+        with config.open("rb") as handle:
+            data = handle.read(CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        data = b"{}"
+    with tempfile.TemporaryDirectory(prefix="fks-forge-") as folder:
+        copy = Path(folder) / "chains.json"
+        copy.write_bytes(data)
+        yield copy

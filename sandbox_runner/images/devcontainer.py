@@ -86,8 +86,14 @@ def strip_jsonc(text: str) -> str:
     return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
 
 
-def load(file: Path) -> DevContainer:
-    """Parse and check `file`; ConfigError naming the file and the field on a bad value."""
+def load(file: Path, *, root: Path | None = None) -> DevContainer:
+    """Parse and check `file`; ConfigError naming the file and the field on a bad value.
+
+    `root` is the repository the file belongs to (default: the git work tree it is in): the
+    file and its build context must be inside it, whatever links lead there, because Docker
+    sends the whole context to the build, which can copy any of it into the agent's image."""
+    root = _repository_of(file) if root is None else root
+    _check_inside(file, file, root, "the file")
     try:
         with file.open("rb") as handle:
             text = handle.read(DEVCONTAINER_BYTES + 1).decode("utf-8")
@@ -117,6 +123,8 @@ def load(file: Path) -> DevContainer:
     if remote_user is not None and not _USER.fullmatch(remote_user):
         raise ConfigError(f"{file}: remoteUser: {remote_user!r} is not a user name")
     here = file.parent
+    if dockerfile:
+        _check_inside(file, here / (context or "."), root, "build.context")
     return DevContainer(
         file=file,
         image=image,
@@ -127,6 +135,24 @@ def load(file: Path) -> DevContainer:
         remote_user=remote_user,
         unsupported=tuple(unsupported),
     )
+
+
+def _repository_of(file: Path) -> Path:
+    """The git work tree `file` is in; outside git, the folder holding `.devcontainer`."""
+    from sandbox_runner.git.runner import git_toplevel
+
+    folder = file.parent
+    return git_toplevel(folder) or (folder.parent if folder.name == ".devcontainer" else folder)
+
+
+def _check_inside(file: Path, path: Path, root: Path, name: str) -> None:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except (ValueError, OSError, RuntimeError):
+        raise ConfigError(
+            f"{file}: {name} {path} is outside the repository {root} (through '..' or a link); "
+            "Docker would send the host's files there to the build: keep it in the repository"
+        ) from None
 
 
 def _object(file: Path, data: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -236,13 +262,14 @@ def build_devcontainer_image(
     tag: str | None = None,
     out: TextIO | None = None,
     warn: TextIO | None = None,
+    root: Path | None = None,
 ) -> str:
-    """The agent image for the devcontainer.json at (or in) `path`; reused when nothing
-    changed. Returns its tag."""
+    """The agent image for the devcontainer.json at (or in) `path` of the repository `root`
+    (default: the one it is in); reused when nothing changed. Returns its tag."""
     from sandbox_runner.images.derived import build_derived_image
 
     stream = out if out is not None else sys.stdout
-    dev = load(find(path))
+    dev = load(find(path), root=root)
     if (warning := unsupported_warning(dev)) is not None:
         print(f"fks: warning: {warning}", file=warn or sys.stderr, flush=True)
     base = _base_image(dev, stream)
@@ -294,7 +321,12 @@ def ensure_for_run(repo_top: Path, *, say: TextIO) -> str:
     certs = sorted(HOST_CA_DIR.glob("*.crt"))
     try:
         built = build_devcontainer_image(
-            repo_top, ca_certs=certs, claude_version=resolve_claude_version(None), out=log, warn=say
+            repo_top,
+            ca_certs=certs,
+            claude_version=resolve_claude_version(None),
+            out=log,
+            warn=say,
+            root=repo_top,
         )
     except SandboxError as exc:
         raise SandboxError(f"{exc} (building the devcontainer image for sandbox.image)") from None
