@@ -25,6 +25,7 @@ from sandbox_runner.images.lookup import (
     DEFAULT_PROXY_IMAGE,
     image_exists,
     pull_image,
+    split_tag,
 )
 from sandbox_runner.images.versions import CLAUDE_CODE_VERSION, image_labels, npm_registry
 
@@ -316,8 +317,6 @@ def build_image(
 
 def tag_image(client: docker.DockerClient, image_id: str, name: str) -> str:
     """Give the image `image_id` the name `name` (moved from any image that had it)."""
-    from sandbox_runner.images.lookup import split_tag
-
     repository, version = split_tag(name)
     client.api.tag(image_id, repository, version, force=True)
     return image_id
