@@ -15,7 +15,8 @@ from sandbox_runner import nofollow
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.git.runner import git_common_dir, git_toplevel
-from sandbox_runner.plan.config import CONFIG_BYTES, config_schema
+from sandbox_runner.plan.config import config_schema
+from sandbox_runner.plan.config_file import CONFIG_BYTES
 
 # In the order they are reported; each is also its path under templates/init/.
 FILES = (
