@@ -10,7 +10,8 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-from sandbox_runner.errors import FksError, UsageError
+from sandbox_runner.errors import ConfigError, FksError, UsageError
+from sandbox_runner.git.runner import git_toplevel
 
 PathKind = Literal["file", "dir", "other", "missing"]
 _SHOWN = 120
@@ -49,8 +50,6 @@ def working_directory(cwd: Path | None) -> Path:
 def _holding_config(start: Path) -> Path:
     if path_kind(start / CONFIG_FILE, "config") != "missing":
         return start
-    from sandbox_runner.git.runner import git_toplevel
-
     top = git_toplevel(start)
     if top is None:
         return start
@@ -83,9 +82,6 @@ def inside_project(path: Path, what: str) -> Path:
     files) may have been turned into symlinks by a step an agent made and fks merged: such a
     file is never followed to somewhere outside the repository it lies in.
     """
-    from sandbox_runner.errors import ConfigError
-    from sandbox_runner.git.runner import git_toplevel
-
     lexical = Path(os.path.normpath(Path.cwd() / path))
     resolved = lexical.resolve()
     if resolved == lexical:

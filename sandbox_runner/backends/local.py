@@ -24,6 +24,7 @@ from sandbox_runner.backends.api import (
     Stream,
 )
 from sandbox_runner.errors import AgentNotFoundError, Interrupted
+from sandbox_runner.git.runner import git_toplevel, workspace_fingerprint
 from sandbox_runner.plan.agents import AgentCommand, refuse_claude_as_root, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
@@ -200,8 +201,6 @@ class LocalBackend:
 
 
 def _git_progress_probe(cwd: Path) -> Callable[[], str | None] | None:
-    from sandbox_runner.git.runner import git_toplevel, workspace_fingerprint
-
     top = git_toplevel(cwd)
     if top is None:
         return None

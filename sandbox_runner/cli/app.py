@@ -25,7 +25,9 @@ from sandbox_runner.cli import (
     ui,
     validate,
 )
+from sandbox_runner.console.pipes import tolerate_closed_pipes
 from sandbox_runner.errors import EXIT_INTERRUPTED, Interrupted
+from sandbox_runner.programs import drop_relative_path
 
 app = typer.Typer(
     name="fks",
@@ -93,9 +95,6 @@ ui.register(app)
 
 
 def main() -> None:
-    from sandbox_runner.console.pipes import tolerate_closed_pipes
-    from sandbox_runner.programs import drop_relative_path
-
     tolerate_closed_pipes()
     drop_relative_path()  # fks works in repositories: `.` on PATH would run what they hold
     argv = run.split_agent_args(sys.argv[1:])

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.backends.docker.engine.connect import engine_client
 from sandbox_runner.errors import UsageError
+from sandbox_runner.images import versions
+from sandbox_runner.images.build import build_agent_image
+from sandbox_runner.images.derived import build_derived_image
+from sandbox_runner.images.devcontainer import build_devcontainer_image
+from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
+from sandbox_runner.images.push import push_images
+from sandbox_runner.plan.engine import EngineSpec
 
 
 @dataclass(frozen=True)
@@ -26,23 +34,15 @@ class BuildOptions:
 
 
 def build(options: BuildOptions) -> int:
-    from sandbox_runner.images import versions
-    from sandbox_runner.images.build import build_agent_image
-    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-
     _check(options)
     ca_certs, tag = list(options.ca_certs), options.tag
     version = versions.resolve_claude_version(options.claude_version, ca_certs=ca_certs)
     if options.devcontainer is not None:
-        from sandbox_runner.images.devcontainer import build_devcontainer_image
-
         build_devcontainer_image(
             options.devcontainer, ca_certs=ca_certs, claude_version=version, tag=tag
         )
         return 0
     if options.from_image is not None:
-        from sandbox_runner.images.derived import build_derived_image
-
         build_derived_image(options.from_image, ca_certs=ca_certs, claude_version=version, tag=tag)
         return 0
     build_agent_image(
@@ -70,12 +70,6 @@ def _check(options: BuildOptions) -> None:
 
 def push(*, engine: str, images: Sequence[str]) -> int:
     """Make `images` (default: the agent's and the egress proxy's) present on `engine`."""
-    from sandbox_runner.backends.docker.engine.connect import engine_client
-    from sandbox_runner.errors import UsageError
-    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
-    from sandbox_runner.images.push import push_images
-    from sandbox_runner.plan.engine import EngineSpec
-
     try:
         spec = EngineSpec.parse(engine)
     except ValueError as exc:

@@ -15,6 +15,8 @@ from sandbox_runner import nofollow
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.git.runner import git_common_dir, git_toplevel
+from sandbox_runner.plan.config import config_schema
+from sandbox_runner.plan.config_file import CONFIG_BYTES
 
 # In the order they are reported; each is also its path under templates/init/.
 FILES = (
@@ -112,8 +114,6 @@ def _create(project: Path, relative: str) -> bool:
 
 def _write_schema(project: Path) -> None:
     """The schema follows this version of fks: written anew every time."""
-    from sandbox_runner.plan.config import config_schema
-
     relative = PurePath(SCHEMA)
     text = json.dumps(config_schema(), indent=2) + "\n"
     try:
@@ -134,8 +134,6 @@ def _link_refused(exc: nofollow.LinkRefused, what: str) -> str:
 
 def _report_missing(config: Path) -> None:
     """Say which fk agents and chains an existing config lacks; it is never merged."""
-    from sandbox_runner.plan.config import CONFIG_BYTES
-
     try:
         with config.open("rb") as handle:
             data = load_json(handle.read(CONFIG_BYTES + 1), max_bytes=CONFIG_BYTES)

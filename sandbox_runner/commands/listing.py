@@ -25,7 +25,9 @@ from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.output import plural
 from sandbox_runner.console.units import usd
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
+from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.outcomes import Status
+from sandbox_runner.plan.checks import did_you_mean
 from sandbox_runner.records.landed import landed as run_landed
 from sandbox_runner.records.record import RunRecord, now
 from sandbox_runner.records.store import RunStore
@@ -74,8 +76,6 @@ def parse_statuses(values: Iterable[str]) -> frozenset[str]:
     """`--status complete,failed --status died` → the set, each checked."""
     wanted = {v.strip() for value in values for v in value.split(",") if v.strip()}
     for status in sorted(wanted - set(STATUSES)):
-        from sandbox_runner.plan.checks import did_you_mean
-
         raise UsageError(
             f"--status {status!r}: not a run status{did_you_mean(status, STATUSES)}; "
             f"choose from {', '.join(STATUSES)}"
@@ -157,8 +157,6 @@ class ForgeInfo:
 
 
 def forge_info(project: Path) -> ForgeInfo:
-    from sandbox_runner.forge.work import WorkStore
-
     try:
         items = WorkStore(project).items()
     except FksError:

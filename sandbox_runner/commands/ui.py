@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from sandbox_runner.commands.runs import open_store
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "sse_starlette")
@@ -26,7 +27,8 @@ def run(*, port: int, open_browser: bool, every: bool, cwd: Path | None) -> int:
         raise UsageError(
             f"fks ui needs the ui extra ({', '.join(missing)} missing): pip install 'fks[ui]'"
         )
-    from sandbox_runner.commands.runs import open_store
+    # The web stack is imported only once the ui extra is known to be there: without it,
+    # `fks ui` names what to install instead of failing on an ImportError.
     from sandbox_runner.web.app import create_app
     from sandbox_runner.web.security import Guard
     from sandbox_runner.web.server import serve

@@ -6,8 +6,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sandbox_runner.backends.docker.checks import check_engine, check_static
+from sandbox_runner.backends.docker.secret_checks import secret_problems
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError
+from sandbox_runner.git.runner import git_toplevel
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.checks import problems_error
 from sandbox_runner.plan.config import (
@@ -97,8 +100,6 @@ def _step_places(cfg: ChainsConfig) -> list[tuple[str, SandboxSettings]]:
 def sandbox_secret_problems(cfg: ChainsConfig, top: Path) -> list[str]:
     """Secrets, `deny` and `caCerts` checked on this machine wherever settings are merged; a
     problem the top level's settings carry into every place is named once, at the first."""
-    from sandbox_runner.backends.docker.secret_checks import secret_problems
-
     problems: dict[str, str] = {}
     for where, settings in [*_places(cfg), *_step_places(cfg)]:
         for problem in secret_problems(settings, where, top, os.environ):
@@ -109,15 +110,11 @@ def sandbox_secret_problems(cfg: ChainsConfig, top: Path) -> list[str]:
 def _repo_top(workdir: Path) -> Path:
     """What secret files and `caCerts` are relative to: the repository's top (else the
     project directory)."""
-    from sandbox_runner.git.runner import git_toplevel
-
     return git_toplevel(workdir) or workdir
 
 
 def static_sandbox_problems(cfg: ChainsConfig) -> list[str]:
     """What is wrong in the sandbox settings, without asking Docker."""
-    from sandbox_runner.backends.docker.checks import check_static
-
     problems = []
     for where, settings in _places(cfg):
         try:
@@ -129,8 +126,6 @@ def static_sandbox_problems(cfg: ChainsConfig) -> list[str]:
 
 def check_sandbox_settings(cfg: ChainsConfig, path: Path) -> bool:
     """Every sandbox setting in the file, as a run would check it. False: Docker not reachable."""
-    from sandbox_runner.backends.docker.checks import check_engine, check_static
-
     places = _places(cfg)
     for where, settings in places:
         check_static(settings, f"{path}: {where}")

@@ -15,6 +15,7 @@ from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.output import PREFIX, closing_line, iteration_limit, plural
 from sandbox_runner.console.units import usd
+from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -153,8 +154,6 @@ class LiveReporter:
                     self._tail.append((text, style))
 
     def events(self, events: Sequence[Event]) -> None:
-        from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
-
         for event in events:
             if isinstance(event, ToolCall):
                 with self._lock:

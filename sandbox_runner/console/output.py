@@ -16,6 +16,7 @@ from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import Status
+from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 if TYPE_CHECKING:
     from sandbox_runner.records.results import IterationResult, StepOutcome
@@ -115,8 +116,6 @@ class PlainReporter:
         self._write(stream, self._filters[stream].feed(chunk))
 
     def events(self, events: Sequence[Event]) -> None:
-        from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
-
         for event in events:
             if isinstance(event, ToolCall):
                 self._line(f"  {event.summary}")

@@ -8,6 +8,7 @@ lines (the session, tool calls `→`, results `←`, the closing `result:`)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from sandbox_runner.console.units import byte_count
 from sandbox_runner.steps.streamjson import (
     LINE_BYTES,
     AssistantText,
+    Event,
     Result,
     StreamJsonParser,
     ToolCall,
@@ -75,11 +77,7 @@ class TranscriptRenderer:
     def shown(self, raw: bytes, cut: int) -> list[Shown]:
         obj, unread = (None, None) if cut else _json(raw)
         if obj is None:
-            if cut and raw.startswith(b"{"):
-                return [Shown(_cut_event(cut))]
-            if unread is not None:
-                return [Shown(_unread_event(unread))]
-            return [Shown(AGENT_PREFIX + shown_line(raw, cut))]
+            return [_not_an_event(raw, cut, unread)]
         kind = obj.get("type")
         if kind == "user":
             return _tool_results(obj)
@@ -92,16 +90,30 @@ class TranscriptRenderer:
         shown: list[Shown] = []
         calls = iter(_tool_inputs(obj))
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
-            if isinstance(event, AssistantText):
-                text = event.text.splitlines() or [""]
-                shown.extend(Shown(AGENT_PREFIX + _clean(line)) for line in text)
-            elif isinstance(event, ToolCall):
-                head = f"→ {_clean(event.summary)}"
-                shown.append(Shown(head, whole=_whole_call(head, next(calls, None))))
-            elif isinstance(event, Result):
-                head, *more = _result(event)
-                shown.append(Shown(head, tuple(more)))
+            shown.extend(_event_shown(event, calls))
         return shown
+
+
+def _not_an_event(raw: bytes, cut: int, unread: LimitExceeded | None) -> Shown:
+    """A line that is no stream-json event: one cut short, one not read, or the agent's own."""
+    if cut and raw.startswith(b"{"):
+        return Shown(_cut_event(cut))
+    if unread is not None:
+        return Shown(_unread_event(unread))
+    return Shown(AGENT_PREFIX + shown_line(raw, cut))
+
+
+def _event_shown(event: Event, calls: Iterator[Any]) -> list[Shown]:
+    """An event the parser read; a tool call takes its whole input from `calls`."""
+    if isinstance(event, AssistantText):
+        return [Shown(AGENT_PREFIX + _clean(line)) for line in event.text.splitlines() or [""]]
+    if isinstance(event, ToolCall):
+        head = f"→ {_clean(event.summary)}"
+        return [Shown(head, whole=_whole_call(head, next(calls, None)))]
+    if isinstance(event, Result):
+        head, *more = _result(event)
+        return [Shown(head, tuple(more))]
+    return []
 
 
 def _result(result: Result) -> list[str]:

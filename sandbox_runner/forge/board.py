@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.errors import FksError, UsageError
 from sandbox_runner.forge.prompts import TaskText
+from sandbox_runner.records.record import now
 from sandbox_runner.tasks import ids
 from sandbox_runner.tasks.errors import TaskError
 from sandbox_runner.tasks.model import Status, Task
@@ -33,8 +35,6 @@ class TaskBoard:
         """One line per task file that cannot be read (its task is skipped, the others run), of
         `board` when it is already loaded."""
         import unicodedata
-
-        from sandbox_runner.console.ansi import strip_escapes
 
         def shown(text: str) -> str:  # file names are the agent's: no escapes, no bidi controls
             text = strip_escapes(text, keep="")
@@ -82,8 +82,6 @@ class TaskBoard:
 
     def set_status(self, task_id: str, status: Status, note: str | None = None) -> None:
         """Move the task (and append `note` to its notes)."""
-        from sandbox_runner.records.record import now
-
         store = self._store()
         with store.locked():
             for tf in store.load().tasks:

@@ -11,7 +11,15 @@ from sandbox_runner.errors import UsageError
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.forge.worker import landed_line
+from sandbox_runner.git.repo import (
+    branch_exists,
+    checkout_of,
+    current_branch,
+    dirty_outside_tasks,
+    open_repo,
+)
 from sandbox_runner.outcomes import WorkStatus
+from sandbox_runner.records.lock import run_lock
 
 
 def ready_tasks(project: Path, resume: bool) -> list[str]:
@@ -63,9 +71,6 @@ def picker(
 def forge_lock(project: Path, base: str, session: str) -> AbstractContextManager[object]:
     """Held while fks forge lands on `base`: shared by `fks forge` runs, which claim their tasks
     one by one, and exclusive of chains on `base` (and of in-place runs in its checkout)."""
-    from sandbox_runner.git.repo import checkout_of, open_repo
-    from sandbox_runner.records.lock import run_lock
-
     stack = ExitStack()
     with stack:
         label = "fks forge run"
@@ -79,14 +84,6 @@ def forge_lock(project: Path, base: str, session: str) -> AbstractContextManager
 
 def forge_base(project: Path, base: str | None) -> str:
     """--base, else the checked-out branch; tracked changes outside forge/tasks/ are refused."""
-    from sandbox_runner.git.repo import (
-        branch_exists,
-        checkout_of,
-        current_branch,
-        dirty_outside_tasks,
-        open_repo,
-    )
-
     repo = open_repo(project, what="fks forge")
     if base is None:
         base = current_branch(project)

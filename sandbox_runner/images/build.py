@@ -25,6 +25,7 @@ from sandbox_runner.images.lookup import (
     DEFAULT_PROXY_IMAGE,
     image_exists,
     pull_image,
+    split_tag,
 )
 from sandbox_runner.images.versions import CLAUDE_CODE_VERSION, image_labels, npm_registry
 
@@ -271,8 +272,6 @@ def build_image(
 ) -> str:
     """`docker build` an assembled context, untagged (`tag` is what it is for); its image id.
     A failed (or interrupted) build removes the images its steps made."""
-    import docker
-
     started = time.monotonic()
     print(f"building {tag} from {base_image}", file=out, flush=True)
     trace = BuildTrace()
@@ -297,12 +296,8 @@ def build_image(
     except BaseException as exc:
         for image_id in reversed(trace.made):
             discard_image(client, image_id)
-        if isinstance(exc, docker.errors.APIError):
-            raise SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}") from None
-        if isinstance(
-            exc, (docker.errors.DockerException, OSError)
-        ):  # a stalled step, a dying daemon
-            raise SandboxError(f"docker build failed: {one_line(root_cause(exc))}") from None
+        if (failed := _build_failure(exc)) is not None:
+            raise failed from None
         raise
     size_mb = image.attrs.get("Size", 0) / 1e6
     print(
@@ -314,10 +309,19 @@ def build_image(
     return str(image.id)
 
 
+def _build_failure(exc: BaseException) -> SandboxError | None:
+    """What a failed build says to the user (None: an error to pass on as it is)."""
+    import docker
+
+    if isinstance(exc, docker.errors.APIError):
+        return SandboxError(f"docker build failed: {one_line(exc.explanation or exc)}")
+    if isinstance(exc, (docker.errors.DockerException, OSError)):  # a stalled step, a dying daemon
+        return SandboxError(f"docker build failed: {one_line(root_cause(exc))}")
+    return None
+
+
 def tag_image(client: docker.DockerClient, image_id: str, name: str) -> str:
     """Give the image `image_id` the name `name` (moved from any image that had it)."""
-    from sandbox_runner.images.lookup import split_tag
-
     repository, version = split_tag(name)
     client.api.tag(image_id, repository, version, force=True)
     return image_id

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from sandbox_runner.bounded import LimitExceeded, load_json
+from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import ConfigError, SandboxError
+from sandbox_runner.images.build import build_context
+from sandbox_runner.images.derived import build_derived_image
+from sandbox_runner.images.lookup import image_exists, split_tag
+from sandbox_runner.images.versions import resolve_claude_version
 from sandbox_runner.labels import LABEL_USER
 
 if TYPE_CHECKING:
@@ -214,9 +219,6 @@ def _base_image(dev: DevContainer, out: TextIO) -> str:
     if dev.image is not None:
         return dev.image
     assert dev.dockerfile is not None and dev.context is not None
-    from sandbox_runner.docker_daemon import docker_client
-    from sandbox_runner.images.build import build_context
-
     try:
         dockerfile = dev.dockerfile.resolve().relative_to(dev.context.resolve())
     except ValueError:
@@ -266,8 +268,6 @@ def build_devcontainer_image(
 ) -> str:
     """The agent image for the devcontainer.json at (or in) `path` of the repository `root`
     (default: the one it is in); reused when nothing changed. Returns its tag."""
-    from sandbox_runner.images.derived import build_derived_image
-
     stream = out if out is not None else sys.stdout
     dev = load(find(path), root=root)
     if (warning := unsupported_warning(dev)) is not None:
@@ -281,10 +281,6 @@ def build_devcontainer_image(
 
 def _finish(layered: str, dev: DevContainer, *, tag: str | None, out: TextIO) -> str:
     """containerEnv and remoteUser on top of the layered image, tagged by their hash."""
-    from sandbox_runner.docker_daemon import docker_client
-    from sandbox_runner.images.build import build_context
-    from sandbox_runner.images.lookup import image_exists, split_tag
-
     client = docker_client()
     dockerfile = _finishing_dockerfile(layered, dev)
     digest = hashlib.sha256(f"{client.images.get(layered).id}\n{dockerfile}".encode())
@@ -313,8 +309,6 @@ def _finish(layered: str, dev: DevContainer, *, tag: str | None, out: TextIO) ->
 
 def ensure_for_run(repo_top: Path, *, say: TextIO) -> str:
     """`sandbox.image: "devcontainer"`: the repository's image, built first when missing."""
-    from sandbox_runner.images.versions import resolve_claude_version
-
     print(f"fks: preparing the devcontainer image of {repo_top} …", file=say, flush=True)
     log = io.StringIO()
     # The host's own extra CAs (Debian's place for them): a run has no --ca-cert option.

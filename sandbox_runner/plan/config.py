@@ -1,4 +1,5 @@
-"""`forge/chains.json`: pydantic models, loading, `${VAR}` substitution and early checks.
+"""`forge/chains.json`: pydantic models, loading, `${VAR}` substitution and early checks (the
+file's JSON is read by `config_file`; `planned` turns a chain of it into a plan).
 
 Every validation problem becomes one `ConfigError` naming the file and the dotted path,
 e.g. `forge/chains.json: chains.ralph.steps[1].iterations: must be a positive integer`.
@@ -6,7 +7,6 @@ e.g. `forge/chains.json: chains.ralph.steps[1].iterations: must be a positive in
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -14,22 +14,15 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
 
-from sandbox_runner.bounded import LimitExceeded, load_json
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import CONFIG_FILE, path_kind
-from sandbox_runner.plan.checks import (
-    did_you_mean,
-    problems_error,
-    undefined_agents,
-    validation_problems,
-)
+from sandbox_runner.plan.checks import problems_error, undefined_agents, validation_problems
+from sandbox_runner.plan.config_file import read_config_json, shown_path
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
-CONFIG_BYTES = 16 << 20
-"""Bytes of a config read at most (a repository can ship any file as its config)."""
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -240,8 +233,8 @@ def load_config(
     Every problem is reported at once; `agents_of` names the chains (or "all") whose steps
     must not name an agent that looks like a typo of a defined one.
     """
-    shown = shown or _shown(path, cwd)
-    raw = _read_json(path, shown, required=required, needed_by=needed_by)
+    shown = shown or shown_path(path, cwd)
+    raw = read_config_json(path, shown, required=required, needed_by=needed_by)
     if raw is None:
         return None
     problems = undefined_agents(raw, None if agents_of == "all" else agents_of)
@@ -253,70 +246,6 @@ def load_config(
     if problems:
         raise problems_error(shown, problems)
     return loaded
-
-
-def _read_json(path: Path, shown: str, *, required: bool, needed_by: str) -> Any:
-    """The file's JSON (None when it does not exist and is not `required`)."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(CONFIG_BYTES + 1)
-        if len(data) > CONFIG_BYTES:
-            raise ConfigError(f"{shown}: over {CONFIG_BYTES >> 20} MiB, too large to be a config")
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        if required:
-            raise ConfigError(
-                f"{shown} not found; {needed_by} needs a config (create it, or run 'fks init')"
-            ) from None
-        return None
-    except OSError as exc:
-        raise ConfigError(f"{shown}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{shown}: not UTF-8 text (bad byte at offset {exc.start}); save it as UTF-8"
-        ) from None
-    try:
-        return load_json(
-            text,
-            max_bytes=CONFIG_BYTES,
-            object_pairs_hook=_no_duplicates,
-            parse_constant=_no_constant,
-        )
-    except LimitExceeded as exc:
-        raise ConfigError(
-            f"{shown}: JSON is nested too deeply to be a config ({exc}); check the file"
-        ) from None
-    except _StrictJsonError as exc:
-        raise ConfigError(f"{shown}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{shown}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-
-
-class _StrictJsonError(ValueError):
-    """JSON that Python's parser accepts but a config must not contain."""
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json.loads keeps the last of two equal keys: one of the user's settings would vanish.
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _StrictJsonError(f"key {key!r} appears twice in one object; remove one")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _StrictJsonError(f"{name} is not a JSON number; use a finite number")
-
-
-def _shown(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.relative_to(cwd))
-    except ValueError:
-        return str(path)
 
 
 def file_problems(config: ChainsConfig, *, cwd: Path, shown: str) -> list[str]:
@@ -409,44 +338,3 @@ class ChainPlan:
         self.prompt_file = prompt_file
         self.sandbox = sandbox
         self.no_progress_limit = no_progress_limit
-
-
-def chain_plan(
-    config: ChainsConfig, name: str, variables: Mapping[str, str], *, shown: str
-) -> ChainPlan:
-    """Look up chain `name`, substitute variables (all missing ones reported at once)."""
-    chain = config.chains.get(name)
-    if chain is None:
-        available = ", ".join(sorted(config.chains)) or "none defined"
-        raise ConfigError(
-            f"Chain '{name}' not found in {shown}{did_you_mean(name, config.chains)}; "
-            f"available chains: {available}"
-        )
-    texts: list[str | None] = [chain.prompt, chain.prompt_file]
-    for step in chain.steps:
-        texts += [*step.args, step.prompt, step.prompt_file]
-    missing = missing_vars(texts, variables)
-    if missing:
-        pairs = " ".join(f"{m}=…" for m in missing)
-        raise UsageError(
-            f"Chain '{name}' needs variable(s) not provided: {', '.join(missing)} (pass {pairs})"
-        )
-    steps = [
-        Step(
-            agent=s.agent,
-            iterations=s.iterations or 1,
-            loop=s.iterations is not None,
-            args=tuple(substitute(a, variables) or "" for a in s.args),
-            prompt=substitute(s.prompt, variables),
-            prompt_file=substitute(s.prompt_file, variables),
-        )
-        for s in chain.steps
-    ]
-    return ChainPlan(
-        steps,
-        name=name,
-        prompt=substitute(chain.prompt, variables),
-        prompt_file=substitute(chain.prompt_file, variables),
-        sandbox=chain.sandbox,
-        no_progress_limit=chain.no_progress_limit,
-    )

@@ -10,18 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.errors import UsageError
-from sandbox_runner.plan.checks import check_dsl_agents
+from sandbox_runner.errors import ConfigError, UsageError
+from sandbox_runner.plan.checks import check_dsl_agents, did_you_mean
 from sandbox_runner.plan.config import (
     ChainPlan,
     ChainsConfig,
-    chain_plan,
     config_path,
     load_config,
     missing_vars,
     substitute,
 )
-from sandbox_runner.plan.dsl import parse_dsl
+from sandbox_runner.plan.dsl import Step, parse_dsl
 from sandbox_runner.plan.sandbox import SandboxSettings, merge_sandbox_settings
 
 if TYPE_CHECKING:
@@ -98,3 +97,44 @@ def _cli_prompt(prompt: str | None, variables: Mapping[str, str]) -> str | None:
             f"--prompt needs variable(s) not provided: {', '.join(missing)} (pass {pairs})"
         )
     return substitute(prompt, variables)
+
+
+def chain_plan(
+    config: ChainsConfig, name: str, variables: Mapping[str, str], *, shown: str
+) -> ChainPlan:
+    """Look up chain `name`, substitute variables (all missing ones reported at once)."""
+    chain = config.chains.get(name)
+    if chain is None:
+        available = ", ".join(sorted(config.chains)) or "none defined"
+        raise ConfigError(
+            f"Chain '{name}' not found in {shown}{did_you_mean(name, config.chains)}; "
+            f"available chains: {available}"
+        )
+    texts: list[str | None] = [chain.prompt, chain.prompt_file]
+    for step in chain.steps:
+        texts += [*step.args, step.prompt, step.prompt_file]
+    missing = missing_vars(texts, variables)
+    if missing:
+        pairs = " ".join(f"{m}=…" for m in missing)
+        raise UsageError(
+            f"Chain '{name}' needs variable(s) not provided: {', '.join(missing)} (pass {pairs})"
+        )
+    steps = [
+        Step(
+            agent=s.agent,
+            iterations=s.iterations or 1,
+            loop=s.iterations is not None,
+            args=tuple(substitute(a, variables) or "" for a in s.args),
+            prompt=substitute(s.prompt, variables),
+            prompt_file=substitute(s.prompt_file, variables),
+        )
+        for s in chain.steps
+    ]
+    return ChainPlan(
+        steps,
+        name=name,
+        prompt=substitute(chain.prompt, variables),
+        prompt_file=substitute(chain.prompt_file, variables),
+        sandbox=chain.sandbox,
+        no_progress_limit=chain.no_progress_limit,
+    )

@@ -21,6 +21,7 @@ from pydantic import model_validator
 
 from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import ConfigError
+from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.model import ConfigModel
 
@@ -226,8 +227,6 @@ def read_regular(path: Path, limit: int, what: str, hint: str) -> bytes:
     """A regular file's bytes, at most `limit` (its size checked before reading); never
     through a link out of its repository (a merged step may have made one), never waiting on
     a pipe or a device. ConfigError (one line: `what`, the path, the fix) otherwise."""
-    from sandbox_runner.paths import inside_project
-
     try:
         fd = os.open(
             inside_project(path, f"{what}: file"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC

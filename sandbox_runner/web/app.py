@@ -11,6 +11,7 @@ from starlette.responses import FileResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from sandbox_runner.web.pages import board, live, run_detail, run_list
 from sandbox_runner.web.security import Guard, GuardMiddleware
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import STATIC_DIR
@@ -18,8 +19,6 @@ from sandbox_runner.web.templating import STATIC_DIR
 
 def create_app(sources: Sources, guard: Guard) -> Starlette:
     """The app for `sources`, answering only what `guard` allows."""
-    from sandbox_runner.web.pages import board, live, run_detail, run_list
-
     routes = [
         *run_list.routes,
         *run_detail.routes,

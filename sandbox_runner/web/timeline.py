@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from sandbox_runner.commands.runs import format_duration
 from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import CUT_SHORT, IterationEnd, Status
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
@@ -175,6 +176,4 @@ def _title(step: StepRecord, it: IterationRecord, kind: str, took: float) -> str
 
 
 def _seconds(value: float) -> str:
-    from sandbox_runner.commands.runs import format_duration
-
     return format_duration(max(value, 0.0))

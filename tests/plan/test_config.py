@@ -7,7 +7,8 @@ import pytest
 from fks_testing.helpers import write_config
 
 from sandbox_runner.errors import ConfigError, UsageError
-from sandbox_runner.plan.config import chain_plan, load_config, parse_vars
+from sandbox_runner.plan.config import load_config, parse_vars
+from sandbox_runner.plan.planned import chain_plan
 
 
 def load(project: Path, data: object) -> object:

@@ -8,8 +8,15 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from sandbox_runner.backends.docker.checks import check_agents_in_image
 from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV
 from sandbox_runner.errors import SandboxError
+from sandbox_runner.images.lookup import (
+    DEFAULT_PROXY_IMAGE,
+    image_user,
+    require_image,
+    stale_image_warning,
+)
 
 if TYPE_CHECKING:
     import docker
@@ -23,8 +30,6 @@ def prepare_image(
 ) -> str | None:
     """Make sure the engine has `image` (noting in `warnings` if it holds another fks or Claude
     Code than expected); the user it names (label fks.user), else None."""
-    from sandbox_runner.images.lookup import image_user, require_image, stale_image_warning
-
     target.present(client, image)
     require_image(client, image)
     if warning := stale_image_warning(client, image):
@@ -34,8 +39,6 @@ def prepare_image(
 
 def check_agents(client: docker.DockerClient, programs: dict[str, set[str]]) -> None:
     """Every image holds the programs its steps run."""
-    from sandbox_runner.backends.docker.checks import check_agents_in_image
-
     for image, names in programs.items():
         check_agents_in_image(client, image, names)
 
@@ -44,8 +47,6 @@ def check_networks(client: docker.DockerClient, target: Target, wanted: set[str]
     """The egress proxy's image when a step needs it (each Docker network of the user's was
     found by `check_engine`)."""
     if wanted & {ALLOWLIST, "none"}:
-        from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE, require_image
-
         target.present(client, DEFAULT_PROXY_IMAGE)
         require_image(client, DEFAULT_PROXY_IMAGE)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import ConfigError
+from sandbox_runner.paths import inside_project
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.plan.secrets import SecretEntry, resolve_secrets, secret_path
@@ -111,8 +112,6 @@ def _ca_problems(files: tuple[str, ...], top: Path) -> list[str]:
 
 def _read_bounded(path: Path, limit: int) -> bytes:
     """A regular file's bytes, its size checked before they are read (never waits on a pipe)."""
-    from sandbox_runner.paths import inside_project
-
     try:
         fd = os.open(
             inside_project(path, "caCerts file"), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC

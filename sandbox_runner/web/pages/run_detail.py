@@ -16,11 +16,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from sandbox_runner.commands.runs import run_status, step_status
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
 from sandbox_runner.records.store import RunStore
 from sandbox_runner.records.timing import running_seconds
+from sandbox_runner.web.branch import branch_views
+from sandbox_runner.web.cache import open_log
+from sandbox_runner.web.logview import LogView, read_log
 from sandbox_runner.web.sources import Sources
 from sandbox_runner.web.templating import render
+from sandbox_runner.web.timeline import LEGEND, outcome, timeline
 
 _CHUNK = 64 * 1024
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -72,10 +77,6 @@ def _missing(request: Request, message: str) -> Response:
 
 
 def run_page(request: Request) -> Response:
-    from sandbox_runner.commands.runs import run_status, step_status
-    from sandbox_runner.web.branch import branch_views
-    from sandbox_runner.web.timeline import LEGEND, outcome, timeline
-
     try:
         project, store, record = _record(request)
     except _NotFound as exc:
@@ -120,11 +121,6 @@ def _neighbours(step: StepRecord, k: int) -> tuple[int | None, int | None]:
 
 
 def iteration_page(request: Request) -> Response:
-    from sandbox_runner.commands.runs import run_status
-    from sandbox_runner.web.cache import open_log
-    from sandbox_runner.web.logview import LogView, read_log
-    from sandbox_runner.web.timeline import outcome
-
     try:
         project, store, record = _record(request)
         step, it = _iteration(record, request.path_params["step"], request.path_params["k"])

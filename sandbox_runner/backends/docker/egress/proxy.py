@@ -13,15 +13,15 @@ import io
 import os
 import re
 import tarfile
-import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from sandbox_runner.backends.docker.egress.access_log import AccessLine, access_line, read_lines
-from sandbox_runner.backends.docker.egress.audit import Traffic, TrafficCounter
+# SETTLE_S is named with the proxy where its traffic is taken.
+from sandbox_runner.backends.docker.egress.followed_log import SETTLE_S as SETTLE_S
+from sandbox_runner.backends.docker.egress.followed_log import FollowedLog
 from sandbox_runner.backends.docker.egress.glue import (
     CA_BUNDLE,
     CA_VARIABLES,
@@ -34,7 +34,6 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
     wait_script,
 )
-from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.backends.docker.egress.squid import (
     API_PORT,
     FORWARD_PORT,
@@ -57,12 +56,11 @@ if TYPE_CHECKING:
 
 PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
-SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
 
 # --- The proxy container ------------------------------------------------------------------------
 
 
-class EgressProxy:
+class EgressProxy(FollowedLog):
     """The proxy container and its socket volume for one run, as a `with` block.
 
     Inside it, an agent container is started with `network_mode="none"`, `mount()` among its
@@ -87,6 +85,7 @@ class EgressProxy:
         extra_hosts: Mapping[str, str] | None = None,
         ready_timeout: float = 15.0,
     ) -> None:
+        super().__init__()
         self._client = client
         self._allow = tuple(allow)
         self._api = api
@@ -109,9 +108,6 @@ class EgressProxy:
         self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
         self._volume: Any = None
         self._container: Any = None
-        self._log_lock = threading.Lock()
-        self._traffic = TrafficCounter()  # the access log's requests since the last take
-        self._log_stream: Any = None
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
         self.removal_seconds: float | None = None
@@ -137,7 +133,7 @@ class EgressProxy:
         self._container.put_archive("/etc", self._config_tar())
         with_retries("start", self._container.start)
         self._wait_ready()
-        threading.Thread(target=self._follow_log, name="fks-egress-log", daemon=True).start()
+        self._follow_in_thread()
 
     def __exit__(
         self,
@@ -200,26 +196,11 @@ class EgressProxy:
         files = self._config_files()
         return _files_tar({name.removeprefix("/etc/"): text for name, text in files.items()})
 
-    def take_denied(self, *, settled_at: float | None = None) -> Refusals:
-        """Requests the allow-list refused since the last take (or the start): those of
-        `take_traffic` (whose other requests this take drops)."""
-        return self.take_traffic(settled_at=settled_at).refusals
+    def _running(self) -> bool:
+        return self._container is not None
 
-    def take_traffic(self, *, settled_at: float | None = None) -> Traffic:
-        """Every request made through the proxy since the last take (or the start), and those
-        the allow-list refused, read from Squid's access log on the proxy container's output.
-
-        A request's line reaches that output a moment after the agent got its answer, so one
-        made just before the take may be in the next one; with `settled_at` (a time.time(),
-        such as when the step's last iteration ended plus SETTLE_S) the take first waits until
-        then. Each line is counted once: iterations of a step that follow each other within a
-        second each get their own."""
-        if self._container is None:
-            raise SandboxError("The egress proxy is not running (outside its `with` block)")
-        if settled_at is not None:
-            time.sleep(max(0.0, min(SETTLE_S, settled_at - time.time())))
-        with self._log_lock:
-            return self._traffic.take()
+    def _open_log(self) -> Any:
+        return self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
 
     def _create_container(self) -> Any:
         from docker.types import Mount
@@ -268,36 +249,13 @@ class EgressProxy:
                 )
             time.sleep(0.02)
 
-    def _follow_log(self) -> None:
-        """In a thread: each line of the proxy's output as it comes (`_take_line`)."""
-        with contextlib.suppress(Exception):  # the proxy may be gone already (Ctrl-C)
-            self._log_stream = self._open_log()
-            read_lines(self._log_stream, self._take_line)
-
-    def _open_log(self) -> Any:
-        """The proxy container's output (Squid's access log), followed."""
-        return self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
-
-    def _take_line(self, line: str) -> None:
-        """Count the request of one line of the access log (any other line is ignored)."""
-        found = access_line(line)
-        if found is not None:
-            self._count(found)
-
-    def _count(self, request: AccessLine) -> None:
-        """Count a request of the access log (TrafficCounter: in bounded memory)."""
-        with self._log_lock:
-            self._traffic.add(request)
-
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)
         is an error unless `quiet` (another error is on its way up)."""
         import docker.errors
 
         with deferred_signals():
-            if self._log_stream is not None:
-                with contextlib.suppress(Exception):
-                    self._log_stream.close()
+            self._close_log()
             if self._container is not None:
                 with contextlib.suppress(docker.errors.NotFound):
                     with_retries("remove", lambda: self._container.remove(force=True))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.docker.engine.client import with_retries
+from sandbox_runner.backends.docker.engine.client import remove_tolerant, with_retries
 from sandbox_runner.docker_daemon import one_line
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.labels import LABEL_ROLE
@@ -125,8 +125,6 @@ class StepNetwork:
 
     def _remove_keeper(self) -> None:
         import docker.errors
-
-        from sandbox_runner.backends.docker.engine.client import remove_tolerant
 
         keeper, self._keeper, self._kept_on = self._keeper, None, None
         if keeper is not None:

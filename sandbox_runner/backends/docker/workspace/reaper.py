@@ -16,6 +16,10 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from sandbox_runner.docker_daemon import docker_client
+from sandbox_runner.errors import FksError
+from sandbox_runner.programs import fks_python, host_env
+
 if TYPE_CHECKING:
     import docker
 
@@ -27,8 +31,6 @@ def remove_in_background(names: Sequence[str]) -> bool:
     """Start a detached process that removes the volumes `names`; False if it could not start."""
     if not names:
         return True
-    from sandbox_runner.programs import fks_python, host_env
-
     try:
         subprocess.Popen(
             fks_python(__name__, *names),
@@ -71,9 +73,6 @@ def remove_volumes(client: docker.DockerClient, names: Sequence[str]) -> None:
 
 
 def main(names: Sequence[str]) -> int:
-    from sandbox_runner.docker_daemon import docker_client
-    from sandbox_runner.errors import FksError
-
     try:
         client = docker_client()
     except FksError:
