@@ -22,7 +22,7 @@ from typing import IO, Protocol
 from sandbox_runner.console.lines import LINE_BYTES, bounded_lines, shown_line
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import FksError, Interrupted
-from sandbox_runner.plan.config import CONFIG_BYTES
+from sandbox_runner.plan.config_file import CONFIG_BYTES
 from sandbox_runner.programs import fks_python, host_env
 
 WORKER_GRACE = 60.0
