@@ -18,7 +18,7 @@ from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import Status
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.results.ended import IterationResult, StepOutcome
     from sandbox_runner.steps.streamjson import Event
 
 PREFIX = "[fks]"
