@@ -314,16 +314,7 @@ class SandboxBackend:
                 self._kept.discard(workspace.name)
                 kept = self._kept if self._keep_interrupted else None
                 with landing.kept_when_stopped(kept, resumed=resumed), closing(sandbox):
-                    yield PreparedStep(
-                        agent=agent,
-                        sandbox=sandbox,
-                        env=env,
-                        timeout=settings.timeout or DEFAULT_TIMEOUT,
-                        after_iteration=landing.after_iteration,
-                        land=landing.land,
-                        binding=binding,
-                        head=landing.head,
-                    )
+                    yield landing.prepared(agent, settings.timeout or DEFAULT_TIMEOUT)
 
     def _container(
         self,

@@ -19,6 +19,7 @@ from sandbox_runner.backends.api import (
     Landed,
     Notices,
     Phase,
+    PreparedStep,
     StepSoFar,
 )
 from sandbox_runner.backends.docker.egress.audit import merged
@@ -37,6 +38,7 @@ from sandbox_runner.git.repo import (
     rev,
 )
 from sandbox_runner.outcomes import IterationEnd, StepEnd
+from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.results.reported import DeniedRecord, NetworkRecord
@@ -64,6 +66,19 @@ class StepLanding:
     secret_files: Sequence[str] = ()
     """Files (relative to the repository) secrets and CA certificates are read from: a landing
     that changes one is refused."""
+
+    def prepared(self, agent: AgentCommand, timeout: float) -> PreparedStep:
+        """The step as the loop runs it: `agent` in its sandbox, its work landed here."""
+        return PreparedStep(
+            agent=agent,
+            sandbox=self.sandbox,
+            env=self.env,
+            timeout=timeout,
+            after_iteration=self.after_iteration,
+            land=self.land,
+            binding=self.binding,
+            head=self.head,
+        )
 
     def head(self) -> str | None:
         """The tip of the step's branch (None: it is gone)."""
