@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from sandbox_runner.errors import FksError, UsageError
+from sandbox_runner.git.runner import git_toplevel
 from sandbox_runner.outcomes import UNCOUNTED, IterationEnd, Reason, Status
 from sandbox_runner.paths import slug, write_atomic
 from sandbox_runner.records.layout import ForgeLayout
@@ -38,8 +40,6 @@ RECORD_BYTES = 64 << 20
 
 def project_root(cwd: Path) -> Path:
     """Where `.forge/` lives: the git work tree's top, else `cwd` itself."""
-    from sandbox_runner.git.runner import git_toplevel
-
     return git_toplevel(cwd) or cwd
 
 
@@ -120,8 +120,6 @@ class RunStore:
 
     def discard(self, run_id: str) -> None:
         """Forget a run that never started an iteration."""
-        import shutil
-
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
 

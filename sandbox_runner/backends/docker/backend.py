@@ -28,6 +28,7 @@ from sandbox_runner.backends.docker.agent_view import (
     step_mounts,
     step_repo,
 )
+from sandbox_runner.backends.docker.checks import check_engine, check_static, gvisor_runtimes
 from sandbox_runner.backends.docker.cleanup import remove_run_containers, remove_run_proxy_volumes
 from sandbox_runner.backends.docker.egress.pool import (
     Credentials,
@@ -36,13 +37,21 @@ from sandbox_runner.backends.docker.egress.pool import (
     through_proxy,
 )
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.engine.connect import supported_engine
 from sandbox_runner.backends.docker.landing import (
     StepLanding,
     dropped_on_early_failure,
     review_lines,
     start_branch,
 )
+from sandbox_runner.backends.docker.preflight import (
+    check_agents,
+    check_credentials,
+    check_networks,
+    prepare_image,
+)
 from sandbox_runner.backends.docker.runners.container import ContainerSettings
+from sandbox_runner.backends.docker.secret_checks import check_secrets
 from sandbox_runner.backends.docker.settings import (
     DEFAULT_TIMEOUT,
     container_settings,
@@ -52,6 +61,7 @@ from sandbox_runner.backends.docker.settings import (
     step_env,
     step_labels,
 )
+from sandbox_runner.backends.docker.target import Target
 from sandbox_runner.backends.docker.targets import target_for
 from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace, volume_name
@@ -65,6 +75,8 @@ from sandbox_runner.git.repo import (
     rev,
     step_branch,
 )
+from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
+from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_RUNTIME
 from sandbox_runner.paths import slug
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
@@ -98,9 +110,6 @@ class SandboxBackend:
         steps are only shown, so a secret whose value cannot be read here is shown so, not
         refused. `secret_files`: what secrets and caCerts read in the repository (relative to
         it): no landing changes them."""
-        from sandbox_runner.backends.docker.engine.connect import supported_engine
-        from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-
         # Before anything is opened or started: an engine runs cannot use is refused.
         self._target = target_for(supported_engine(settings.engine))
         self._cwd = cwd
@@ -169,19 +178,6 @@ class SandboxBackend:
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
         images and agents exist."""
-        from sandbox_runner.backends.docker.checks import (
-            check_engine,
-            check_static,
-            gvisor_runtimes,
-        )
-        from sandbox_runner.backends.docker.preflight import (
-            check_agents,
-            check_credentials,
-            check_networks,
-            prepare_image,
-        )
-        from sandbox_runner.backends.docker.secret_checks import check_secrets
-
         for step in steps:
             settings, where = self.settings_for(step.agent), self._where(step.agent)
             check_static(settings, where)
@@ -216,8 +212,6 @@ class SandboxBackend:
 
     def _image(self, settings: SandboxSettings) -> str:
         """The image's name; `devcontainer` is the repository's, built on first use."""
-        from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
-
         if settings.image != DEVCONTAINER:
             return settings.image or self._image_default
         if self._devcontainer is None:
@@ -294,7 +288,7 @@ class SandboxBackend:
                     leftover=leftover_ref(self._run_id, index),
                     scratch=Path(scratch),
                     new_step=not resumed,
-                    warm=self._warm(settings, step),
+                    warm=_warm(self._target, settings, step),
                     notices=self._reporter,
                 )
                 landing = StepLanding(
@@ -343,9 +337,10 @@ class SandboxBackend:
         container, env = through_proxy(proxy, container, env, settings.env)
         return container, env, proxy
 
-    def _warm(self, settings: SandboxSettings, step: Step) -> int:
-        """With warm containers, the step's iterations (no more containers are made; a resumed
-        step given more runs the rest cold); 0 (cold) for a step of one iteration (no next
-        one), and where the target has none."""
-        left = step.iterations if step.loop else 1
-        return self._target.warm(left) if settings.warm is not False and left > 1 else 0
+
+def _warm(target: Target, settings: SandboxSettings, step: Step) -> int:
+    """With warm containers, the step's iterations (no more containers are made; a resumed
+    step given more runs the rest cold); 0 (cold) for a step of one iteration (no next one),
+    and where the target has none."""
+    left = step.iterations if step.loop else 1
+    return target.warm(left) if settings.warm is not False and left > 1 else 0
