@@ -1,12 +1,16 @@
 """Looking at user-given paths without crashing on ones the OS refuses (too long, loops, no access).
 
 `Path.exists()` and friends only swallow "missing"; any other `OSError` would end as a traceback.
+Also the file names fks makes: a file written whole or not at all (`write_atomic`), a name
+safe in file and branch names (`slug`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -98,3 +102,22 @@ def inside_project(path: Path, what: str) -> Path:
 def read_in_project(path: Path, what: str) -> str:
     """The text of a file from the user's checkout (see `inside_project`)."""
     return inside_project(path, what).read_text(encoding="utf-8")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory and `os.replace`: readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        Path(tmp).replace(path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def slug(text: str) -> str:
+    """A file- and branch-name-safe form of an agent name (`./bin/x.sh` → `x.sh`, `fk:builder` → `fk-builder`)."""
+    name = text.rstrip("/").rsplit("/", 1)[-1].removesuffix(".md") if "/" in text else text
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:40] or "agent"

@@ -1,7 +1,9 @@
-"""Signals: SIGTERM/SIGHUP stop a run the way Ctrl-C does, and clean-up is never cut short."""
+"""Signals: SIGTERM/SIGHUP stop a run the way Ctrl-C does, and clean-up is never cut short; and
+whether a process still lives (signal 0: `pid_alive`)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -48,3 +50,14 @@ def deferred_signals() -> Iterator[None]:
             signal.signal(sig, old)
     if received:
         raise Interrupted(signal.Signals(received[0]).name)
+
+
+def pid_alive(pid: int) -> bool:
+    """Process `pid` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

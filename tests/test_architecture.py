@@ -281,9 +281,10 @@ def test_cli_imports_neither_docker_nor_git() -> None:
 # iterations, steps and runs end with it), `console.ansi` (records and the
 # image builder strip escapes with it), `console.units` (every display shows costs and byte counts
 # with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
-_LOWER_LAYERS = ("plan", "steps", "backends", "git", "records")
+_LOWER_LAYERS = ("plan", "steps", "backends", "git", "records", "results")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     _LOWER_LAYERS: ("console", "commands", "cli", "tasks"),
+    ("results",): ("plan", "steps", "backends", "git", "records"),
     ("plan",): ("steps", "backends", "git", "records"),
     ("git",): ("steps", "backends", "plan", "records"),
     ("records",): ("steps", "backends"),
@@ -319,6 +320,20 @@ def test_imports_point_down_the_layers() -> None:
 @pytest.mark.parametrize("module", sorted(_ALLOWED))
 def test_modules_shared_downwards_import_nothing_from_the_package(module: str) -> None:
     assert _imports(module, MODULES[module]) == set()
+
+
+def test_no_backend_module_imports_the_run_records() -> None:
+    """Backends return what happened (a branch bound, a landing, traffic) and read a step's
+    record only through `backends.api`'s protocols: none imports `records`, type-only imports
+    included, so none can write one."""
+    wrong = [
+        f"{name} imports {target}"
+        for name, path in MODULES.items()
+        if _layer(name) == "backends"
+        for target in sorted(_imports(name, path, type_only=True))
+        if _layer(target) == "records"
+    ]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_nothing_in_the_package_imports_its_testing_helpers() -> None:

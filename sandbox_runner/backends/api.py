@@ -1,21 +1,25 @@
 """What every backend implements: `Backend` (gives each step a place to run and says how its
 work lands), `PreparedStep` (what it hands the loop), and the `Sandbox`/`Execution` protocols
-with the value objects they exchange."""
+with the value objects they exchange. A backend reads what it needs of a step's record through
+`StepSoFar` and returns what happened (`RunPlace`, `BranchBinding`, `Landed`): the caller writes
+the record."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from sandbox_runner.results.ended import IterationResult, StepOutcome
+from sandbox_runner.results.reported import DeniedRecord, NetworkRecord
+
 if TYPE_CHECKING:
+    from sandbox_runner.git.landing import Landing
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.dsl import Step
-    from sandbox_runner.records.record import StepRecord
-    from sandbox_runner.records.results import IterationResult, StepOutcome
-    from sandbox_runner.records.store import ActiveRun
 
 Stream = Literal["stdout", "stderr"]
 INTERRUPT_GRACE = 1.0
@@ -113,6 +117,99 @@ class Sandbox(Protocol):
         ...
 
 
+class IterationSoFar(Protocol):
+    """What a backend reads of an iteration's record: when it ended and what it requested."""
+
+    @property
+    def ended(self) -> datetime | None: ...
+
+    @property
+    def denied(self) -> Sequence[DeniedRecord]: ...
+
+    @property
+    def denied_more(self) -> int: ...
+
+    @property
+    def network(self) -> NetworkRecord | None: ...
+
+
+class StepSoFar(Protocol):
+    """What a backend reads of a step's record (the caller's, which it never writes): where an
+    earlier session put its work, whether it landed, and its iterations so far."""
+
+    @property
+    def branch(self) -> str | None: ...
+
+    @property
+    def base_branch(self) -> str | None: ...
+
+    @property
+    def repo(self) -> str | None: ...
+
+    @property
+    def workspace(self) -> str | None: ...
+
+    @property
+    def start_commit(self) -> str | None: ...
+
+    @property
+    def merged(self) -> bool: ...
+
+    @property
+    def conflicts(self) -> Sequence[str]: ...
+
+    @property
+    def iterations(self) -> Sequence[IterationSoFar]: ...
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run's steps land, as its backend's session found it (for the run's record)."""
+
+    base_branch: str | None = None
+    """The branch steps land on (None: steps run in place)."""
+    base_commit: str | None = None
+    """Its tip when the session began."""
+    engine: str | None = None
+    """The Docker engine the run's containers and volumes are on, when not the local one."""
+
+
+@dataclass(frozen=True)
+class BranchBinding:
+    """Where a sandboxed step's work goes: its branch of `repo`, and the workspace it is on."""
+
+    repo: str
+    base: str
+    branch: str
+    workspace: str
+    start_commit: str | None
+    """The base's tip the branch was made at (None: the step resumes a branch of its own)."""
+
+
+@dataclass(frozen=True)
+class IterationTraffic:
+    """The requests an iteration made through the egress proxy: refusals per destination (the
+    most refused first), those not listed, and every request."""
+
+    denied: tuple[DeniedRecord, ...] = ()
+    denied_more: int = 0
+    network: NetworkRecord | None = None
+
+
+@dataclass(frozen=True)
+class Landed:
+    """What landing a step did: its outcome (a merge that failed makes it incomplete), its
+    branch's tip, the merge, and what its last iteration requested after it was counted."""
+
+    outcome: StepOutcome
+    head: str | None = None
+    landing: Landing | None = None
+    """How merging the step into its base went (None: a step that did not complete is not
+    merged)."""
+    late: IterationTraffic | None = None
+    """The last iteration's requests, those logged after it ended included (None: none)."""
+
+
 @dataclass
 class PreparedStep:
     """A step ready to run: its resolved agent, where it runs, and how its work lands."""
@@ -124,8 +221,13 @@ class PreparedStep:
     timeout: float | None = None
     progress: Callable[[], str | None] | None = None
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
-    land: Callable[[StepOutcome], StepOutcome] | None = None
+    """Run after every iteration: its work synced, its traffic added (may make it a failure)."""
+    land: Callable[[StepOutcome], Landed] | None = None
     """Called once the loop ends (complete or not); may turn a complete step incomplete."""
+    binding: BranchBinding | None = None
+    """Where the step's work goes (None: it works in place)."""
+    head: Callable[[], str | None] | None = None
+    """The tip of the step's branch now (after an interruption: with what was saved of it)."""
 
 
 class Backend(Protocol):
@@ -158,16 +260,16 @@ class Backend(Protocol):
         """Check what can be checked before anything starts (raises FksError)."""
         ...
 
-    def session(self, run: ActiveRun, reporter: Notices) -> AbstractContextManager[None]:
-        """The run's lifetime: set up before the first step, released after the last."""
+    def session(self, run_id: str, reporter: Notices) -> AbstractContextManager[RunPlace]:
+        """Run `run_id`'s lifetime: set up before the first step, released after the last."""
         ...
 
     def step(
-        self, index: int, step: Step, record: StepRecord
+        self, index: int, step: Step, record: StepSoFar
     ) -> AbstractContextManager[PreparedStep]:
         """Prepare the step; leaving the context releases what it holds."""
         ...
 
-    def review_hint(self, record: StepRecord) -> list[str]:
+    def review_hint(self, record: StepSoFar) -> list[str]:
         """Lines telling the user how to look at a step that did not land."""
         ...

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from sandbox_runner.backends.api import (
     INTERRUPT_GRACE,
@@ -20,7 +20,9 @@ from sandbox_runner.backends.api import (
     ExecSpec,
     Notices,
     PreparedStep,
+    RunPlace,
     Sandbox,
+    StepSoFar,
     Stream,
 )
 from sandbox_runner.errors import AgentNotFoundError, Interrupted
@@ -28,10 +30,6 @@ from sandbox_runner.git.runner import git_toplevel, workspace_fingerprint
 from sandbox_runner.plan.agents import AgentCommand, refuse_claude_as_root, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
-
-if TYPE_CHECKING:
-    from sandbox_runner.records.record import StepRecord
-    from sandbox_runner.records.store import ActiveRun
 
 _READ_SIZE = 1 << 16
 _KILL_GRACE = 2.0
@@ -187,14 +185,15 @@ class LocalBackend:
         for step in steps:
             refuse_claude_as_root(self.resolve(step))
 
-    def session(self, run: ActiveRun, reporter: Notices) -> AbstractContextManager[None]:
-        return nullcontext()
+    def session(self, run_id: str, reporter: Notices) -> AbstractContextManager[RunPlace]:
+        """Nothing to set up: steps run in place, on no branch of their own."""
+        return nullcontext(RunPlace())
 
-    def review_hint(self, record: StepRecord) -> list[str]:
+    def review_hint(self, record: StepSoFar) -> list[str]:
         return []
 
     @contextmanager
-    def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
+    def step(self, index: int, step: Step, record: StepSoFar) -> Iterator[PreparedStep]:
         if not self._probed:  # one git call, only once something really runs
             self._progress, self._probed = _git_progress_probe(self._cwd), True
         yield PreparedStep(agent=self.resolve(step), sandbox=self._sandbox, progress=self._progress)

@@ -14,10 +14,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.backends.docker.target import DeadRun, DeadStep, Leftovers
+from sandbox_runner.backends.docker.targets import clean_dead_runs
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.outcomes import WorkStatus
+from sandbox_runner.forge.stages import WORKTREES
+from sandbox_runner.forge.work import WorkStore
+from sandbox_runner.git.bundles import drop_run_refs
+from sandbox_runner.git.repo import branch_exists, leftover_ref, open_repo
+from sandbox_runner.git.runner import git, git_common_dir, git_ok
+from sandbox_runner.outcomes import Status, WorkStatus
 from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.places import same_place
 from sandbox_runner.records.record import RunRecord, run_alive
 from sandbox_runner.records.store import RunStore, project_root
 
@@ -46,7 +54,7 @@ def run(options: CleanOptions) -> int:
     store = RunStore(project)
     records = {r.id: r for r in store.records()}
     repos = _repos_of(project, records)
-    removed = _clean_docker(repos, records, options.every)
+    removed = clean_dead_runs(_leftovers(records, repos, options.every))
     removed += _clean_legacy_dirs(repos, records)
     removed += _clean_task_worktrees(project)
     if options.branches:
@@ -61,18 +69,35 @@ def run(options: CleanOptions) -> int:
     return EXIT_COMPLETE
 
 
-def _clean_docker(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-    """What dead runs left in Docker, on every engine they used (the backend's clean-up)."""
-    from sandbox_runner.backends.docker.targets import clean_dead_runs
+def _leftovers(records: dict[str, RunRecord], repos: set[str], every: bool) -> Leftovers:
+    """What the Docker backend's clean-up is told of the runs: which are alive, and what the
+    dead ones' records say it may save and remove."""
+    live = frozenset(run_id for run_id, record in records.items() if run_alive(record))
+    dead = {run_id: _dead_run(r) for run_id, r in records.items() if run_id not in live}
+    return Leftovers(frozenset(repos), every, live, dead, find=_other_run)
 
-    return clean_dead_runs(repos, records, every)
+
+def _dead_run(record: RunRecord) -> DeadRun:
+    unfinished = tuple(
+        DeadStep(step.index, step.agent, step.branch, step.workspace, step.repo)
+        for step in record.steps
+        if step.workspace and step.branch and step.status != Status.COMPLETE
+    )
+    repos = frozenset(step.repo for step in record.steps if step.repo)
+    return DeadRun(record.id, record.engine, repos, unfinished)
+
+
+def _other_run(run_id: str, repo: Path) -> DeadRun | None:
+    """Run `run_id` as the record in `repo`'s project says (a workspace of another one)."""
+    try:
+        return _dead_run(RunStore(project_root(repo)).load(run_id))
+    except (FksError, OSError):
+        return None
 
 
 def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
     """The project, as its records spell it; a record naming another repository (one copied
     into this `.forge/`) makes fks clean nothing there."""
-    from sandbox_runner.records.places import same_place
-
     repos = {str(project)}
     for record in records.values():
         repos.update(s.repo for s in record.steps if s.repo and same_place(s.repo, project))
@@ -81,10 +106,6 @@ def _repos_of(project: Path, records: dict[str, RunRecord]) -> set[str]:
 
 def _clean_task_worktrees(project: Path) -> int:
     """`fks forge`'s per-task worktrees that no live process holds (a killed run's)."""
-    from sandbox_runner.forge.stages import WORKTREES
-    from sandbox_runner.forge.work import WorkStore
-    from sandbox_runner.git.runner import git, git_common_dir
-
     folder = ForgeLayout(project).root / WORKTREES
     if not folder.is_dir() or folder.is_symlink() or git_common_dir(project) is None:
         return 0
@@ -103,8 +124,6 @@ def _clean_task_worktrees(project: Path) -> int:
 
 def _clean_legacy_dirs(repos: set[str], records: dict[str, RunRecord]) -> int:
     """`.forge/worktrees` and `.forge/sandbox` of runs made by older versions of fks."""
-    from sandbox_runner.git.runner import git, git_common_dir
-
     count = 0
     for repo in (Path(r) for r in repos):
         if not repo.is_dir() or git_common_dir(repo) is None:
@@ -129,11 +148,6 @@ def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
     """Delete the step branches of finished runs, and forge task branches of finished tasks,
     whose work landed on their base or that hold no commit of their own; never one with work
     that did not land."""
-    from sandbox_runner.git.bundles import drop_run_refs
-    from sandbox_runner.git.repo import branch_exists, leftover_ref, open_repo
-    from sandbox_runner.git.runner import git_ok
-    from sandbox_runner.records.places import same_place
-
     count = 0
     for record in records.values():
         if _running(record):
@@ -159,8 +173,6 @@ def _clean_branches(records: dict[str, RunRecord], project: Path) -> int:
 
 
 def _clean_task_branches(project: Path) -> int:
-    from sandbox_runner.forge.work import WorkStore
-
     try:
         items = WorkStore(project).items()
     except FksError as exc:
@@ -175,9 +187,6 @@ def _clean_task_branches(project: Path) -> int:
 
 def _drop_if_done(repo: Path, branch: str, base: str, start: str | None) -> int:
     """Delete `branch` if its work is all on `base` or it holds no commit (1), else keep it (0)."""
-    from sandbox_runner.git.repo import branch_exists
-    from sandbox_runner.git.runner import git, git_ok
-
     if not repo.is_dir() or not branch_exists(repo, branch):
         return 0
     tip = git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")

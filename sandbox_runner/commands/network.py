@@ -14,7 +14,7 @@ from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.units import byte_count
 from sandbox_runner.errors import EXIT_COMPLETE
 from sandbox_runner.records.record import IterationRecord, RunRecord
-from sandbox_runner.records.reported import RequestsRecord
+from sandbox_runner.results.reported import RequestsRecord
 
 _COLUMNS = ("REQUESTS", "METHOD", "DESTINATION", "STATUS", "RESULT", "SENT", "RECEIVED", "SECRET")
 _NUMERIC = frozenset(("REQUESTS", "SENT", "RECEIVED"))

@@ -226,6 +226,7 @@ def _execute(
 ) -> int:
     """Run the planned chain under the run lock; `record` is the run being resumed, if any."""
     from sandbox_runner.steps.chain import chain_options, run_chain
+    from sandbox_runner.steps.runner import open_session
 
     store = RunStore(project_root(planned.cwd))
     _keep_forge_out_of_git(store.project)
@@ -240,7 +241,7 @@ def _execute(
             reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")
         reporter.info(f"Run {active.record.id}" + (" (resumed)" if record is not None else ""))
         try:
-            with backend.session(active, reporter):
+            with open_session(backend, active, reporter):
                 result = run_chain(
                     planned.plan,
                     backend=backend,

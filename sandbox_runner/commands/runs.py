@@ -13,10 +13,10 @@ from sandbox_runner.console.units import byte_count, usd
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 from sandbox_runner.outcomes import IterationEnd, Status
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now, run_alive
-from sandbox_runner.records.reported import ClaudeStats
-from sandbox_runner.records.results import usd_limit
 from sandbox_runner.records.store import RunStore, project_root
 from sandbox_runner.records.timing import Pause, running_seconds
+from sandbox_runner.results.ended import usd_limit
+from sandbox_runner.results.reported import ClaudeStats
 
 _STDERR_WIDTH = 300
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
-    from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.results.ended import IterationResult, StepOutcome
     from sandbox_runner.steps.streamjson import Event
 
 TAIL_LINES = 8

@@ -19,7 +19,7 @@ from sandbox_runner.outcomes import Status
 from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.results import IterationResult, StepOutcome
+    from sandbox_runner.results.ended import IterationResult, StepOutcome
     from sandbox_runner.steps.streamjson import Event
 
 PREFIX = "[fks]"

@@ -1,6 +1,6 @@
 """Money and byte counts as every display shows them (terminal lines, the live view, JUnit
 text, `fks ui`'s pages): one precision, one grouping. Budgets the user set are shown as written
-(`records.results.usd_limit`), size limits in their unit; machine formats (--json, JUnit
+(`results.ended.usd_limit`), size limits in their unit; machine formats (--json, JUnit
 properties) keep plain numbers."""
 
 from __future__ import annotations

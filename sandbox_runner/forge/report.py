@@ -10,8 +10,8 @@ from sandbox_runner.console.output import plural
 from sandbox_runner.console.units import usd
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.outcomes import WorkStatus
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.junit import NOT_XML
-from sandbox_runner.records.store import write_atomic
 
 
 def write_junit(path: Path, items: Sequence[WorkItem]) -> None:

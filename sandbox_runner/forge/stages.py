@@ -44,11 +44,11 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
-from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
+from sandbox_runner.results.ended import StepOutcome
 from sandbox_runner.steps.guards import Budget
 from sandbox_runner.steps.reporter import Reporter
-from sandbox_runner.steps.runner import StepSettings, run_step
+from sandbox_runner.steps.runner import StepSettings, open_session, run_step
 from sandbox_runner.steps.tap import LogLimits
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class TaskStages:
             with ExitStack() as stack:
                 run = stack.enter_context(_task_run(self.ctx, self.item))
                 self._backend = self._make_backend(stack)
-                stack.enter_context(self._backend.session(run, self.ctx.reporter))
+                stack.enter_context(open_session(self._backend, run, self.ctx.reporter))
                 self._stack.enter_context(stack.pop_all())
             self._run = run
         return self._run

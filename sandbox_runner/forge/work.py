@@ -22,10 +22,11 @@ from sandbox_runner.console.units import usd
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.outcomes import WorkStatus
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
-from sandbox_runner.records.record import now, pid_alive
-from sandbox_runner.records.store import write_atomic
+from sandbox_runner.records.record import now
+from sandbox_runner.signals import pid_alive
 
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
 WORK_ITEM_BYTES = 4 << 20

@@ -33,6 +33,9 @@ from sandbox_runner.programs import find_program
 AgentKind = Literal["binary", "claude-agent", "claude"]
 CLAUDE = "claude"
 DEFAULT_MAX_TURNS = 100
+CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
+"""The variables that authenticate Claude Code with the model API: a sandboxed Claude gets
+them, and their values are masked wherever output is kept or shown."""
 _CLAUDE_AGENTS = "/.claude/agents/"
 SETTING_SOURCES = ("--setting-sources", "user")
 """Claude Code loads no project or local settings (`.claude/settings*.json`, `.mcp.json`,

@@ -11,9 +11,9 @@ from pathlib import Path
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import Status
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord
-from sandbox_runner.records.store import write_atomic
 from sandbox_runner.records.timing import Pause, running_seconds
 
 # Terminal escape sequences (colours) are noise in a report; the other characters XML 1.0

@@ -6,11 +6,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from sandbox_runner.plan.agents import CREDENTIAL_VARS
+
 if TYPE_CHECKING:
     from sandbox_runner.plan.sandbox import SandboxSettings
 
 MASK = b"********"
-CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
 # Shorter values would mask ordinary words; real credentials are far longer.
 _MIN_SECRET = 6
 

@@ -3,7 +3,6 @@ models; `RunStore` (`records/store.py`) reads and writes them."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -13,13 +12,14 @@ from pydantic_core import core_schema
 
 from sandbox_runner import __version__
 from sandbox_runner.outcomes import IterationEnd, Reason, Status, parse_reason
-from sandbox_runner.records.reported import (
+from sandbox_runner.records.timing import Pause
+from sandbox_runner.results.reported import (
     ClaudeStats,
     DeniedRecord,
     NetworkRecord,
     RecordModel,
 )
-from sandbox_runner.records.timing import Pause
+from sandbox_runner.signals import pid_alive
 
 
 def _reason_schema(_source: Any, _handler: Any) -> core_schema.CoreSchema:
@@ -198,16 +198,6 @@ class RunRecord(RecordModel):
                 step.status = Status.PENDING
                 step.iterations_max = maximum(step)
                 break
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run_alive(record: RunRecord) -> bool:

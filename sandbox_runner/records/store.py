@@ -5,9 +5,8 @@ and one raw log file per iteration, written as output arrives.
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import tempfile
+import shutil
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -16,19 +15,21 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import ValidationError
 
 from sandbox_runner.errors import FksError, UsageError
+from sandbox_runner.git.runner import git_toplevel
 from sandbox_runner.outcomes import UNCOUNTED, IterationEnd, Reason, Status
+from sandbox_runner.paths import slug, write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.projects import remember_project
 from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
-from sandbox_runner.records.reported import (
+from sandbox_runner.records.timing import Pause, session_end
+from sandbox_runner.results.reported import (
     DeniedRecord,
     NetworkRecord,
 )
-from sandbox_runner.records.timing import Pause, session_end
 
 if TYPE_CHECKING:
     from sandbox_runner.git.landing import Landing
-    from sandbox_runner.records.results import IterationResult
+    from sandbox_runner.results.ended import IterationResult
 
 Ended = Literal[Status.INTERRUPTED, Status.FAILED]
 """How a run ends that did not get to its end: interrupted, or failed on an error (whose text
@@ -39,32 +40,11 @@ RECORD_BYTES = 64 << 20
 
 def project_root(cwd: Path) -> Path:
     """Where `.forge/` lives: the git work tree's top, else `cwd` itself."""
-    from sandbox_runner.git.runner import git_toplevel
-
     return git_toplevel(cwd) or cwd
 
 
 def new_run_id() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same directory and `os.replace`: readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def slug(text: str) -> str:
-    """A file- and branch-name-safe form of an agent name (`./bin/x.sh` → `x.sh`, `fk:builder` → `fk-builder`)."""
-    name = text.rstrip("/").rsplit("/", 1)[-1].removesuffix(".md") if "/" in text else text
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:40] or "agent"
 
 
 class RunStore:
@@ -140,8 +120,6 @@ class RunStore:
 
     def discard(self, run_id: str) -> None:
         """Forget a run that never started an iteration."""
-        import shutil
-
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from sandbox_runner.records.reported import RecordModel
+from sandbox_runner.results.reported import RecordModel
 
 
 class Pause(RecordModel):

@@ -17,9 +17,9 @@ from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned
 from sandbox_runner.records.masking import masked_names, secrets_from_env
 from sandbox_runner.records.record import RunRecord, StepRecord
-from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.resume import awaits_landing
 from sandbox_runner.records.store import ActiveRun
+from sandbox_runner.results.ended import StepOutcome
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import DEFAULT_NO_PROGRESS_LIMIT, DEFAULT_RATE_LIMIT_MAX_WAIT
 from sandbox_runner.steps.reporter import Reporter

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 
 from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import IterationEnd
-from sandbox_runner.records.results import usd_limit
+from sandbox_runner.results.ended import usd_limit
 
 DEFAULT_STALL_TIMEOUT = 1200.0
 """Seconds without output before an iteration counts as stalled and is killed (20 minutes:

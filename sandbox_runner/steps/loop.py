@@ -33,9 +33,9 @@ from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import IterationRecord, StepRecord, now
-from sandbox_runner.records.reported import ClaudeStats
-from sandbox_runner.records.results import IterationResult, StepOutcome
 from sandbox_runner.records.store import ActiveRun, RecordWriter
+from sandbox_runner.results.ended import IterationResult, StepOutcome
+from sandbox_runner.results.reported import ClaudeStats
 from sandbox_runner.steps.endings import Seen, alike, ending
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor

@@ -1,22 +1,25 @@
 """One step, for a chain and a forge stage alike: prepare its workspace on the backend, run its
 loop (or, resumed after its work could not land, only land it again), land its work, and record
-how the step ended - also when it is interrupted or fails.
+how the step ended - also when it is interrupted or fails. The backend returns what became of
+the step's work (its branch, its tip, its merge, its last requests); this module writes it to
+the step's record, as `open_session` writes where the run's steps land.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sandbox_runner.backends.api import Backend, PreparedStep
+from sandbox_runner.backends.api import Backend, Landed, Notices, PreparedStep
 from sandbox_runner.errors import Interrupted
-from sandbox_runner.outcomes import IterationEnd, Status, StepEnd
+from sandbox_runner.outcomes import IterationEnd, Reason, Status, StepEnd
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import StepRecord
-from sandbox_runner.records.results import StepOutcome
 from sandbox_runner.records.resume import awaits_landing
-from sandbox_runner.records.store import ActiveRun
+from sandbox_runner.records.store import ActiveRun, Ended
+from sandbox_runner.results.ended import StepOutcome
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget
 from sandbox_runner.steps.loop import (
     DEFAULT_NO_PROGRESS_LIMIT,
@@ -63,22 +66,78 @@ def run_step(
     """Run `step` (recorded in `record`, a step of `run`) on `backend` and land its work."""
     spent = record.iterations_used
     run.begin_step(record)
+    prepared: PreparedStep | None = None
     try:
         with backend.step(record.index, step, record) as prepared:
+            _bound(run, record, prepared)
             if settings.env:
                 prepared.env = {**prepared.env, **settings.env}
             ctx = _context(step, prompt, prepared, reporter, run, record, settings, spent)
             outcome = _run_or_retry_landing(ctx, record, spent)
             if prepared.land is not None:
-                outcome = prepared.land(outcome)
+                outcome = _landed(run, record, prepared.land(outcome))
     except (Interrupted, KeyboardInterrupt):
-        run.abort(record, record.index, Status.INTERRUPTED, IterationEnd.INTERRUPTED)
+        _stopped(run, record, prepared, Status.INTERRUPTED, IterationEnd.INTERRUPTED)
         raise
     except Exception as exc:
-        run.abort(record, record.index, Status.FAILED, str(exc)[:500])
+        _stopped(run, record, prepared, Status.FAILED, str(exc)[:500])
         raise
     run.finish_step(record, complete=outcome.complete, reason=outcome.reason)
     return outcome
+
+
+@contextmanager
+def open_session(backend: Backend, run: ActiveRun, reporter: Notices) -> Iterator[None]:
+    """The backend's session of `run`, with where the run's steps land written to its record."""
+    with backend.session(run.record.id, reporter) as place:
+        if place.base_branch is not None:
+            run.set_base(place.base_branch, place.base_commit)
+        if place.engine is not None:
+            run.set_engine(place.engine)
+        yield
+
+
+def _bound(run: ActiveRun, record: StepRecord, prepared: PreparedStep) -> None:
+    """Where the backend put the step's work: its branch and workspace; a resumed step's tip
+    too (with what its killed run had left in the workspace)."""
+    binding = prepared.binding
+    if binding is None:
+        return
+    run.bind_branch(
+        record,
+        repo=binding.repo,
+        base=binding.base,
+        branch=binding.branch,
+        workspace=binding.workspace,
+        start_commit=binding.start_commit,
+    )
+    if binding.start_commit is None and prepared.head is not None:
+        run.set_head(record, prepared.head())
+
+
+def _landed(run: ActiveRun, record: StepRecord, landed: Landed) -> StepOutcome:
+    """What landing the step did, written to its record; the step's outcome."""
+    if landed.late is not None and record.iterations:
+        late = landed.late
+        run.set_denied(record.iterations[-1], list(late.denied), late.denied_more, late.network)
+    run.set_head(record, landed.head)
+    if landed.landing is not None:
+        run.record_landing(record, landed.landing)
+    return landed.outcome
+
+
+def _stopped(
+    run: ActiveRun,
+    record: StepRecord,
+    prepared: PreparedStep | None,
+    status: Ended,
+    reason: Reason | str,
+) -> None:
+    """The step was interrupted or failed, and the run with it: its branch's tip (with what was
+    saved of its work) and how it ended are written to its record."""
+    if prepared is not None and prepared.head is not None:
+        run.set_head(record, prepared.head())
+    run.abort(record, record.index, status, reason)
 
 
 def _context(

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sandbox_runner.outcomes import IterationEnd, Status
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.record import IterationRecord, RunOptions, RunRecord, StepRecord
-from sandbox_runner.records.reported import ClaudeStats
-from sandbox_runner.records.store import RunStore, write_atomic
+from sandbox_runner.records.store import RunStore
+from sandbox_runner.results.reported import ClaudeStats
 
 DEAD_PID = 2**22 + 1
 """A pid above Linux's pid_max: no process has it (a `running` record with it has died)."""

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from sandbox_runner.outcomes import Exit, IterationEnd, Status
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.record import IterationRecord, RunOptions, RunRecord, StepRecord
-from sandbox_runner.records.reported import ClaudeStats, DeniedRecord
-from sandbox_runner.records.store import write_atomic
+from sandbox_runner.results.reported import ClaudeStats, DeniedRecord
 
 START = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

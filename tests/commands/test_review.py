@@ -128,8 +128,8 @@ HOSTILE = (
 def sandboxed_run(project: Path, branch: str) -> str:
     """A finished run whose one step left `branch` (forked from main) unmerged, as a sandboxed
     run records it; returns the run's id."""
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import write_atomic
 
     assert fks("run", "./scripts/done.sh", cwd=project).code == 0
     git(project, "reset", "-q", "--hard", "HEAD~1")  # the step's commit goes to its branch

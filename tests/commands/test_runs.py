@@ -218,9 +218,9 @@ def test_show_incomplete_run(project: Path) -> None:
 
 
 def test_show_claude_stats_and_cost(project: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.reported import ClaudeStats
-    from sandbox_runner.records.store import write_atomic
+    from sandbox_runner.results.reported import ClaudeStats
 
     run_id = complete_run(project)
     path = project / ".forge" / "runs" / run_id / "run.json"
@@ -422,8 +422,8 @@ def assert_neutralised(text: str) -> None:
 
 
 def test_show_and_logs_neutralise_agent_text(project: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import write_atomic
 
     commit_scripts(project, {"hostile.sh": HOSTILE_AGENT})
     run_id = new_run(project, "./scripts/hostile.sh:2", code=1)
@@ -451,8 +451,8 @@ def test_show_and_logs_neutralise_agent_text(project: Path) -> None:
 
 
 def test_runs_neutralises_labels(project: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import write_atomic
 
     run_id = complete_run(project)
     path = project / ".forge" / "runs" / run_id / "run.json"

@@ -14,9 +14,9 @@ from fks_testing.runs import (
     recorded_project,  # noqa: F401  (the fixture `project`)
 )
 
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.record import RunRecord
-from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
-from sandbox_runner.records.store import write_atomic
+from sandbox_runner.results.reported import NetworkRecord, RequestsRecord
 
 HOSTILE = "\x1b]0;owned\x07evil\x1b[2J\u202egpj.sh\u2066.test"
 

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from sandbox_runner.console.live import LiveReporter
 from sandbox_runner.console.output import PlainReporter
-from sandbox_runner.records.results import IterationResult, StepOutcome
+from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 

@@ -5,21 +5,34 @@ from __future__ import annotations
 
 import io
 import os
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 from fks_testing.fakes import FakeRun, FakeSandbox
 
-from sandbox_runner.backends.api import PreparedStep
+from sandbox_runner.backends.api import (
+    BranchBinding,
+    ExecSpec,
+    IterationTraffic,
+    Landed,
+    Notices,
+    PreparedStep,
+    RunPlace,
+    StepSoFar,
+)
 from sandbox_runner.backends.local import LocalBackend
 from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.errors import Interrupted
+from sandbox_runner.git.landing import Landing
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
 from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
-from sandbox_runner.steps.runner import StepSettings, run_step
+from sandbox_runner.results.ended import StepOutcome
+from sandbox_runner.results.reported import DeniedRecord
+from sandbox_runner.steps.runner import StepSettings, open_session, run_step
 
 MARK = "FORKHESTRA_COMPLETE\n"
 PROMPT = PromptSource(origin="--prompt", text="go")
@@ -112,3 +125,77 @@ def test_a_step_that_fails_or_is_interrupted_is_recorded_so(
         )
     saved = _saved_step(run)
     assert (saved.status, saved.reason) == (status, reason)
+
+
+class _BranchBackend(LocalBackend):
+    """A backend that puts each step on a branch and lands it there: it writes no record, it
+    returns what happened."""
+
+    def __init__(self, cwd: Path, sandbox: FakeSandbox) -> None:
+        super().__init__(cwd=cwd, agents={}, sandbox=sandbox)
+
+    @contextmanager
+    def session(self, run_id: str, reporter: Notices) -> Iterator[RunPlace]:
+        yield RunPlace(base_branch="main", base_commit="b0", engine="tcp://far:2375")
+
+    @contextmanager
+    def step(self, index: int, step: Step, record: StepSoFar) -> Iterator[PreparedStep]:
+        late = IterationTraffic(denied=(DeniedRecord(host="x.test", count=2),), denied_more=1)
+
+        def land(outcome: StepOutcome) -> Landed:
+            return Landed(outcome, head="h1", landing=Landing(merged=True, commit="m1"), late=late)
+
+        binding = BranchBinding(str(self._cwd), "main", f"fks/s{index}", "vol-1", "b0")
+        yield PreparedStep(
+            agent=self.resolve(step),
+            sandbox=self._sandbox,
+            land=land,
+            binding=binding,
+            head=lambda: "h-stopped",
+        )
+
+
+def test_what_the_backend_returns_is_written_to_the_run_record(tmp_path: Path) -> None:
+    backend = _BranchBackend(tmp_path, FakeSandbox([FakeRun("done\n" + MARK)]))
+    run = _active_run(tmp_path)
+    with open_session(backend, run, _reporter()):
+        run_step(
+            Step(agent="echo"),
+            PROMPT,
+            run.add_step("echo"),
+            backend=backend,
+            reporter=_reporter(),
+            run=run,
+            settings=StepSettings(),
+        )
+    saved = RunStore(tmp_path).load(run.record.id)
+    assert (saved.base_branch, saved.base_commit, saved.engine) == ("main", "b0", "tcp://far:2375")
+    step = saved.steps[0]
+    assert (step.branch, step.base_branch, step.workspace, step.start_commit) == (
+        "fks/s1",
+        "main",
+        "vol-1",
+        "b0",
+    )
+    assert (step.head_commit, step.merged, step.merge_commit) == ("h1", True, "m1")
+    last = step.iterations[-1]
+    assert [(d.host, d.count) for d in last.denied] == [("x.test", 2)] and last.denied_more == 1
+
+
+def test_an_interrupted_step_records_the_tip_its_backend_saved(tmp_path: Path) -> None:
+    def interrupted(spec: ExecSpec) -> FakeRun:
+        raise Interrupted("SIGINT")
+
+    run = _active_run(tmp_path)
+    with pytest.raises(Interrupted):
+        run_step(
+            Step(agent="echo"),
+            PROMPT,
+            run.add_step("echo"),
+            backend=_BranchBackend(tmp_path, FakeSandbox([interrupted])),
+            reporter=_reporter(),
+            run=run,
+            settings=StepSettings(),
+        )
+    saved = _saved_step(run)
+    assert (saved.status, saved.branch, saved.head_commit) == ("interrupted", "fks/s1", "h-stopped")

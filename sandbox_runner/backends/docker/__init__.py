@@ -8,8 +8,9 @@ swarm (`swarm/`); `settings` a step's container as values (network mode, limits,
 labels); `agent_view` the agent as its container sees it; `preflight` (with `checks`, settings
 checked before a run) what is checked once the engine answers; `landing` what becomes of a
 step's work (synced after each iteration, salvaged when stopped, merged into its base through
-`sandbox_runner.git`); `cleanup` what dead runs left on an engine, found and removed for `fks
-clean`.
+`sandbox_runner.git`; returned as values, for the caller to write to the record); `cleanup`
+what dead runs left on an engine, found and removed for `fks clean` (which tells it, as
+`target.Leftovers`, which runs are alive and what the dead ones' records say).
 
 Sub-packages: `engine/` the engine a run talks to, shared by all; `runners/` what runs one
 iteration (a container, warm containers); `workspace/` the step's volume and how its work

@@ -14,7 +14,13 @@ from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox_runner.backends.api import Notices, Phase, PreparedStep
+from sandbox_runner.backends.api import (
+    Notices,
+    Phase,
+    PreparedStep,
+    RunPlace,
+    StepSoFar,
+)
 from sandbox_runner.backends.docker.agent_view import (
     check_committed,
     container_agent,
@@ -22,6 +28,7 @@ from sandbox_runner.backends.docker.agent_view import (
     step_mounts,
     step_repo,
 )
+from sandbox_runner.backends.docker.checks import check_engine, check_static, gvisor_runtimes
 from sandbox_runner.backends.docker.cleanup import remove_run_containers, remove_run_proxy_volumes
 from sandbox_runner.backends.docker.egress.pool import (
     Credentials,
@@ -30,12 +37,21 @@ from sandbox_runner.backends.docker.egress.pool import (
     through_proxy,
 )
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.engine.connect import supported_engine
 from sandbox_runner.backends.docker.landing import (
     StepLanding,
     dropped_on_early_failure,
     review_lines,
+    start_branch,
+)
+from sandbox_runner.backends.docker.preflight import (
+    check_agents,
+    check_credentials,
+    check_networks,
+    prepare_image,
 )
 from sandbox_runner.backends.docker.runners.container import ContainerSettings
+from sandbox_runner.backends.docker.secret_checks import check_secrets
 from sandbox_runner.backends.docker.settings import (
     DEFAULT_TIMEOUT,
     container_settings,
@@ -45,13 +61,12 @@ from sandbox_runner.backends.docker.settings import (
     step_env,
     step_labels,
 )
+from sandbox_runner.backends.docker.target import Target
 from sandbox_runner.backends.docker.targets import target_for
 from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace, volume_name
 from sandbox_runner.git.repo import (
     Repo,
-    branch_exists,
-    create_branch,
     exclude_forge_dir,
     identity_env,
     leftover_ref,
@@ -60,13 +75,14 @@ from sandbox_runner.git.repo import (
     rev,
     step_branch,
 )
+from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
+from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_RUNTIME
+from sandbox_runner.paths import slug
 from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings
-from sandbox_runner.records.record import StepRecord
-from sandbox_runner.records.store import ActiveRun, slug
 from sandbox_runner.signals import deferred_signals
 
 if TYPE_CHECKING:
@@ -94,9 +110,6 @@ class SandboxBackend:
         steps are only shown, so a secret whose value cannot be read here is shown so, not
         refused. `secret_files`: what secrets and caCerts read in the repository (relative to
         it): no landing changes them."""
-        from sandbox_runner.backends.docker.engine.connect import supported_engine
-        from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
-
         # Before anything is opened or started: an engine runs cannot use is refused.
         self._target = target_for(supported_engine(settings.engine))
         self._cwd = cwd
@@ -106,7 +119,7 @@ class SandboxBackend:
         self._repo = open_repo(cwd)
         self._base = base if checked_base and base else require_base(self._repo, base)
         self._client: docker.DockerClient | None = None
-        self._run: ActiveRun | None = None
+        self._run_id: str | None = None
         self._reporter: Notices | None = None
         self._workspaces: dict[Path, VolumeWorkspace] = {}
         self._stack = ExitStack()
@@ -165,19 +178,6 @@ class SandboxBackend:
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
         images and agents exist."""
-        from sandbox_runner.backends.docker.checks import (
-            check_engine,
-            check_static,
-            gvisor_runtimes,
-        )
-        from sandbox_runner.backends.docker.preflight import (
-            check_agents,
-            check_credentials,
-            check_networks,
-            prepare_image,
-        )
-        from sandbox_runner.backends.docker.secret_checks import check_secrets
-
         for step in steps:
             settings, where = self.settings_for(step.agent), self._where(step.agent)
             check_static(settings, where)
@@ -212,8 +212,6 @@ class SandboxBackend:
 
     def _image(self, settings: SandboxSettings) -> str:
         """The image's name; `devcontainer` is the repository's, built on first use."""
-        from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
-
         if settings.image != DEVCONTAINER:
             return settings.image or self._image_default
         if self._devcontainer is None:
@@ -221,46 +219,42 @@ class SandboxBackend:
         return self._devcontainer
 
     @contextmanager
-    def session(self, run: ActiveRun, reporter: Notices) -> Iterator[None]:
-        self._run, self._reporter = run, reporter
+    def session(self, run_id: str, reporter: Notices) -> Iterator[RunPlace]:
+        self._run_id, self._reporter = run_id, reporter
         for warning in dict.fromkeys(self._image_warnings):
             reporter.warn(warning)
-        run.set_base(self._base, rev(self._repo, self._base))
-        self._target.record(run)
+        place = RunPlace(self._base, rev(self._repo, self._base), self._target.recorded_engine())
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
         # A resumed run's killed process may have left its containers running: stop them first.
-        remove_run_containers(self._client, run.record.id)
-        remove_run_proxy_volumes(self._client, run.record.id)
-        self._proxies = ProxyPool(
-            self._client, run.record.id, self._stack, make=self._target.egress_proxy
-        )
+        remove_run_containers(self._client, run_id)
+        remove_run_proxy_volumes(self._client, run_id)
+        self._proxies = ProxyPool(self._client, run_id, self._stack, make=self._target.egress_proxy)
         self._target.open(self._stack)
         try:
             with self._stack:
-                yield
+                yield place
         finally:
             with deferred_signals():
                 self._target.release(
                     self._client,
-                    run.record.id,
+                    run_id,
                     list(self._workspaces.values()),
                     self._kept,
                     image=next(iter(self._users), self._image_default),
                     warn=reporter.warn,
                 )
 
-    def review_hint(self, record: StepRecord) -> list[str]:
-        run_id = self._run.record.id if self._run is not None else None
-        return review_lines(record, self._repo.top, self._base, run_id, self._kept)
+    def review_hint(self, record: StepSoFar) -> list[str]:
+        return review_lines(record, self._repo.top, self._base, self._run_id, self._kept)
 
     # --- one step -----------------------------------------------------------------------------
 
     def _workspace(self, repo: Repo, image: str, runtime: str | None) -> VolumeWorkspace:
         """The repository's workspace, made on first use; labelled with the image and runtime
         of the step that made it (`fks clean` exports it with them)."""
-        assert self._run is not None and self._client is not None
-        run_id = self._run.record.id
+        assert self._run_id is not None and self._client is not None
+        run_id = self._run_id
         if repo.top not in self._workspaces:
             labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
             if runtime:
@@ -271,18 +265,17 @@ class SandboxBackend:
         return self._workspaces[repo.top]
 
     @contextmanager
-    def step(self, index: int, step: Step, record: StepRecord) -> Iterator[PreparedStep]:
-        assert self._run is not None and self._client is not None, "preflight() and session() first"
+    def step(self, index: int, step: Step, record: StepSoFar) -> Iterator[PreparedStep]:
+        assert self._run_id is not None and self._client is not None, "preflight(), session()"
         assert self._reporter is not None
-        run_id = self._run.record.id
         host_view = self.resolve(step)
         repo, base, relative = step_repo(host_view, self._repo, self._base, self._cwd)
         settings = self.settings_for(step.agent)
         image = self._image(settings)
         workspace = self._workspace(repo, image, settings.runtime)
         resumed = record.branch is not None
-        branch = record.branch or step_branch(run_id, index, slug(step.agent))
-        start_branch(self._run, record, repo, base, branch, workspace.name, resumed=resumed)
+        branch = record.branch or step_branch(self._run_id, index, slug(step.agent))
+        binding = start_branch(record, repo, base, branch, workspace.name, resumed=resumed)
         with dropped_on_early_failure(repo, branch, record, resumed=resumed):
             agent = container_agent(host_view, repo, relative, self._cwd)
             container, env, proxy = self._container(index, step, agent, repo, image, workspace)
@@ -292,42 +285,30 @@ class SandboxBackend:
                     container,
                     workspace,
                     branch=branch,
-                    leftover=leftover_ref(run_id, index),
+                    leftover=leftover_ref(self._run_id, index),
                     scratch=Path(scratch),
                     new_step=not resumed,
-                    warm=self._warm(settings, step),
+                    warm=_warm(self._target, settings, step),
                     notices=self._reporter,
                 )
                 landing = StepLanding(
-                    self._run, self._reporter, self._base, index, step, record, sandbox, env, proxy
+                    run_id=self._run_id,
+                    reporter=self._reporter,
+                    base=self._base,
+                    index=index,
+                    step=step,
+                    record=record,
+                    binding=binding,
+                    sandbox=sandbox,
+                    env=env,
+                    proxy=proxy,
+                    secret_files=self._secret_files,
                 )
-                landing.secret_files = self._secret_files
-                began = time.monotonic()
-                if resumed and workspace.exists():
-                    landing.salvage(interrupted=False)
-                workspace.ensure()
-                sandbox.timed("workspace", began, f"Docker volume {workspace.name}")
+                landing.open(resumed=resumed)
                 self._kept.discard(workspace.name)
-                try:
-                    with closing(sandbox):
-                        yield PreparedStep(
-                            agent=agent,
-                            sandbox=sandbox,
-                            env=env,
-                            timeout=settings.timeout or DEFAULT_TIMEOUT,
-                            after_iteration=landing.after_iteration,
-                            land=landing.land,
-                        )
-                except BaseException as exc:
-                    if isinstance(exc, Exception) and not resumed and not record.iterations:
-                        raise  # failed before its first iteration: nothing is kept
-                    # Interrupted or failed mid-step: keep what the agent committed so far, and its
-                    # workspace as it is (for --resume).
-                    if self._keep_interrupted:
-                        self._kept.add(workspace.name)
-                    with deferred_signals():
-                        landing.salvage(interrupted=True)
-                    raise
+                kept = self._kept if self._keep_interrupted else None
+                with landing.kept_when_stopped(kept, resumed=resumed), closing(sandbox):
+                    yield landing.prepared(agent, settings.timeout or DEFAULT_TIMEOUT)
 
     def _container(
         self,
@@ -340,11 +321,12 @@ class SandboxBackend:
     ) -> tuple[ContainerSettings, dict[str, str], EgressProxy | None]:
         """The step's containers as settings, their environment, and its egress proxy (started
         with the first step that needs one)."""
-        assert self._run is not None and self._proxies is not None and self._reporter is not None
+        assert self._run_id is not None and self._proxies is not None
+        assert self._reporter is not None
         settings = self.settings_for(step.agent)
         env = step_env(agent, settings, identity_env(repo))
         mounts, user = step_mounts(agent, settings, workspace), self._users.get(image)
-        labels = step_labels(self._run.record.id, index, repo)
+        labels = step_labels(self._run_id, index, repo)
         gvisor = settings.runtime in self._gvisor
         container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
         began = time.monotonic()
@@ -355,37 +337,10 @@ class SandboxBackend:
         container, env = through_proxy(proxy, container, env, settings.env)
         return container, env, proxy
 
-    def _warm(self, settings: SandboxSettings, step: Step) -> int:
-        """With warm containers, the step's iterations (no more containers are made; a resumed
-        step given more runs the rest cold); 0 (cold) for a step of one iteration (no next
-        one), and where the target has none."""
-        left = step.iterations if step.loop else 1
-        return self._target.warm(left) if settings.warm is not False and left > 1 else 0
 
-
-def start_branch(
-    run: ActiveRun,
-    record: StepRecord,
-    repo: Repo,
-    base: str,
-    branch: str,
-    workspace: str,
-    *,
-    resumed: bool,
-) -> None:
-    """Create the step branch at the base's tip (a resumed step keeps its own) and bind it,
-    with its workspace, to the step's record."""
-    start_commit = None if resumed else rev(repo, base)
-    if start_commit is not None:
-        create_branch(repo, branch, start_commit)
-    elif record.start_commit and not branch_exists(repo.top, branch):
-        # `fks clean --branches` removed it because it held no commit: start it again.
-        create_branch(repo, branch, record.start_commit)
-    run.bind_branch(
-        record,
-        repo=str(repo.top),
-        base=base,
-        branch=branch,
-        workspace=workspace,
-        start_commit=start_commit,
-    )
+def _warm(target: Target, settings: SandboxSettings, step: Step) -> int:
+    """With warm containers, the step's iterations (no more containers are made; a resumed
+    step given more runs the rest cold); 0 (cold) for a step of one iteration (no next one),
+    and where the target has none."""
+    left = step.iterations if step.loop else 1
+    return target.warm(left) if settings.warm is not False and left > 1 else 0

@@ -21,6 +21,7 @@ from sandbox_runner.backends.docker.settings import config_files
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
 from sandbox_runner.labels import LABEL_PROBE
+from sandbox_runner.paths import write_atomic
 from sandbox_runner.plan.checks import did_you_mean
 from sandbox_runner.plan.sandbox import SandboxSettings, own_network
 
@@ -257,7 +258,6 @@ def _load_cache(path: Path) -> dict[str, dict[str, bool]]:
 
 
 def _save_cache(path: Path, data: dict[str, dict[str, bool]]) -> None:
-    from sandbox_runner.records.store import write_atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 
 from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
 from sandbox_runner.backends.docker.engine.client import remove_volume
+from sandbox_runner.backends.docker.settings import container_settings
+from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
+from sandbox_runner.backends.docker.workspace.shipping import OBJECTS_ROLE
 from sandbox_runner.errors import FksError
+from sandbox_runner.git.bundles import apply_leftover
+from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
+from sandbox_runner.images.lookup import image_user
 from sandbox_runner.labels import (
     LABEL_IMAGE,
     LABEL_PID,
@@ -22,16 +28,14 @@ from sandbox_runner.labels import (
     LABEL_RUN,
     LABEL_RUNTIME,
 )
-from sandbox_runner.outcomes import Status
-from sandbox_runner.records.record import RunRecord, pid_alive, run_alive
-from sandbox_runner.records.store import RunStore, project_root
+from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.signals import pid_alive
 
 if TYPE_CHECKING:
     import docker
     from docker.models.volumes import Volume
 
-    from sandbox_runner.backends.docker.target import Target
-    from sandbox_runner.backends.docker.workspace.sandbox import Synced
+    from sandbox_runner.backends.docker.target import DeadRun, DeadStep, Leftovers, Target
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
 
@@ -48,19 +52,15 @@ def connected(
         return None
 
 
-def _running(record: RunRecord | None) -> bool:
-    return record is not None and run_alive(record)
-
-
 def _dead(labels: dict[str, str]) -> bool:
     """A container or volume whose fks process is gone (an unknown pid counts as alive)."""
     pid = labels.get(LABEL_PID, "")
     return pid.isdigit() and not pid_alive(int(pid))
 
 
-def engines_used(records: dict[str, RunRecord]) -> list[str | None]:
-    """The local engine, and every other one a run that is not running used."""
-    others = {r.engine for r in records.values() if r.engine and not _running(r)}
+def engines_used(leftovers: Leftovers) -> list[str | None]:
+    """The local engine, and every other one a dead run used."""
+    others = {r.engine for r in leftovers.dead.values() if r.engine}
     return [None, *sorted(e for e in others if e is not None)]
 
 
@@ -110,21 +110,17 @@ def clean_engine(
     client: docker.DockerClient,
     target: Target,
     engine: str | None,
-    repos: set[str],
-    records: dict[str, RunRecord],
-    every: bool,
+    leftovers: Leftovers,
 ) -> int:
     """Dead runs' containers, then their volumes on one engine: workspaces exported onto
     their step branches first."""
-    from sandbox_runner.backends.docker.workspace.shipping import OBJECTS_ROLE
-
     where = f" on {engine}" if engine else ""
 
     def ours(labels: dict[str, str]) -> bool:
         run_id = labels.get(LABEL_RUN, "")
-        if _running(records.get(run_id)) or not _dead(labels):
+        if run_id in leftovers.live or not _dead(labels):
             return False
-        return every or labels.get(LABEL_REPO) in repos
+        return leftovers.every or labels.get(LABEL_REPO) in leftovers.repos
 
     count = 0
     # ignore_removed: a container that goes away while listed (another run ending) is skipped.
@@ -147,19 +143,10 @@ def clean_engine(
             what = "egress proxy" if role == PROXY_ROLE else "object store"
             print(f"removed {what} volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
-        elif _salvage_and_remove(client, target, volume, labels, records):
+        elif _salvage_and_remove(client, target, volume, labels, leftovers):
             print(f"removed workspace volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
     return count
-
-
-def _record_for(run_id: str, repo: Path, records: dict[str, RunRecord]) -> RunRecord | None:
-    if run_id in records:
-        return records[run_id]
-    try:
-        return RunStore(project_root(repo)).load(run_id)
-    except (FksError, OSError):
-        return None
 
 
 def _salvage_and_remove(
@@ -167,20 +154,20 @@ def _salvage_and_remove(
     target: Target,
     volume: Volume,
     labels: dict[str, str],
-    records: dict[str, RunRecord],
+    leftovers: Leftovers,
 ) -> bool:
     """Export a dead run's workspace onto its step branch, then remove the volume."""
     run_id, repo = labels.get(LABEL_RUN, ""), Path(labels.get(LABEL_REPO, "/nonexistent"))
-    record = _record_for(run_id, repo, records)
+    record = leftovers.run(run_id, repo)
     if record is None or not repo.is_dir():
         print(
             f"kept workspace volume {volume.name}: no record of run {run_id} to save its work to; "
             f"remove it with 'docker volume rm {volume.name}'"
         )
         return False
-    for step in record.steps:
-        if step.workspace == volume.name and step.branch and step.status != Status.COMPLETE:
-            salvage_step(client, target, volume.name, labels, record, step.index)
+    for step in record.unfinished:
+        if step.workspace == volume.name:
+            salvage_step(client, target, volume.name, labels, record, step)
     remove_volume(client, volume.name)
     return True
 
@@ -190,16 +177,11 @@ def salvage_step(
     target: Target,
     name: str,
     labels: dict[str, str],
-    record: RunRecord,
-    index: int,
+    run: DeadRun,
+    step: DeadStep,
 ) -> None:
-    """The commits the workspace holds that step `index`'s branch has not got, and what its
-    agent left uncommitted (as one commit), onto the branch."""
-    from sandbox_runner.git.bundles import apply_leftover
-    from sandbox_runner.git.repo import branch_exists, identity_env, leftover_ref, open_repo, rev
-
-    step = record.steps[index - 1]
-    assert step.branch is not None
+    """The commits the workspace holds that `step`'s branch has not got, and what its agent
+    left uncommitted (as one commit), onto the branch."""
     try:
         repo = open_repo(Path(labels[LABEL_REPO]), what="fks clean")
         if not branch_exists(repo.top, step.branch):
@@ -209,13 +191,13 @@ def salvage_step(
         run_labels = {k: v for k, v in labels.items() if k != LABEL_IMAGE}
         workspace = target.workspace(client, repo, name, run_labels, image)
         env = identity_env(repo)
-        leftover = leftover_ref(record.id, index)
+        leftover = leftover_ref(run.id, step.index)
         runtime = labels.get(LABEL_RUNTIME)
         synced = _export(
             client, workspace, (image, runtime), labels[LABEL_RUN], step.branch, leftover, env
         )
         imported = rev(repo, step.branch) != before
-        message = f"fks: what {step.agent} left uncommitted when run {record.id} stopped"
+        message = f"fks: what {step.agent} left uncommitted when run {run.id} stopped"
         committed = apply_leftover(repo, step.branch, leftover, message, env)
     except FksError as exc:
         print(f"warning: could not save the work in {name} to {step.branch}: {exc}")
@@ -223,7 +205,7 @@ def salvage_step(
     if synced.error:
         print(f"warning: could not save the work in {name} to {step.branch}: {synced.error}")
     if imported:
-        print(f"saved to {step.branch} the commits run {record.id} had not saved")
+        print(f"saved to {step.branch} the commits run {run.id} had not saved")
     if committed:
         print(f"committed what {step.agent} left uncommitted to {step.branch} ({committed[:12]})")
 
@@ -239,10 +221,6 @@ def _export(
 ) -> Synced:
     """Export the workspace from a container of its own (the image and runtime its step ran
     with) and import what it holds."""
-    from sandbox_runner.backends.docker.settings import container_settings
-    from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
-    from sandbox_runner.plan.sandbox import SandboxSettings
-
     image, runtime = image_runtime
     settings = container_settings(
         image,
@@ -262,8 +240,6 @@ def _export(
 def _image_user(client: docker.DockerClient, image: str) -> str | None:
     """The user the step's containers ran as (a devcontainer's remoteUser), if its image says."""
     import docker as docker_module
-
-    from sandbox_runner.images.lookup import image_user
 
     try:
         return image_user(client, image) if image else None

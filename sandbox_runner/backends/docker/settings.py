@@ -9,9 +9,8 @@ from pathlib import Path
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_STEP
-from sandbox_runner.plan.agents import AgentCommand
+from sandbox_runner.plan.agents import CREDENTIAL_VARS, AgentCommand
 from sandbox_runner.plan.sandbox import SandboxSettings, own_network
-from sandbox_runner.records.masking import CREDENTIAL_VARS
 
 # Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.
 CLAUDE_ENV = (*CREDENTIAL_VARS, "ANTHROPIC_BASE_URL")

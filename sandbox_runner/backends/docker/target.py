@@ -5,8 +5,10 @@ this."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -17,10 +19,50 @@ if TYPE_CHECKING:
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.sandbox import SandboxSettings
-    from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import ActiveRun
 
 Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DeadStep:
+    """A step of a dead run that did not complete: its work may still be in its workspace."""
+
+    index: int
+    agent: str
+    branch: str
+    workspace: str
+    repo: str | None
+
+
+@dataclass(frozen=True)
+class DeadRun:
+    """A run whose process is gone, as `fks clean` read its record."""
+
+    id: str
+    engine: str | None
+    """The Docker engine it ran on, when not the local one."""
+    repos: frozenset[str]
+    """The repositories its steps worked in."""
+    unfinished: tuple[DeadStep, ...] = ()
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What `fks clean` may remove: what dead runs of `repos` (`every`: of every repository)
+    left, never anything of a run in `live`."""
+
+    repos: frozenset[str]
+    every: bool
+    live: frozenset[str]
+    """The ids of the runs whose process still runs."""
+    dead: Mapping[str, DeadRun]
+    """The project's runs whose process is gone, by id."""
+    find: Callable[[str, Path], DeadRun | None]
+    """The record of a run whose workspace names another repository (None: it has none)."""
+
+    def run(self, run_id: str, repo: Path) -> DeadRun | None:
+        """Dead run `run_id` of repository `repo`, as its record says (None: no record)."""
+        return self.dead.get(run_id) or self.find(run_id, repo)
 
 
 class Target(Protocol):
@@ -42,8 +84,8 @@ class Target(Protocol):
         """Make `image` available to the target's engine, where fks can."""
         ...
 
-    def record(self, run: ActiveRun) -> None:
-        """Note the engine in the run's record (for `fks clean`)."""
+    def recorded_engine(self) -> str | None:
+        """The engine to name in the run's record (for `fks clean`); None: the local one."""
         ...
 
     def open(self, stack: ExitStack) -> None:
@@ -79,6 +121,6 @@ class Target(Protocol):
         else it left on the target)."""
         ...
 
-    def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
+    def clean(self, leftovers: Leftovers) -> int:
         """`fks clean`: remove what dead runs left on the target; how many things."""
         ...

@@ -12,25 +12,34 @@ import sys
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from sandbox_runner.backends.docker.checks import check_off_machine
+from sandbox_runner.backends.docker.checks import check_api_url, check_off_machine
+from sandbox_runner.backends.docker.cleanup import clean_engine, connected, engines_used
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+from sandbox_runner.backends.docker.engine.client import ping
+from sandbox_runner.backends.docker.engine.connect import engine_client
 from sandbox_runner.backends.docker.settings import docker_network
 from sandbox_runner.backends.docker.swarm.target import SwarmTarget
-from sandbox_runner.backends.docker.target import Target, Warn
+from sandbox_runner.backends.docker.target import Leftovers, Target, Warn
+from sandbox_runner.backends.docker.workspace.reaper import remove_in_background
+from sandbox_runner.backends.docker.workspace.shipping import (
+    ShippedObjects,
+    objects_volume_name,
+)
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
+from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.errors import FksError
 from sandbox_runner.git.bundles import drop_run_refs
+from sandbox_runner.images.lookup import image_exists
+from sandbox_runner.images.push import TRANSFER_TIMEOUT_S, push_image
 from sandbox_runner.labels import LABEL_IMAGE
+from sandbox_runner.plan.engine import EngineSpec
 
 if TYPE_CHECKING:
     import docker
 
     from sandbox_runner.git.repo import Repo
     from sandbox_runner.plan.agents import AgentCommand
-    from sandbox_runner.plan.engine import EngineSpec
     from sandbox_runner.plan.sandbox import SandboxSettings
-    from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import ActiveRun
 
 
 def target_for(spec: EngineSpec | None) -> Target:
@@ -42,20 +51,17 @@ def target_for(spec: EngineSpec | None) -> Target:
     return RemoteTarget(spec)
 
 
-def clean_dead_runs(repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-    """What dead runs of `repos` (`every`: of every repository) left on the local engine and
-    on every other one a run that is not running used; how many things were removed."""
-    from sandbox_runner.backends.docker.cleanup import engines_used
-    from sandbox_runner.plan.engine import EngineSpec
-
+def clean_dead_runs(leftovers: Leftovers) -> int:
+    """What dead runs left on the local engine and on every other one a dead run used; how
+    many things were removed."""
     count = 0
-    for engine in engines_used(records):
+    for engine in engines_used(leftovers):
         try:
             target = target_for(None if engine is None else EngineSpec.parse(engine))
         except FksError as exc:
             print(f"warning: skipped engine {engine} of earlier runs: {exc}")
             continue
-        count += target.clean(repos, records, every)
+        count += target.clean(leftovers)
     return count
 
 
@@ -68,15 +74,12 @@ class LocalTarget:
     """The local engine: it sees this machine's paths and the user's object store."""
 
     def connect(self) -> docker.DockerClient:
-        from sandbox_runner.backends.docker.engine.client import ping
-        from sandbox_runner.docker_daemon import docker_client
 
         client = docker_client()
         ping(client)
         return client
 
     def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
-        from sandbox_runner.backends.docker.checks import check_api_url
 
         if agent.stream_json:
             network = docker_network(settings)
@@ -89,8 +92,9 @@ class LocalTarget:
     def present(self, client: docker.DockerClient, image: str) -> None:
         """The engine's own images are the ones."""
 
-    def record(self, run: ActiveRun) -> None:
+    def recorded_engine(self) -> str | None:
         """The local engine is the default: nothing to note."""
+        return None
 
     def open(self, stack: ExitStack) -> None:
         """Nothing runs on this side."""
@@ -120,7 +124,6 @@ class LocalTarget:
     ) -> None:
         """Finished workspaces are removed in the background (Docker takes seconds to delete
         a large checkout)."""
-        from sandbox_runner.backends.docker.workspace.reaper import remove_in_background
 
         done = [w for w in workspaces if w.name not in kept]
         _drop_refs(run_id, done)
@@ -129,12 +132,9 @@ class LocalTarget:
         for workspace in done:
             workspace.remove()
 
-    def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-        from sandbox_runner.backends.docker.cleanup import clean_engine, connected
-        from sandbox_runner.docker_daemon import docker_client
-
+    def clean(self, leftovers: Leftovers) -> int:
         client = connected(lambda: docker_client(timeout=30), None)
-        return 0 if client is None else clean_engine(client, self, None, repos, records, every)
+        return 0 if client is None else clean_engine(client, self, None, leftovers)
 
 
 class RemoteTarget(LocalTarget):
@@ -145,7 +145,6 @@ class RemoteTarget(LocalTarget):
         self.spec = spec
 
     def connect(self) -> docker.DockerClient:
-        from sandbox_runner.backends.docker.engine.connect import engine_client
 
         return engine_client(self.spec)
 
@@ -156,17 +155,14 @@ class RemoteTarget(LocalTarget):
     def present(self, client: docker.DockerClient, image: str) -> None:
         """The image as the local engine has it, sent there if it is not (by id: `fks image
         push`); an image only the remote engine has is used as it is."""
-        from sandbox_runner.docker_daemon import docker_client
-        from sandbox_runner.images.lookup import image_exists
-        from sandbox_runner.images.push import TRANSFER_TIMEOUT_S, push_image
 
         local = docker_client(timeout=TRANSFER_TIMEOUT_S)
         if not image_exists(local, image):
             return
         push_image(local, client, image, engine=self.spec, out=sys.stderr, quiet=True)
 
-    def record(self, run: ActiveRun) -> None:
-        run.set_engine(str(self.spec))
+    def recorded_engine(self) -> str | None:
+        return str(self.spec)
 
     def workspace(
         self,
@@ -177,10 +173,6 @@ class RemoteTarget(LocalTarget):
         image: str,
     ) -> VolumeWorkspace:
         """Its objects: the engine cannot see the user's, so they are sent."""
-        from sandbox_runner.backends.docker.workspace.shipping import (
-            ShippedObjects,
-            objects_volume_name,
-        )
 
         shipped = ShippedObjects(
             client, repo, objects_volume_name(name), image=image, labels=labels
@@ -203,11 +195,8 @@ class RemoteTarget(LocalTarget):
         for workspace in done:
             workspace.remove()
 
-    def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
-        from sandbox_runner.backends.docker.cleanup import clean_engine, connected
-        from sandbox_runner.backends.docker.engine.connect import engine_client
-
+    def clean(self, leftovers: Leftovers) -> int:
         client = connected(lambda: engine_client(self.spec, timeout=60), str(self.spec))
         if client is None:
             return 0
-        return clean_engine(client, self, str(self.spec), repos, records, every)
+        return clean_engine(client, self, str(self.spec), leftovers)

@@ -196,8 +196,8 @@ def test_step_branch_commits_and_patch_escaped(tmp_path: Path) -> None:
 
 
 def test_running_run_updates_live(tmp_path: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import write_atomic
 
     project = init_repo(tmp_path / "proj")
     write_run(project, "20260102-030405-abcd", steps=[2])
@@ -237,8 +237,8 @@ def test_claude_step_with_plain_output_keeps_its_colours(tmp_path: Path) -> None
 
 
 def test_deleted_branch_and_missing_repository_say_so(tmp_path: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import write_atomic
 
     project, branch, base = hostile_branch(tmp_path)
     tip = git(project, "rev-parse", branch)
@@ -430,9 +430,9 @@ def test_a_tool_call_opens_to_the_whole_call_escaped_and_bounded(tmp_path: Path)
 
 
 def test_iteration_denied_hosts_and_requests_escaped(tmp_path: Path) -> None:
+    from sandbox_runner.paths import write_atomic
     from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.reported import DeniedRecord, NetworkRecord, RequestsRecord
-    from sandbox_runner.records.store import write_atomic
+    from sandbox_runner.results.reported import DeniedRecord, NetworkRecord, RequestsRecord
 
     project = init_repo(tmp_path / "proj")
     write_run(project, "20260102-030405-abcd", steps=[1])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from sandbox_runner.backends.docker.egress.access_log import AccessLine, Key
 from sandbox_runner.backends.docker.egress.refusals import Refusals
-from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
+from sandbox_runner.results.reported import NetworkRecord, RequestsRecord
 
 NETWORK_LISTED = 50  # kinds of request listed per take, the most made first; the rest summed up
 COUNTED = 1000  # kinds of request (and refused destinations) counted between takes

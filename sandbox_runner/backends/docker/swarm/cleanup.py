@@ -12,12 +12,10 @@ from sandbox_runner.backends.docker.engine.client import remove_tolerant, with_r
 from sandbox_runner.backends.docker.swarm.egress import remove_secret
 from sandbox_runner.backends.docker.swarm.nodes import find_volumes, sweep_volumes
 from sandbox_runner.backends.docker.swarm.task_network import NO_NETWORK_ROLE, remove_network
-from sandbox_runner.backends.docker.target import Target
+from sandbox_runner.backends.docker.target import DeadRun, Leftovers, Target
 from sandbox_runner.errors import FksError
 from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 from sandbox_runner.labels import LABEL_IMAGE, LABEL_REPO, LABEL_ROLE, LABEL_RUN
-from sandbox_runner.outcomes import Status
-from sandbox_runner.records.record import RunRecord, run_alive
 
 if TYPE_CHECKING:
     import docker
@@ -52,19 +50,15 @@ def clean_swarm(
     client: docker.DockerClient,
     target: NodeTarget,
     engine: str,
-    repos: set[str],
-    records: dict[str, RunRecord],
-    every: bool,
+    leftovers: Leftovers,
 ) -> int:
     """Dead runs on swarm `engine` (as their records name it): their services, then the work
     their workspaces hold, saved onto their step branches (through services pinned to the
     workspaces' nodes), then their volumes on every node."""
     dead = [
-        record
-        for record in records.values()
-        if record.engine == engine
-        and not run_alive(record)
-        and (every or {s.repo for s in record.steps if s.repo} & repos)
+        run
+        for run in leftovers.dead.values()
+        if run.engine == engine and (leftovers.every or run.repos & leftovers.repos)
     ]
     if not dead:
         return 0
@@ -78,7 +72,7 @@ def clean_swarm(
                 count += removed
         found = find_volumes(client, labels, DEFAULT_AGENT_IMAGE)
         for record in dead:
-            _salvage_swarm(client, target, record, found, repos)
+            _salvage_swarm(client, target, record, found, leftovers.repos)
         swept = sweep_volumes(client, labels, DEFAULT_AGENT_IMAGE)
     except FksError as exc:
         print(f"warning: could not clean the swarm: {exc}")
@@ -94,19 +88,17 @@ def clean_swarm(
 def _salvage_swarm(
     client: docker.DockerClient,
     target: NodeTarget,
-    record: RunRecord,
+    record: DeadRun,
     found: dict[str, tuple[str, dict[str, str]]],
-    repos: set[str],
+    repos: frozenset[str],
 ) -> None:
     """The work of `record`'s unfinished steps, from their workspaces on the swarm's nodes,
     onto their branches in `repos` (never a repository only the record names)."""
-    for step in record.steps:
-        if not step.workspace or not step.branch or step.status == Status.COMPLETE:
-            continue
+    for step in record.unfinished:
         node, labels = found.get(step.workspace, (None, {}))
         if node is None or labels.get(LABEL_RUN) != record.id or step.repo not in repos:
             continue
         target.place(step.workspace, node)
         labels = {**labels, LABEL_REPO: step.repo}
         labels.setdefault(LABEL_IMAGE, DEFAULT_AGENT_IMAGE)
-        salvage_step(client, target, step.workspace, labels, record, step.index)
+        salvage_step(client, target, step.workspace, labels, record, step)

@@ -17,7 +17,7 @@ from sandbox_runner.backends.docker.swarm.egress import SwarmEgressProxy
 from sandbox_runner.backends.docker.swarm.nodes import sweep_volumes
 from sandbox_runner.backends.docker.swarm.packs import PackServer, manager_address
 from sandbox_runner.backends.docker.swarm.workspace import Placement, SwarmObjects, SwarmWorkspace
-from sandbox_runner.backends.docker.target import Warn
+from sandbox_runner.backends.docker.target import Leftovers, Warn
 from sandbox_runner.backends.docker.workspace.shipping import objects_volume_name
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.docker_daemon import docker_client
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from sandbox_runner.plan.agents import AgentCommand
     from sandbox_runner.plan.engine import EngineSpec
     from sandbox_runner.plan.sandbox import SandboxSettings
-    from sandbox_runner.records.record import RunRecord
-    from sandbox_runner.records.store import ActiveRun
 
 
 class SwarmTarget:
@@ -82,8 +80,8 @@ class SwarmTarget:
         if it lacks it (by id, as `fks image push --engine swarm` does)."""
         push_to_swarm(client, [image], connect=engine_client, out=sys.stderr)
 
-    def record(self, run: ActiveRun) -> None:
-        run.set_engine(str(self.spec))
+    def recorded_engine(self) -> str | None:
+        return str(self.spec)
 
     def open(self, stack: ExitStack) -> None:
         """The server its nodes fetch workspace bases from."""
@@ -135,10 +133,10 @@ class SwarmTarget:
         for workspace in workspaces:
             drop_run_refs(workspace.repo, run_id)
 
-    def clean(self, repos: set[str], records: dict[str, RunRecord], every: bool) -> int:
+    def clean(self, leftovers: Leftovers) -> int:
         client = connected(self.connect, str(self.spec))
         if client is None:
             return 0
         with ExitStack() as stack:
             self.open(stack)  # workspaces' bases are fetched from here to save their work
-            return clean_swarm(client, self, str(self.spec), repos, records, every)
+            return clean_swarm(client, self, str(self.spec), leftovers)

@@ -18,7 +18,7 @@ from sandbox_runner.backends.docker.egress.audit import (
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
 from sandbox_runner.backends.docker.egress.squid import API_PORT, FORWARD_PORT
-from sandbox_runner.records.reported import NetworkRecord, RequestsRecord
+from sandbox_runner.results.reported import NetworkRecord, RequestsRecord
 
 F, A = FORWARD_PORT, API_PORT
 

@@ -27,7 +27,7 @@ from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
 from sandbox_runner.docker_daemon import docker_client
 from sandbox_runner.plan.allow import AllowEntry
-from sandbox_runner.records.reported import NetworkRecord
+from sandbox_runner.results.reported import NetworkRecord
 
 pytestmark = pytest.mark.docker
 

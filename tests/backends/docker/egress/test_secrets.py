@@ -24,7 +24,7 @@ from sandbox_runner.errors import SandboxError
 from sandbox_runner.images import lookup as images
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import PLACEHOLDER, SecretEntry, resolve_secrets
-from sandbox_runner.records.reported import RequestsRecord
+from sandbox_runner.results.reported import RequestsRecord
 
 pytestmark = pytest.mark.docker
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sandbox_runner.outcomes import FINISHED, IterationEnd, Reason, StepEnd
-from sandbox_runner.records.reported import ClaudeStats, DeniedRecord, NetworkRecord
+from sandbox_runner.results.reported import ClaudeStats, DeniedRecord, NetworkRecord
 
 
 @dataclass(frozen=True)
