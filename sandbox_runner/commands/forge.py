@@ -46,6 +46,7 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
+from sandbox_runner.runs.lifecycle import BackendSpec, checked_backend
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -140,18 +141,9 @@ def _stall_after(cfg: ChainsConfig | None) -> float | None:
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
-    from sandbox_runner.backends.factory import make_backend
-
     agents = stage_agents(ctx)
-    steps = [Step(agent=name) for name in agents]
-    backend = make_backend(
-        cwd=setup.project,
-        agents=agents,
-        sandbox=setup.sandbox,
-        base=setup.base,
-        checked_base=True,
-    )
-    backend.preflight(steps)
+    spec = BackendSpec(setup.project, agents, setup.sandbox, base=setup.base, checked_base=True)
+    checked_backend(spec, [Step(agent=name) for name in agents])
 
 
 def run(options: ForgeOptions) -> int:
