@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox_runner.commands.forge import (
     ForgeOptions,
@@ -31,13 +31,16 @@ from sandbox_runner.errors import (
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.models import ArchitectResult, ReviewResult, parse_answer
 from sandbox_runner.forge.pipeline import prepare_retry
+from sandbox_runner.forge.report import item_json
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.forge.worker import landed_line, refusal
+from sandbox_runner.forge.worker import landed_line, process_task, refusal
+from sandbox_runner.git.repo import branch_exists, open_repo, rev
+from sandbox_runner.git.runner import git
 from sandbox_runner.outcomes import Status, WorkStatus
-
-if TYPE_CHECKING:
-    from sandbox_runner.records.record import StepRecord
+from sandbox_runner.records.record import StepRecord
+from sandbox_runner.records.store import RunStore, new_run_id
+from sandbox_runner.signals import signals_as_interrupts
 
 MAX_COMMITS = 20
 """Commits `show` lists per branch (the newest)."""
@@ -59,10 +62,6 @@ def _on_its_base(options: ForgeOptions, item: WorkItem | None) -> ForgeOptions:
 
 def land(options: ForgeOptions, task: str) -> int:
     """Land an approved task's branch (no agent runs): 0 landed, 1 not (the reason shown)."""
-    from sandbox_runner.forge.worker import process_task
-    from sandbox_runner.records.store import new_run_id
-    from sandbox_runner.signals import signals_as_interrupts
-
     board, task_id = _task(_project(options.cwd), task)
     item = WorkStore(board.project).get(task_id)
     why = refusal(board, item, task_id, "land")
@@ -115,8 +114,6 @@ def retry(options: ForgeOptions, task: str) -> int:
 
 def reset(*, cwd: Path | None, task: str) -> int:
     """Forget a task's forge state: the next run starts it from Analyze on a fresh branch."""
-    from sandbox_runner.git.repo import branch_exists, open_repo, rev
-
     board, task_id = _task(_project(cwd), task)
     store = WorkStore(board.project)
     with store.locked():
@@ -158,10 +155,7 @@ def show(*, cwd: Path | None, task: str, json_output: bool = False) -> int:
 
 
 def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
-    from sandbox_runner.commands.forge import _item_json
-    from sandbox_runner.records.store import RunStore
-
-    entry = {**_item_json(item), "seq": item.seq, "start_commit": item.start_commit}
+    entry = {**item_json(item), "seq": item.seq, "start_commit": item.start_commit}
     entry["updated"] = item.updated.isoformat(timespec="seconds")
     entry["answer"] = item.answer
     entry["state"] = item.state
@@ -215,9 +209,6 @@ def _answered(stage: str, step: StepRecord) -> str | None:
 
 def _commits(project: Path, item: WorkItem) -> list[str]:
     """The task's own commits on its branch (the newest MAX_COMMITS), "<sha> <subject>"."""
-    from sandbox_runner.git.repo import branch_exists
-    from sandbox_runner.git.runner import git
-
     if not item.branch or not item.start_commit or not branch_exists(project, item.branch):
         return []
     out = git(
