@@ -263,6 +263,31 @@ def test_run_records_are_saved_only_by_their_writer() -> None:
     assert not callers, callers
 
 
+def _calling(name: str) -> dict[str, list[int]]:
+    """The package modules that call `name` (as `name(...)` or `x.name(...)`), with the lines."""
+    found: dict[str, list[int]] = {}
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if called == name:
+                found.setdefault(module, []).append(node.lineno)
+    return found
+
+
+def test_one_module_makes_backends() -> None:
+    """A run's backend is made where the run is opened: `runs.lifecycle`, for `fks run`, forge
+    workers and `fks forge run`'s preflight alike."""
+    assert list(_calling("make_backend")) == ["sandbox_runner.runs.lifecycle"]
+
+
+def test_one_module_creates_run_records() -> None:
+    """Every run record starts in `runs.lifecycle` (records read back are validated, not built)."""
+    assert list(_calling("RunRecord")) == ["sandbox_runner.runs.lifecycle"]
+
+
 def test_cli_imports_neither_docker_nor_git() -> None:
     """`fks --help` starts fast: the CLI module loads no heavy or backend package."""
     probe = (
@@ -283,8 +308,9 @@ def test_cli_imports_neither_docker_nor_git() -> None:
 # with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
 _LOWER_LAYERS = ("plan", "steps", "backends", "git", "records", "results")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
-    _LOWER_LAYERS: ("console", "commands", "cli", "tasks"),
-    ("results",): ("plan", "steps", "backends", "git", "records"),
+    _LOWER_LAYERS: ("console", "commands", "cli", "tasks", "runs"),
+    ("results",): ("plan", "steps", "backends", "git", "records", "runs"),
+    ("runs",): ("console", "commands", "cli", "forge", "tasks"),
     ("plan",): ("steps", "backends", "git", "records"),
     ("git",): ("steps", "backends", "plan", "records"),
     ("records",): ("steps", "backends"),

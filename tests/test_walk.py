@@ -29,23 +29,38 @@ echo FORKHESTRA_COMPLETE
 
 # Runs fks with a profiler: every call of a function (not a module or class body run by an
 # import) of a package file is appended to the trace (a file once per run of consecutive
-# calls), written when fks exits.
+# calls), and each call from another file is counted by callee and caller file: the caller is
+# the nearest calling frame in the package (a call the standard library makes for it, such as
+# contextlib's for a `with`, is the package frame's that made it; "" when none is). Both are
+# written when fks exits.
 TRACED = """
-import atexit, inspect, json, sys, threading
-trace = []
+import atexit, collections, inspect, json, sys, threading
+trace, calls = [], collections.Counter()
+def caller(frame):
+    frame = frame.f_back
+    while frame is not None and "/sandbox_runner/" not in frame.f_code.co_filename:
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
 def profile(frame, event, arg):
     if event == "call" and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
         name = frame.f_code.co_filename
-        if "/sandbox_runner/" in name and (not trace or trace[-1] != name):
-            trace.append(name)
+        if "/sandbox_runner/" in name:
+            if not trace or trace[-1] != name:
+                trace.append(name)
+            if (by := caller(frame)) != name:
+                calls[name, by] += 1
 sys.setprofile(profile)
 threading.setprofile(profile)
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(json.dumps(trace)))
+def write():
+    entered = [[name, by, n] for (name, by), n in calls.items()]
+    open(out, "w").write(json.dumps({"trace": trace, "calls": entered}))
+atexit.register(write)
 sys.argv[0] = "fks"
 from sandbox_runner.cli import main
 main()
 """
+LIFECYCLE = ROOT / "sandbox_runner" / "runs" / "lifecycle.py"
 
 
 def _walk() -> list[str]:
@@ -90,10 +105,28 @@ def test_the_walk_is_the_path_a_sandboxed_step_takes(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (repo / "work.txt").read_text() == "work\n"  # the step's commit landed
-    trace = [str(Path(p).resolve()) for p in json.loads(out.read_text())]
+    traced = json.loads(out.read_text())
+    trace = [str(Path(p).resolve()) for p in traced["trace"]]
     walk = _walk()
     assert len(walk) >= 10
     assert _in_order(walk, trace) == []
+    assert _entries(LIFECYCLE, traced["calls"]) == 1  # the run's one owner is called once
+
+
+def _entries(module: Path, calls: list[list[object]]) -> int:
+    """How often `module` was entered from another file (calls within it do not count)."""
+    return sum(
+        int(str(n))
+        for name, by, n in calls
+        if Path(str(name)).resolve() == module and Path(str(by)).resolve() != module
+    )
+
+
+def test_only_calls_from_other_files_enter_a_module() -> None:
+    other = str(ROOT / "sandbox_runner" / "commands" / "run.py")
+    calls: list[list[object]] = [[str(LIFECYCLE), other, 1], [str(LIFECYCLE), str(LIFECYCLE), 5]]
+    assert _entries(LIFECYCLE, calls) == 1
+    assert _entries(LIFECYCLE, [*calls, [str(LIFECYCLE), "", 2]]) == 3
 
 
 def test_a_walk_out_of_order_is_caught() -> None:

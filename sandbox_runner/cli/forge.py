@@ -110,16 +110,16 @@ def worker_cmd(
 
 @handled
 def status_cmd(cwd: CwdOption = None, json_output: JsonOption = False) -> int:
-    from sandbox_runner.commands import forge
+    from sandbox_runner.commands import forge_backlog
 
-    return forge.status(cwd=cwd, json_output=json_output)
+    return forge_backlog.status(cwd=cwd, json_output=json_output)
 
 
 @handled
 def clarifications_cmd(cwd: CwdOption = None) -> int:
-    from sandbox_runner.commands import forge
+    from sandbox_runner.commands import forge_backlog
 
-    return forge.clarifications(cwd=cwd)
+    return forge_backlog.clarifications(cwd=cwd)
 
 
 @handled
@@ -147,7 +147,7 @@ def create_cmd(
     status: StatusOption = "To Do",
     cwd: CwdOption = None,
 ) -> int:
-    from sandbox_runner.commands.forge import CreateOptions, create
+    from sandbox_runner.commands.forge_backlog import CreateOptions, create
 
     options = CreateOptions(
         title=title,
@@ -164,9 +164,9 @@ def create_cmd(
 
 @handled
 def parent_cmd(ctx: typer.Context, cwd: CwdOption = None) -> int:
-    from sandbox_runner.commands import forge
+    from sandbox_runner.commands import forge_backlog
 
-    return forge.parent(cwd=cwd, args=list(ctx.args))
+    return forge_backlog.parent(cwd=cwd, args=list(ctx.args))
 
 
 def register(app: typer.Typer) -> None:

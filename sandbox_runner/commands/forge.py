@@ -1,32 +1,31 @@
-"""`fks forge …`: run the analyze → implement → review pipeline over forge-tasks, and look at
-and answer what it left for a human."""
+"""`fks forge run`: the analyze → implement → review pipeline over forge-tasks, one worker
+process per task (`fks forge _worker`); `forge_task` and `forge_backlog` hold the other verbs."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import math
-import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NoReturn, cast, get_args
+from typing import cast, get_args
 
 from sandbox_runner.console.ansi import strip_escapes
-from sandbox_runner.console.output import plural
-from sandbox_runner.console.shown import one_line
+from sandbox_runner.console.forge_view import forge_view
+from sandbox_runner.console.output import PlainReporter, plural
 from sandbox_runner.console.units import usd
 from sandbox_runner.errors import (
     EXIT_COMPLETE,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
-    FksError,
     Interrupted,
     UsageError,
 )
 from sandbox_runner.forge.board import TaskBoard
-from sandbox_runner.forge.scheduler import ForgeView
+from sandbox_runner.forge.report import item_json, summary_line, write_junit
+from sandbox_runner.forge.scheduler import Conductor, ForgeView, session_config, worker_argv
 from sandbox_runner.forge.selection import (
     forge_base,
     forge_lock,
@@ -36,7 +35,9 @@ from sandbox_runner.forge.selection import (
 )
 from sandbox_runner.forge.stages import ForgeContext, stage_agents
 from sandbox_runner.forge.work import WorkItem, WorkStore
-from sandbox_runner.forge.worker import Mode
+from sandbox_runner.forge.worker import Mode, process_task
+from sandbox_runner.git.repo import open_repo
+from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
 from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
@@ -47,6 +48,12 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
+from sandbox_runner.records.masking import masked_names, secrets_from_env
+from sandbox_runner.records.store import new_run_id, project_root
+from sandbox_runner.runs.lifecycle import BackendSpec, checked_backend
+from sandbox_runner.signals import signals_as_interrupts
+from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT
+from sandbox_runner.steps.tap import LogLimits
 
 EXIT_SKIPPED = 3
 """A worker found its task held by another `fks forge run`."""
@@ -88,8 +95,6 @@ class _Setup:
 
 
 def _setup(options: ForgeOptions) -> _Setup:
-    from sandbox_runner.git.repo import open_repo
-
     workdir = project_dir(options.cwd, config=options.config)
     repo = open_repo(workdir, what="fks forge")
     cfg = load_config(config_path(workdir, options.config), cwd=workdir, required=False)
@@ -108,11 +113,6 @@ def _setup(options: ForgeOptions) -> _Setup:
 
 
 def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext:
-    from sandbox_runner.console.output import PlainReporter
-    from sandbox_runner.git.repo import open_repo
-    from sandbox_runner.records.masking import masked_names, secrets_from_env
-    from sandbox_runner.steps.tap import LogLimits
-
     return ForgeContext(
         repo=open_repo(setup.project, what="fks forge"),
         base=setup.base,
@@ -133,33 +133,19 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
 
 
 def _stall_after(cfg: ChainsConfig | None) -> float | None:
-    from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT
-
     stall = cfg.stall_timeout if cfg is not None else None
     return (DEFAULT_STALL_TIMEOUT if stall is None else stall) or None
 
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
-    from sandbox_runner.backends.factory import make_backend
-
     agents = stage_agents(ctx)
-    steps = [Step(agent=name) for name in agents]
-    backend = make_backend(
-        cwd=setup.project,
-        agents=agents,
-        sandbox=setup.sandbox,
-        base=setup.base,
-        checked_base=True,
-    )
-    backend.preflight(steps)
+    spec = BackendSpec(setup.project, agents, setup.sandbox, base=setup.base, checked_base=True)
+    checked_backend(spec, [Step(agent=name) for name in agents])
 
 
 def run(options: ForgeOptions) -> int:
     """`fks forge run`: returns 0 when every task landed, 1 when one did not, 130 interrupted."""
-    from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
-    from sandbox_runner.records.store import new_run_id
-
     _check_numbers(options)
     if options.force and not options.tasks:
         raise UsageError("--force redoes named tasks only: fks forge run --force TASK_ID")
@@ -190,9 +176,6 @@ def _conduct(
     options: ForgeOptions, setup: _Setup, session: str, named: list[str], count: int
 ) -> int:
     """Runs the workers under the base's forge lock; the exit code of `fks forge run`."""
-    from sandbox_runner.forge.scheduler import Conductor, session_config, worker_argv
-    from sandbox_runner.signals import signals_as_interrupts
-
     parallel = options.parallel or setup.settings.parallel
     mode = "force" if options.force else "named" if options.tasks else "ready"
     view = _view(options, count, lambda: _session_spent(setup.project, session))
@@ -238,8 +221,6 @@ def _conduct(
 
 
 def _view(options: ForgeOptions, total: int, spent: Callable[[], float]) -> ForgeView:
-    from sandbox_runner.console.forge_view import forge_view
-
     return forge_view(sys.stderr if options.json_output else sys.stdout, total=total, spent=spent)
 
 
@@ -286,9 +267,6 @@ def _worker_args(options: ForgeOptions, setup: _Setup, config: Path) -> list[str
 
 def worker(options: ForgeOptions, task_id: str) -> int:
     """One task in this process (what `fks forge run` starts per task)."""
-    from sandbox_runner.forge.worker import process_task
-    from sandbox_runner.signals import signals_as_interrupts
-
     if not options.session:
         raise UsageError("a forge worker needs --session")
     if options.mode not in get_args(Mode):
@@ -320,7 +298,7 @@ def _write_outputs(
     total = sum(i.cost_usd for i in items)
     out = sys.stderr if options.json_output else sys.stdout
     for item in items:
-        print(f"[fks] {strip_escapes(_summary_line(item, session), keep='')}", file=out)
+        print(f"[fks] {strip_escapes(summary_line(item, session), keep='')}", file=out)
     earlier = f" (with earlier runs of these tasks: {usd(total)})" if total > spent else ""
     print(f"[fks] Cost of this run {usd(spent)}{earlier}", file=out)
     if options.json_output:
@@ -331,7 +309,7 @@ def _write_outputs(
                     "cost_usd": round(spent, 6),
                     "tasks_cost_usd": round(total, 6),
                     "tasks": [
-                        {**_item_json(i), "session_cost_usd": round(i.session_cost, 6)}
+                        {**item_json(i), "session_cost_usd": round(i.session_cost, 6)}
                         for i in items
                     ],
                 },
@@ -339,166 +317,9 @@ def _write_outputs(
             )
         )
     if options.junit is not None:
-        from sandbox_runner.forge.report import write_junit
-
         write_junit(options.junit, items)
     return items
 
 
-def _summary_line(item: WorkItem, session: str) -> str:
-    what = {
-        WorkStatus.COMPLETED: f"landed ({(item.merge_commit or '')[:12]})",
-        WorkStatus.FAILED: f"failed: {one_line(item.error or '')}",
-        WorkStatus.WAITING: f"waiting for an answer: {one_line(item.question or '')}",
-        WorkStatus.PENDING: f"stopped before {item.stage} (--max-cost)",
-        WorkStatus.EXECUTING: f"being processed by another fks forge run (at {item.stage})",
-        WorkStatus.INTERRUPTED: f"interrupted during {item.stage} (fks forge run --resume continues it)",
-    }[item.shown_status]
-    return (
-        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, {item.cost_text(session)}, "
-        f"branch {item.branch}"
-    )
-
-
-def _item_json(item: WorkItem) -> dict[str, object]:
-    return {
-        "task": item.task_id,
-        "title": item.title,
-        "status": item.shown_status,
-        "stage": item.stage,
-        "attempts": item.attempts,
-        "retries": item.retries,
-        "cost_usd": round(item.cost_usd, 6),
-        "branch": item.branch,
-        "merge_commit": item.merge_commit,
-        "error": item.error,
-        "question": item.question,
-        "runs": item.runs,
-    }
-
-
-# --- looking and answering -------------------------------------------------------------------
-
-
-def status(*, cwd: Path | None, json_output: bool = False) -> int:
-    project = _project(cwd)
-    items = WorkStore(project).items()
-    if json_output:
-        print(json.dumps([_item_json(i) for i in items], indent=2))
-        return EXIT_COMPLETE
-    if not items:
-        print("No task has been through fks forge yet (fks forge run starts the ready ones).")
-        return EXIT_COMPLETE
-    print(
-        f"{'TASK':<16} {'STATUS':<11} {'STAGE':<10} {'ATTEMPTS':>8} {'COST':>9}  "
-        "BRANCH / WAITING FOR"
-    )
-    for i in items:
-        waits = one_line(i.waiting_for or i.error or "")
-        row = (
-            f"{i.task_id:<16} {i.shown_status:<11} {i.stage:<10} {i.attempts:>8} "
-            f"{usd(i.cost_usd):>9}  "
-            f"{i.branch or '-'}{'  ' + waits if waits else ''}"
-        )
-        print(strip_escapes(row, keep=""))
-    return EXIT_COMPLETE
-
-
-def clarifications(*, cwd: Path | None) -> int:
-    project = _project(cwd)
-    store = WorkStore(project)
-    open_items = [i for i in store.items() if i.status == WorkStatus.WAITING and not i.answer]
-    if not open_items:
-        print("No open questions.")
-        return EXIT_COMPLETE
-    for item in open_items:
-        print(strip_escapes(f"{item.task_id}: {item.title}", keep=""))
-        for line in (item.question or "").splitlines():
-            print(f"  {strip_escapes(line, keep='')}")
-        print(
-            f'  ({store.clarifications / (item.task_id + ".md")}; answer: fks forge answer {item.task_id} "...")'
-        )
-    return EXIT_COMPLETE
-
-
-@dataclass(frozen=True)
-class CreateOptions:
-    """`fks forge create`'s: the task to add."""
-
-    title: str
-    cwd: Path | None = None
-    description: str = ""
-    criteria: Sequence[str] = ()
-    labels: Sequence[str] = ()
-    priority: str = "medium"
-    depends_on: Sequence[str] = ()
-    status: str = "To Do"
-
-
-def create(options: CreateOptions) -> int:
-    """`forge-tasks create` in the project's task database."""
-    from sandbox_runner.tasks.commands import create as create_task
-    from sandbox_runner.tasks.errors import TaskError
-
-    try:
-        return create_task(
-            root=_project(options.cwd),
-            title=options.title,
-            description=options.description,
-            criteria=options.criteria,
-            labels=options.labels,
-            priority=options.priority,
-            depends_on=options.depends_on,
-            status=options.status,
-        )
-    except TaskError as exc:
-        raise FksError(str(exc)) from None
-
-
-PARENT_PROMPT = """# You orchestrate fks forge
-
-You talk with the user about the project's tasks and drive `fks forge` for them with Bash:
-- `fks forge status`: every task's stage, attempts, cost, branch, and what it waits for.
-- `fks forge run [TASK_ID...] [--parallel N] [--sandbox]`: process ready tasks (analyze, implement, review, land).
-- `fks forge clarifications`: questions the agents could not answer; ask the user, then
-  `fks forge answer TASK_ID "answer"` and run again.
-- `fks forge show TASK_ID`: one task's history (stages, attempts, costs, results, commits).
-- `fks forge land|retry|reset TASK_ID`: land an approved task once its landing is unblocked; run a
-  failed one again from where it stopped; make its next run start from Analyze.
-- `fks forge create "title" --description "..."`: add a task; `forge-tasks list` shows them.
-- `fks runs`, `fks show RUN`, `fks review RUN`: what each agent did.
-"""
-
-
-PARENT_TOOLS = ",".join(
-    f"Bash({command}:*)"
-    for command in ("fks forge", "fks runs", "fks show", "fks review", "fks logs", "forge-tasks")
-)
-"""What the parent may run without asking: the commands above. It reads what agents wrote
-(task files, questions, errors, commit subjects), so any other command is asked of the user."""
-
-
-def parent(*, cwd: Path | None, args: Sequence[str]) -> NoReturn:
-    """Replace this process with an interactive `claude` that drives the subcommands above."""
-    from sandbox_runner.programs import find_program
-
-    project = _project(cwd)
-    program = find_program("claude", outside=project)
-    if program is None:
-        raise UsageError(
-            "claude is not on PATH; install Claude Code (npm install -g @anthropic-ai/claude-code)"
-        )
-    from sandbox_runner.plan.agents import SETTING_SOURCES
-
-    # Not the project's .claude/ settings: forge agents land commits there.
-    argv = [program, *SETTING_SOURCES, "--append-system-prompt", PARENT_PROMPT]
-    argv += ["--allowedTools", PARENT_TOOLS, *args]
-    sys.stdout.flush()
-    os.chdir(project)
-    os.execv(program, argv)
-
-
 def _project(cwd: Path | None) -> Path:
-    from sandbox_runner.records.store import project_root
-
     return project_root(project_dir(cwd))

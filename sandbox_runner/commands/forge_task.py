@@ -7,12 +7,11 @@ import sys
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sandbox_runner.commands.forge import (
     ForgeOptions,
     _context,
-    _item_json,
     _project,
     _setup,
     run,
@@ -32,17 +31,16 @@ from sandbox_runner.errors import (
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.models import ArchitectResult, ReviewResult, parse_answer
 from sandbox_runner.forge.pipeline import prepare_retry
+from sandbox_runner.forge.report import item_json
 from sandbox_runner.forge.selection import forge_lock
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import landed_line, process_task, refusal
 from sandbox_runner.git.repo import branch_exists, open_repo, rev
 from sandbox_runner.git.runner import git
 from sandbox_runner.outcomes import Status, WorkStatus
+from sandbox_runner.records.record import StepRecord
 from sandbox_runner.records.store import RunStore, new_run_id
 from sandbox_runner.signals import signals_as_interrupts
-
-if TYPE_CHECKING:
-    from sandbox_runner.records.record import StepRecord
 
 MAX_COMMITS = 20
 """Commits `show` lists per branch (the newest)."""
@@ -157,7 +155,7 @@ def show(*, cwd: Path | None, task: str, json_output: bool = False) -> int:
 
 
 def _entry(project: Path, item: WorkItem, *, newest: bool) -> dict[str, Any]:
-    entry = {**_item_json(item), "seq": item.seq, "start_commit": item.start_commit}
+    entry = {**item_json(item), "seq": item.seq, "start_commit": item.start_commit}
     entry["updated"] = item.updated.isoformat(timespec="seconds")
     entry["answer"] = item.answer
     entry["state"] = item.state

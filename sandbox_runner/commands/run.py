@@ -8,13 +8,12 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sandbox_runner.backends.api import Backend
-from sandbox_runner.backends.factory import make_backend
+from sandbox_runner.console.live import LiveReporter
 from sandbox_runner.console.output import (
     PREFIX,
     PlainReporter,
@@ -26,7 +25,6 @@ from sandbox_runner.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     FksError,
-    Interrupted,
     UsageError,
 )
 from sandbox_runner.outcomes import Status, StepEnd
@@ -36,16 +34,16 @@ from sandbox_runner.plan.config import parse_vars
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.planned import Planned, plan_run
 from sandbox_runner.plan.prompts import PromptSource
-from sandbox_runner.plan.sandbox import files_read
-from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
-from sandbox_runner.records.store import RunStore, new_run_id, project_root
-from sandbox_runner.signals import signals_as_interrupts
+from sandbox_runner.records.junit import write_junit
+from sandbox_runner.records.masking import Masker
+from sandbox_runner.records.record import RunOptions, RunRecord
+from sandbox_runner.records.resume import plan_resume
+from sandbox_runner.runs.lifecycle import ChainEnd, CheckedBackend, chain_backend, run_planned
 from sandbox_runner.steps.reporter import Reporter
+from sandbox_runner.steps.tap import LogLimits
 
 if TYPE_CHECKING:
-    from sandbox_runner.records.lock import RunLocks
     from sandbox_runner.steps.chain import ChainResult
-
 
 # The flags a resumed run takes from its record: giving them again is a usage error.
 _FIXED_ON_RESUME = (
@@ -156,8 +154,6 @@ def _run_planned(
     more: int,
 ) -> int:
     """Resolve every step's prompt and command on the backend, then show them or run them."""
-    from sandbox_runner.steps.tap import LogLimits
-
     options = planned.options
     prompt_file_opt = Path(options.prompt_file) if options.prompt_file else None
     prompts = [
@@ -169,16 +165,19 @@ def _run_planned(
     LogLimits.of_config(
         planned.config
     )  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
-    backend = _backend(planned, dry_run=dry_run)
-    commands = [backend.resolve(step) for step in planned.plan.steps]
-    backend.preflight(planned.plan.steps)  # a dry run checks all a real one would
+    _refuse_sandbox_options(planned.options)
     if dry_run:
-        return _dry_run(planned, prompts, commands, backend, json_output)
-    details = _verbose_details(planned, prompts, commands, backend) if verbose else None
-    reporter = _reporter(json_output=json_output, verbose=verbose, details=details)
-    return _execute(
-        planned, record, backend, reporter, json_output=json_output, junit=junit, more=more
-    )
+        checked = chain_backend(planned, dry_run=True)
+        return _dry_run(planned, prompts, checked.commands, checked.backend, json_output)
+
+    def reporter_for(checked: CheckedBackend) -> Reporter:
+        details = None
+        if verbose:
+            details = _verbose_details(planned, prompts, checked.commands, checked.backend)
+        return _reporter(json_output=json_output, verbose=verbose, details=details)
+
+    ended = run_planned(planned, record, reporter_for=reporter_for, more=more)
+    return _ended(ended, json_output=json_output, junit=junit)
 
 
 def _plan_resumed(
@@ -187,8 +186,6 @@ def _plan_resumed(
     """The recorded run `resume` names, planned again; the flags `_FIXED_ON_RESUME` names must
     not be given again (`given_options`: what this command was given).
     """
-    from sandbox_runner.records.resume import plan_resume
-
     o = given_options
     fixed = (o.prompt, o.prompt_file, o.config, o.sandbox, o.base, o.image, o.engine, o.runtime)
     values = (*fixed, o.allow, o.global_args)
@@ -214,157 +211,49 @@ def _plan_new(options: RunOptions, workdir: Path, *, targets: Sequence[str]) -> 
     return plan_run(options, workdir)
 
 
-def _execute(
-    planned: Planned,
-    record: RunRecord | None,
-    backend: Backend,
-    reporter: Reporter,
-    *,
-    json_output: bool,
-    junit: Path | None,
-    more: int,
-) -> int:
-    """Run the planned chain under the run lock; `record` is the run being resumed, if any."""
-    from sandbox_runner.steps.chain import chain_options, run_chain
-    from sandbox_runner.steps.runner import open_session
-
-    store = RunStore(project_root(planned.cwd))
-    _keep_forge_out_of_git(store.project)
-    with signals_as_interrupts(), _run_lock(planned, store, backend) as lock:
-        if record is None:
-            active = store.create(_new_record(planned))
-        else:
-            active = store.open(record)
-            active.reopen()
-        lock.set_run(active.record.id)
-        if lock.reclaimed_from and lock.reclaimed_from != active.record.id:
-            reporter.info(f"Reclaimed the lock of run {lock.reclaimed_from}, whose process is gone")
-        reporter.info(f"Run {active.record.id}" + (" (resumed)" if record is not None else ""))
-        try:
-            with open_session(backend, active, reporter):
-                result = run_chain(
-                    planned.plan,
-                    backend=backend,
-                    reporter=reporter,
-                    run=active,
-                    options=chain_options(planned, more=more),
-                )
-        except (Interrupted, KeyboardInterrupt) as exc:
-            return _interrupted(exc, active.record, backend, reporter, junit)
-        except Exception:
-            if record is None and not any(s.iterations for s in active.record.steps):
-                # Failed before its first iteration: nothing started, so nothing is kept.
-                store.discard(active.record.id)
-            raise
-        finally:
-            reporter.close()
-    _summary(result, backend, reporter)
-    done = active.record.steps_done
+def _ended(ended: ChainEnd, *, json_output: bool, junit: Path | None) -> int:
+    """What the user is told of how the run ended, and its exit code."""
+    result, reporter = ended.result, ended.reporter
+    if result is None:
+        print(
+            f"{PREFIX} Interrupted ({ended.signal}); continue with: fks run --resume {ended.record.id}",
+            file=sys.stderr,
+        )
+        _after_interrupt(ended.backend, ended.record)
+        _write_junit(junit, ended.record)
+        return EXIT_INTERRUPTED
+    _summary(result, ended.backend, reporter)
+    done = ended.record.steps_done
     reporter.chain_ended(result.success, done, result.total, cost=result.cost_usd or None)
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
-    _write_junit(junit, active.record)
+    _write_junit(junit, ended.record)
     return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
-
-
-def _interrupted(
-    exc: BaseException, record: RunRecord, backend: Backend, reporter: Reporter, junit: Path | None
-) -> int:
-    reporter.close()
-    signal_name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
-    print(
-        f"{PREFIX} Interrupted ({signal_name}); continue with: fks run --resume {record.id}",
-        file=sys.stderr,
-    )
-    _after_interrupt(backend, record)
-    _write_junit(junit, record)
-    return EXIT_INTERRUPTED
 
 
 def _write_junit(path: Path | None, record: RunRecord) -> None:
     if path is not None:
-        from sandbox_runner.records.junit import write_junit
-
         write_junit(path, record)
 
 
-def _backend(planned: Planned, *, dry_run: bool = False) -> Backend:
-    if not planned.options.sandbox:
-        if planned.options.base:
-            raise UsageError("--base only applies to --sandbox runs")
-        if planned.options.engine:
-            raise UsageError("--engine only applies to --sandbox runs")
-        if planned.options.runtime:
-            raise UsageError("--runtime only applies to --sandbox runs")
-    return make_backend(
-        cwd=planned.cwd,
-        agents=planned.agents,
-        sandbox=planned.sandbox_settings() if planned.options.sandbox else None,
-        base=planned.options.base,
-        dry_run=dry_run,
-        secret_files=files_read(
-            planned.config.every_sandbox() if planned.config else (), project_root(planned.cwd)
-        ),
-    )
-
-
-def _keep_forge_out_of_git(project: Path) -> None:
-    from sandbox_runner.git.repo import exclude_forge_dir
-
-    exclude_forge_dir(project)
-
-
-def _masked_options(planned: Planned) -> RunOptions:
-    """The options as recorded: credential values that appear in them are masked."""
-    from sandbox_runner.records.masking import Masker
-    from sandbox_runner.steps.chain import chain_options
-
-    masker = Masker(chain_options(planned).secrets)
-    if not masker:
-        return planned.options
-    raw = planned.options.model_dump_json()
-    return RunOptions.model_validate_json(masker.mask_text(raw))
-
-
-def _new_record(planned: Planned) -> RunRecord:
-    return RunRecord(
-        id=new_run_id(),
-        started=now(),
-        pid=os.getpid(),
-        cwd=str(planned.cwd),
-        options=_masked_options(planned),
-        steps=[
-            StepRecord(index=i, agent=s.agent, iterations_max=s.iterations, loop=s.loop)
-            for i, s in enumerate(planned.plan.steps, start=1)
-        ],
-    )
+def _refuse_sandbox_options(options: RunOptions) -> None:
+    """--base, --engine and --runtime say where a sandboxed run's containers go."""
+    if options.sandbox:
+        return
+    if options.base:
+        raise UsageError("--base only applies to --sandbox runs")
+    if options.engine:
+        raise UsageError("--engine only applies to --sandbox runs")
+    if options.runtime:
+        raise UsageError("--runtime only applies to --sandbox runs")
 
 
 def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None = None) -> Reporter:
     out = sys.stderr if json_output else sys.stdout
     agent_out = sys.stderr.buffer if json_output else sys.stdout.buffer
     if not verbose and out.isatty() and os.environ.get("TERM") != "dumb":
-        from sandbox_runner.console.live import LiveReporter
-
         return LiveReporter(out=out)
     return PlainReporter(out=out, agent_out=agent_out, verbose=verbose, details=details)
-
-
-def _run_lock(
-    planned: Planned, store: RunStore, backend: Backend
-) -> AbstractContextManager[RunLocks]:
-    """The lock of the branch the steps land on; a run in place also holds its checkout's and
-    that of the branch checked out there, which it commits on (so no sandboxed chain or
-    `fks forge run` lands on that branch meanwhile)."""
-    from sandbox_runner.git.repo import current_branch
-    from sandbox_runner.records.lock import run_locks
-
-    bases: list[str | None] = [backend.base_branch]
-    if backend.base_branch is None and (branch := current_branch(store.project)) is not None:
-        bases.insert(0, branch)
-    return run_locks(
-        store.project, bases, run_label=planned.options.chain or planned.options.dsl or ""
-    )
 
 
 def _after_interrupt(backend: Backend, record: RunRecord) -> None:
@@ -447,7 +336,7 @@ def _verbose_details(
     planned: Planned, prompts: list[PromptSource], commands: list[AgentCommand], backend: Backend
 ) -> StepDetails:
     """For -v: a step's lines, computed when it starts (prompt files may have changed)."""
-    from sandbox_runner.records.masking import Masker
+    # Lazy, as in `runs.lifecycle`: the chain's modules cost `--dry-run` a tenth of its start-up.
     from sandbox_runner.steps.chain import chain_options
 
     masker = Masker(chain_options(planned).secrets)

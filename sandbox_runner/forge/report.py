@@ -1,4 +1,5 @@
-"""`fks forge run --junit FILE`: one test case per task (landed, failed, or waiting)."""
+"""What `fks forge` reports of its tasks: a line each, each as JSON, and `--junit FILE` (one
+test case per task: landed, failed, or waiting)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sandbox_runner.console.output import plural
+from sandbox_runner.console.shown import one_line
 from sandbox_runner.console.units import usd
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.outcomes import WorkStatus
@@ -47,3 +49,37 @@ def write_junit(path: Path, items: Sequence[WorkItem]) -> None:
 
 def _clean(text: str) -> str:
     return NOT_XML.sub("?", text)
+
+
+def summary_line(item: WorkItem, session: str) -> str:
+    """The line `fks forge run` ends with for each of its tasks."""
+    what = {
+        WorkStatus.COMPLETED: f"landed ({(item.merge_commit or '')[:12]})",
+        WorkStatus.FAILED: f"failed: {one_line(item.error or '')}",
+        WorkStatus.WAITING: f"waiting for an answer: {one_line(item.question or '')}",
+        WorkStatus.PENDING: f"stopped before {item.stage} (--max-cost)",
+        WorkStatus.EXECUTING: f"being processed by another fks forge run (at {item.stage})",
+        WorkStatus.INTERRUPTED: f"interrupted during {item.stage} (fks forge run --resume continues it)",
+    }[item.shown_status]
+    return (
+        f"{item.task_id} {what}; {plural(item.attempts, 'attempt')}, {item.cost_text(session)}, "
+        f"branch {item.branch}"
+    )
+
+
+def item_json(item: WorkItem) -> dict[str, object]:
+    """A task as `--json` shows it (`fks forge run`, `status`, `show`)."""
+    return {
+        "task": item.task_id,
+        "title": item.title,
+        "status": item.shown_status,
+        "stage": item.stage,
+        "attempts": item.attempts,
+        "retries": item.retries,
+        "cost_usd": round(item.cost_usd, 6),
+        "branch": item.branch,
+        "merge_commit": item.merge_commit,
+        "error": item.error,
+        "question": item.question,
+        "runs": item.runs,
+    }

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from sandbox_runner.backends.api import Backend, Sandbox
-from sandbox_runner.backends.factory import make_backend
-from sandbox_runner.errors import FksError, Interrupted
+from sandbox_runner import nofollow
+from sandbox_runner.backends.api import Sandbox
+from sandbox_runner.errors import FksError
 from sandbox_runner.forge import prompts
 from sandbox_runner.forge.models import (
     AnalysisResult,
@@ -28,6 +28,7 @@ from sandbox_runner.forge.models import (
 )
 from sandbox_runner.forge.pipeline import Answered, Implemented, Integrated
 from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.git.landing import merge_back
 from sandbox_runner.git.repo import (
     Repo,
     branch_exists,
@@ -37,22 +38,20 @@ from sandbox_runner.git.repo import (
     identity_env,
     rev,
 )
-from sandbox_runner.git.runner import git
-from sandbox_runner.outcomes import IterationEnd, Status
+from sandbox_runner.git.runner import git, git_head
 from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import SandboxSettings
-from sandbox_runner.records.record import RunOptions, RunRecord, StepRecord, now
-from sandbox_runner.records.store import ActiveRun, RunStore, new_run_id
+from sandbox_runner.records.layout import ForgeLayout
+from sandbox_runner.records.lock import waiting_lock
+from sandbox_runner.records.record import RunOptions, StepRecord
 from sandbox_runner.results.ended import StepOutcome
+from sandbox_runner.runs.lifecycle import BackendSpec, TaskRun, task_run
 from sandbox_runner.steps.guards import Budget
 from sandbox_runner.steps.reporter import Reporter
-from sandbox_runner.steps.runner import StepSettings, open_session, run_step
+from sandbox_runner.steps.runner import StepSettings
 from sandbox_runner.steps.tap import LogLimits
-
-if TYPE_CHECKING:
-    pass
 
 A = TypeVar("A", bound=StructuredAnswer)
 TASK_BRANCH_PREFIX = "fks/forge"
@@ -129,8 +128,7 @@ class TaskStages:
     budget: Callable[[], Budget | None] | None = None
     """What the next stage may spend (passed to Claude; its stream is checked against it)."""
     _stack: ExitStack = field(default_factory=ExitStack)
-    _run: ActiveRun | None = None
-    _backend: Backend | None = None
+    _task: TaskRun | None = None
     _worktree: Path | None = None
 
     def __enter__(self) -> TaskStages:
@@ -142,17 +140,36 @@ class TaskStages:
         return self._stack.__exit__(*exc)  # the run record sees how the task left
 
     @property
-    def run(self) -> ActiveRun:
-        """The run record of this process's stages, and their backend: made by the first stage
-        (landing an approved branch alone runs no agent, and makes no record)."""
-        if self._run is None:
+    def task_run(self) -> TaskRun:
+        """The run of this process's stages, and the backend they run on: made by the first
+        stage (landing an approved branch alone runs no agent, and makes no record)."""
+        if self._task is None:
             with ExitStack() as stack:
-                run = stack.enter_context(_task_run(self.ctx, self.item))
-                self._backend = self._make_backend(stack)
-                stack.enter_context(open_session(self._backend, run, self.ctx.reporter))
+                if self.ctx.sandbox is None:  # local stages run in a worktree of the task's branch
+                    self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
+                self._task = stack.enter_context(
+                    task_run(
+                        self._backend_spec(),
+                        project=self.ctx.project,
+                        options=_run_options(self.ctx, self.item),
+                        base=(self.item.branch, self.item.start_commit),
+                        reporter=self.ctx.reporter,
+                        task=self,
+                    )
+                )
                 self._stack.enter_context(stack.pop_all())
-            self._run = run
-        return self._run
+        return self._task
+
+    # --- what the task's run tells it (`runs.lifecycle.TaskSide`) ----------------------------
+
+    def recorded(self, run_id: str) -> None:
+        self.item.runs = sorted({*self.item.runs, run_id})
+
+    def discarded(self, run_id: str) -> None:
+        self.item.runs.remove(run_id)
+
+    def outcome(self) -> tuple[bool, str | None]:
+        return self.item.stage == "done", self.item.error
 
     # --- the task's branch and where its stages run -----------------------------------------
 
@@ -168,21 +185,15 @@ class TaskStages:
             create_branch(repo, branch, item.start_commit)
         item.branch = branch
 
-    def _make_backend(self, stack: ExitStack) -> Backend:
-        agents = stage_agents(self.ctx)
-        steps = [Step(agent=name) for name in agents]
-        if self.ctx.sandbox is None:  # local stages run in a worktree of the task's branch
-            self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
-        backend = make_backend(
+    def _backend_spec(self) -> BackendSpec:
+        return BackendSpec(
             cwd=self._worktree or self.ctx.project,
-            agents=agents,
+            agents=stage_agents(self.ctx),
             sandbox=self.ctx.sandbox,
             base=self.item.branch,
             keep_interrupted=False,
             local_sandbox=self.ctx.local_sandbox,
         )
-        backend.preflight(steps)
-        return backend
 
     @property
     def _complexity(self) -> str | None:
@@ -194,20 +205,14 @@ class TaskStages:
         self, stage: str, prompt: str, args: Sequence[str], env: dict[str, str] | None = None
     ) -> tuple[StepRecord, StepOutcome]:
         """Run the stage's agent once; its commits land on the task's branch."""
-        run, backend = self.run, self._backend
-        assert backend is not None
+        task = self.task_run
         agent = f"forge:{stage}"
         if stage == "implement" and self._complexity == "high":
             agent = "forge:implement-complex"
-        record = run.add_step(agent)
-        outcome = run_step(
+        record, outcome = task.stage(
             Step(agent=agent, args=(*_tools(self.ctx, stage), *args)),
             PromptSource(origin="forge", text=prompt),
-            record,
-            backend=backend,
-            reporter=self.ctx.reporter,
-            run=run,
-            settings=StepSettings(
+            StepSettings(
                 env=env or {},
                 secrets=self.ctx.secrets,
                 no_progress_limit=0,
@@ -218,7 +223,7 @@ class TaskStages:
         )
         if record.branch and record.merged and record.start_commit == record.head_commit:
             delete_branch(self.ctx.repo, record.branch)  # a read-only stage: nothing to review
-        self.item.runs = sorted({*self.item.runs, run.record.id})
+        self.item.runs = sorted({*self.item.runs, task.run.record.id})
         return record, outcome
 
     def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
@@ -249,7 +254,7 @@ class TaskStages:
     def implement(self, item: WorkItem) -> Implemented:
         assert item.branch is not None
         before = rev(self.ctx.repo, item.branch)
-        assert self.run  # the session (and its worktree, for the files below) exists from here
+        assert self.task_run  # the session (and its worktree, for the files below) exists from here
         files = {"task.yaml": prompts.task_yaml(self.task, item)}
         if item.review is not None:
             files["review.yaml"] = prompts.review_yaml(item.review)
@@ -266,8 +271,6 @@ class TaskStages:
         return Implemented(commits=commits, cost_usd=record.cost_usd, problem=problem)
 
     def review(self, item: WorkItem) -> Answered[ReviewResult]:
-        from sandbox_runner.git.runner import git_head
-
         assert item.branch is not None and item.start_commit is not None
         raw, more = git_head(
             self.ctx.project,
@@ -291,8 +294,6 @@ class TaskStages:
     def _write_forge_files(self, files: dict[str, str]) -> None:
         """`.forge/<name>` in a local stage's worktree (a sandboxed stage's container writes
         them from its environment); a `.forge` that is not a folder is refused, not followed."""
-        from sandbox_runner import nofollow
-
         if self._worktree is None:
             return
         try:
@@ -309,8 +310,6 @@ class TaskStages:
             ) from None
 
     def integrate(self, item: WorkItem) -> Integrated:
-        from sandbox_runner.git.landing import merge_back
-
         assert item.branch is not None
         with _merge_queue(self.ctx):
             landing = merge_back(
@@ -354,45 +353,21 @@ def _count(repo: Repo, before: str, after: str) -> int:
     return int(git(repo.top, "rev-list", "--count", f"{before}..{after}").strip() or 0)
 
 
-@contextlib.contextmanager
-def _task_run(ctx: ForgeContext, item: WorkItem) -> Iterator[ActiveRun]:
-    """The run record of this process's stages of `item` (`fks show`, `logs`, `review`)."""
-    store = RunStore(ctx.project)
-    options = RunOptions(
+def _run_options(ctx: ForgeContext, item: WorkItem) -> RunOptions:
+    """What the run record of `item`'s stages says of how it was started (`fks show`, `logs`,
+    `review`)."""
+    return RunOptions(
         forge_task=item.task_id,
         forge_session=ctx.session,
         sandbox=ctx.sandbox is not None,
         base=ctx.base,
         max_cost=ctx.max_cost,
     )
-    record = RunRecord(
-        id=new_run_id(), started=now(), pid=os.getpid(), cwd=str(ctx.project), options=options
-    )
-    active = store.create(record)
-    active.set_base(item.branch, item.start_commit)
-    item.runs = sorted({*item.runs, record.id})
-    try:
-        yield active
-    except (Interrupted, KeyboardInterrupt):
-        active.end(Status.INTERRUPTED, IterationEnd.INTERRUPTED)
-        raise
-    except Exception as exc:
-        if not active.record.steps:
-            store.discard(record.id)
-            item.runs.remove(record.id)
-        else:
-            active.end(Status.FAILED, str(exc)[:500])
-        raise
-    else:
-        complete = item.stage == "done"
-        active.finish(success=complete, failed_at=None, reason=None if complete else item.error)
 
 
 @contextlib.contextmanager
 def _worktree(repo: Repo, item: WorkItem) -> Iterator[Path]:
     """A git worktree on the task's branch, removed when the task leaves this process."""
-    from sandbox_runner.records.layout import ForgeLayout
-
     assert item.branch is not None
     path = ForgeLayout(repo.top).root / WORKTREES / item.task_id
     git(repo.top, "worktree", "prune")
@@ -411,7 +386,4 @@ def _worktree(repo: Repo, item: WorkItem) -> Iterator[Path]:
 
 def _merge_queue(ctx: ForgeContext) -> AbstractContextManager[None]:
     """One landing at a time on the base, across every worker (first come, first landed)."""
-    from sandbox_runner.records.layout import ForgeLayout
-    from sandbox_runner.records.lock import waiting_lock
-
     return waiting_lock(ctx.merge_lock or ForgeLayout(ctx.project).lock("forge-merge"))

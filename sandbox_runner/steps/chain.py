@@ -149,7 +149,8 @@ def run_chain(
     run: ActiveRun,
     options: ChainOptions,
 ) -> ChainResult:
-    """Run the steps in order; stop at the first that does not complete."""
+    """Run the steps in order; stop at the first that does not complete (the run's owner
+    finishes its record from the result)."""
     record = run.record
     total = len(plan.steps)
     summaries: list[StepSummary] = []
@@ -175,11 +176,6 @@ def run_chain(
             failed_at = index
             break
     success = failed_at is None
-    run.finish(
-        success=success,
-        failed_at=failed_at,
-        reason=None if success else summaries[-1].outcome.reason,
-    )
     return ChainResult(
         success=success,
         steps=tuple(summaries),

@@ -198,20 +198,24 @@ class StepLoop:
     def _writer(self) -> RecordWriter:
         return self.ctx.run if self.ctx.run is not None else RecordWriter()
 
-    def _attempt(self, number: int) -> IterationResult:
+    def _begin(self, number: int) -> tuple[IterationRecord, Path | None]:
+        """The iteration's record (begun, not yet counted) and the path of its log."""
         ctx = self.ctx
         self._attempts += 1
         log_path = ctx.run.log_path(ctx.record, self._attempts) if ctx.run else None
-        started = now()
         record = IterationRecord(
             number=number,
-            started=started,
+            started=now(),
             log=ctx.run.relative(log_path) if ctx.run and log_path else "",
             counted=False,
         )
         self._writer.begin_iteration(ctx.record, record)
         ctx.reporter.iteration_started(number, ctx.maximum, ctx.step.loop)
+        return record, log_path
 
+    def _attempt(self, number: int) -> IterationResult:
+        ctx = self.ctx
+        record, log_path = self._begin(number)
         budget = ctx.budget() if ctx.budget is not None else None
         spec = self._spec(budget)
         monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
@@ -242,12 +246,8 @@ class StepLoop:
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
         self._writer.set_log_size(record, tap.written, tap.dropped)
-        changed = None
-        if before is not None and probe is not None:
-            after = probe()
-            changed = None if after is None else after != before
         seen = self._seen(number, exit_status, monitor, guard, budget)
-        result = self._classify(seen, started, tap, changed)
+        result = self._classify(seen, record.started, tap, _changed(probe, before))
         if ctx.after_iteration is not None:
             result = ctx.after_iteration(result)
         self._writer.end_iteration(record, result)
@@ -368,3 +368,11 @@ def _claude_stats(result: Result) -> ClaudeStats:
 
 def _error_tail(tap: OutputTap, result: Result | None) -> str | None:
     return tap.stderr_tail() or (result.text if result and result.is_error else None)
+
+
+def _changed(probe: Callable[[], str | None] | None, before: str | None) -> bool | None:
+    """Whether the progress probe's answer changed over the iteration (None: not known)."""
+    if before is None or probe is None:
+        return None
+    after = probe()
+    return None if after is None else after != before

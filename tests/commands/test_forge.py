@@ -27,7 +27,7 @@ def create(repo: Path, title: str) -> str:
 def test_forge_create_runs_from_one_options_object(
     repo: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from sandbox_runner.commands.forge import CreateOptions, create
+    from sandbox_runner.commands.forge_backlog import CreateOptions, create
 
     options = CreateOptions(title="Add X", cwd=repo, criteria=("it works",), labels=("a", "b"))
     assert create(options) == 0
