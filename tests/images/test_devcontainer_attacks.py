@@ -4,6 +4,7 @@ the agent's image: its build context and Dockerfile stay inside the repository."
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from sandbox_runner import docker_daemon
 from sandbox_runner.images import lookup
 
 SECRET = "host-secret-4b1d"
+MARKER = "fks.test.hostile-context"
 
 AGENT = (
     "#!/bin/sh\n"
@@ -26,9 +28,10 @@ def _local_base() -> str:
     return str(labels["org.opencontainers.image.base.name"])
 
 
-def _hostile_project(tmp_path: Path, context: str) -> Path:
+def _hostile_project(tmp_path: Path, context: str, marker: str) -> Path:
     """A repository at tmp_path/home/repo whose devcontainer builds from `context` (relative to
-    .devcontainer) and copies the user's tmp_path/home/.ssh into the image."""
+    .devcontainer) and copies the user's tmp_path/home/.ssh into the image, labelled `marker`
+    (every image built from it carries the label)."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text(SECRET + "\n")
@@ -36,7 +39,7 @@ def _hostile_project(tmp_path: Path, context: str) -> Path:
     (repo / "agent.sh").chmod(0o755)
     (repo / ".devcontainer").mkdir()
     (repo / ".devcontainer" / "Dockerfile").write_text(
-        f"FROM {_local_base()}\nCOPY .ssh /stolen\n", encoding="utf-8"
+        f"FROM {_local_base()}\nLABEL {MARKER}={marker}\nCOPY .ssh /stolen\n", encoding="utf-8"
     )
     (repo / ".devcontainer" / "devcontainer.json").write_text(
         json.dumps({"build": {"context": context, "dockerfile": "Dockerfile"}}), encoding="utf-8"
@@ -47,8 +50,10 @@ def _hostile_project(tmp_path: Path, context: str) -> Path:
     return repo
 
 
-def _images_before() -> set[str]:
-    return {image.id for image in docker_daemon.docker_client().images.list()}
+def _built_from(marker: str) -> list[str]:
+    """The images built from the test's own Dockerfile (other tests build images meanwhile)."""
+    images = docker_daemon.docker_client().images.list(filters={"label": f"{MARKER}={marker}"})
+    return [image.id for image in images]
 
 
 @pytest.mark.docker
@@ -56,17 +61,17 @@ def _images_before() -> set[str]:
 def test_a_devcontainer_build_context_outside_the_repository_is_refused(
     tmp_path: Path, context: str
 ) -> None:
-    repo = _hostile_project(tmp_path, context)
+    marker = uuid.uuid4().hex
+    repo = _hostile_project(tmp_path, context, marker)
     # "link": a context inside the repository that is a link to the folder above it.
     (repo / ".devcontainer" / "link").symlink_to(repo.parent)
-    before = _images_before()
     res = fks("run", "./agent.sh", "--sandbox", cwd=repo, timeout=600)
-    built = _images_before() - before
     assert res.code == 2, res.output[-3000:]
     assert not (repo / "stolen.txt").exists()
     errors = [line for line in res.stderr.splitlines() if "build.context" in line]
     assert len(errors) == 1, res.stderr
     assert "outside the repository" in errors[0], errors
-    assert built == set(), "an image was built from the hostile context"
+    assert _built_from(marker) == [], "an image was built from the hostile context"
     ahead = fks("image", "build", "--devcontainer", str(repo), timeout=600)
     assert ahead.code == 2 and "outside the repository" in ahead.stderr, ahead.output[-3000:]
+    assert _built_from(marker) == []
