@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 
 from fks_testing.fakeapi import FakeAnthropic, isolated_environ
-from fks_testing.helpers import FKS, git
+from fks_testing.helpers import FKS, git, init_repo, write_config
 
 API_KEY = "sk-ant-api03-" + "e2eFakeKey7Qx2Lm9Pw4Rt8Zk3Vn6Bh1Jd5Sg0Yc"
 assert len(API_KEY) == 13 + 40
@@ -117,6 +119,20 @@ def containers(label: str) -> list[str]:
         timeout=30,
     ).stdout
     return out.split()
+
+
+@contextmanager
+def forge_repo(path: Path, forge: dict[str, Any]) -> Iterator[Path]:
+    """A repository at `path` whose committed config has `forge`'s settings; the containers
+    fks left labelled with it are removed when the block ends."""
+    repo = init_repo(path, {"README.md": "hello\n"})
+    write_config(repo, {"forge": forge})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "fks config")
+    yield repo
+    leftovers = containers(f"fks.repo={repo}")
+    if leftovers:
+        subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True, check=False)
 
 
 def branches(repo: Path) -> list[str]:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fks_testing.claude import claude_env, containers, run_fks
+from fks_testing.claude import claude_env, forge_repo, run_fks
 from fks_testing.fakeapi import FakeAnthropic, Request
-from fks_testing.helpers import git, init_repo, write_config
+from fks_testing.helpers import git, write_config
 
 from sandbox_runner import docker_daemon
 from sandbox_runner.images import devcontainer, lookup
@@ -68,14 +68,8 @@ class Lander:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Iterator[Path]:
-    path = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
-    write_config(path, {"forge": {"parallel": 1, "maxTurns": 5}})
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "fks config")
-    yield path
-    leftovers = containers(f"fks.repo={path}")
-    if leftovers:
-        subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True, check=False)
+    with forge_repo(tmp_path / "repo", {"parallel": 1, "maxTurns": 5}) as path:
+        yield path
 
 
 def test_a_landed_config_never_widens_the_sandbox_of_the_sessions_later_tasks(

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from fks_testing.claude import assert_no_secret, claude_env, containers, run_fks
+from fks_testing.claude import assert_no_secret, claude_env, containers, forge_repo, run_fks
 from fks_testing.fakeapi import FakeAnthropic, Request
-from fks_testing.helpers import eventually_none, git, init_repo, write_config
+from fks_testing.helpers import eventually_none, git
 
 pytestmark = [pytest.mark.docker, pytest.mark.claude]
 
@@ -143,14 +143,10 @@ def fake() -> Iterator[tuple[FakeAnthropic, Team]]:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Iterator[Path]:
-    path = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
-    write_config(path, {"forge": {"parallel": 2, "maxReviewRetries": 2, "maxTurns": 5}})
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "fks config")
-    yield path
-    leftovers = containers(f"fks.repo={path}")
-    if leftovers:
-        subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True, check=False)
+    with forge_repo(
+        tmp_path / "repo", {"parallel": 2, "maxReviewRetries": 2, "maxTurns": 5}
+    ) as path:
+        yield path
 
 
 def create_tasks(repo: Path, titles: list[str]) -> dict[str, str]:
