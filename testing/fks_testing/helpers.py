@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fks_testing.zygote import zygote
+
 # The installed console script, as a user runs it.
 FKS = shutil.which("fks") or str(Path(sys.executable).parent / "fks")
 GIT_IDENTITY = {
@@ -52,11 +54,16 @@ def write_config(project: Path, data: dict[str, Any]) -> Path:
 def fks(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
 ) -> Result:
-    """Run the real `fks` console script as a subprocess."""
+    """Run the real `fks` console script in a process of its own: a fork of this test process's
+    zygote, which has imported fks already (`zygote.py`), or a new process."""
+    full_env = {**os.environ, **(env or {})}
+    started = zygote(FKS)
+    if started is not None and started.serves(full_env):
+        return Result(*started.run(args, cwd, full_env, timeout))
     done = subprocess.run(
         [FKS, *args],
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=full_env,
         capture_output=True,
         text=True,
         errors="replace",
