@@ -219,16 +219,21 @@ class SandboxBackend:
         return self._devcontainer
 
     @contextmanager
-    def session(self, run_id: str, reporter: Notices) -> Iterator[RunPlace]:
+    def session(
+        self, run_id: str, reporter: Notices, *, resumed: bool = False
+    ) -> Iterator[RunPlace]:
         self._run_id, self._reporter = run_id, reporter
         for warning in dict.fromkeys(self._image_warnings):
             reporter.warn(warning)
         place = RunPlace(self._base, rev(self._repo, self._base), self._target.recorded_engine())
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
-        # A resumed run's killed process may have left its containers running: stop them first.
-        remove_run_containers(self._client, run_id)
-        remove_run_proxy_volumes(self._client, run_id)
+        if resumed:
+            # Its killed process may have left containers running (stop them first) and the
+            # egress proxy's volumes. A new run has none: no listing (slow while Docker
+            # deletes a large volume).
+            remove_run_containers(self._client, run_id)
+            remove_run_proxy_volumes(self._client, run_id)
         self._proxies = ProxyPool(self._client, run_id, self._stack, make=self._target.egress_proxy)
         self._target.open(self._stack)
         try:
