@@ -34,7 +34,11 @@ def bench_repo(work: Path) -> Path:
         folder.mkdir(parents=True)
         for f in range(FILES):
             (folder / f"page{f:03d}.md").write_text(f"# page {d}/{f}\n\n> {d * FILES + f}\n")
-    config = {"agents": {"agent": {"path": "sh"}}, "noProgressLimit": 0}
+    config = {
+        "agents": {"agent": {"path": "sh"}},
+        "noProgressLimit": 0,
+        "sandbox": {"keepWorkspace": True},
+    }
     (path / "forge").mkdir()
     (path / "forge" / "chains.json").write_text(json.dumps(config))
     sh("git", "add", "-A", cwd=path)
@@ -73,8 +77,10 @@ def _by_hand(repo: Path, n: int) -> None:
 
 
 def _quiet(repo: Path) -> None:
-    """The last run's workspace volume is gone (fks removes it after returning)."""
-    while sh_out("docker", "volume", "ls", "-q", "--filter", f"label=fks.repo={repo}").split():
+    """The last run's workspace volume is gone (fks removes it after returning), but a kept
+    one."""
+    argv = ["docker", "volume", "ls", "-q", "--filter", f"label=fks.repo={repo}"]
+    while sh_out(*argv, "--filter", "label=fks.run").split():
         time.sleep(0.1)
 
 
@@ -140,5 +146,12 @@ def _iteration_rows(repo: Path, repeat: int) -> list[str]:
 
 
 def bench_bigrepo(work: Path, repeat: int) -> list[str]:
+    """With `sandbox.keepWorkspace` (the first round, a warm-up, makes the kept workspace)."""
+    from sandbox_runner.backends.docker.workspace.kept import kept_volume_name
+
     repo = bench_repo(work)
-    return [_step_row(repo, repeat), *_iteration_rows(repo, repeat)]
+    try:
+        return [_step_row(repo, repeat), *_iteration_rows(repo, repeat)]
+    finally:
+        rm = ["docker", "volume", "rm", "-f", kept_volume_name(repo)]
+        subprocess.run(rm, capture_output=True, check=False)
