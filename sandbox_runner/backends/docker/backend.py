@@ -355,7 +355,7 @@ def _new_workspace(
     (target, client, stack), (run_id, image, runtime) = at, made
     kept = None
     if keep and target.recorded_engine() is None:
-        kept = kept_for_run(stack, repo, run_id, resumed=resumed)
+        kept = kept_for_run(stack, repo, run_id, image, resumed=resumed)
     labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
     labels = kept.labels(image) if kept is not None else labels
     if runtime:

@@ -124,13 +124,13 @@ def held(repo: Repo) -> Iterator[bool]:
 
 
 def kept_for_run(
-    stack: ExitStack, repo: Repo, run_id: str, *, resumed: bool
+    stack: ExitStack, repo: Repo, run_id: str, image: str, *, resumed: bool
 ) -> KeptWorkspace | None:
     """The repository's kept workspace, held as long as `stack` lives, or None: another run
     holds it, or it holds an unfinished step of another run, or (`resumed`) the run did not
     leave one there (its work is in a volume of its own)."""
     lock = ExitStack()
-    kept = _take(repo, run_id, resumed=resumed) if lock.enter_context(held(repo)) else None
+    kept = _take(repo, run_id, image, resumed=resumed) if lock.enter_context(held(repo)) else None
     if kept is None:
         lock.close()
     else:
@@ -138,7 +138,7 @@ def kept_for_run(
     return kept
 
 
-def _take(repo: Repo, run_id: str, *, resumed: bool) -> KeptWorkspace | None:
+def _take(repo: Repo, run_id: str, image: str, *, resumed: bool) -> KeptWorkspace | None:
     name = kept_volume_name(repo.top)
     state = read_state(repo)
     if state is not None and state.run is not None and state.run != run_id:
@@ -149,7 +149,7 @@ def _take(repo: Repo, run_id: str, *, resumed: bool) -> KeptWorkspace | None:
     if state is not None and state.volume != name:
         trusted = None
     # Until the run says otherwise, the volume is its own: a killed run leaves it so.
-    _write(repo, KeptState(volume=name, run=run_id))
+    _write(repo, KeptState(volume=name, run=run_id, image=image))
     return KeptWorkspace(repo, trusted)
 
 
