@@ -238,8 +238,9 @@ worktree_tree() {
 # Whether the agent left nothing uncommitted (HEAD's tree is then every file's): git's status,
 # with the untracked cache kept in the agent's index, reads only the folders changed since its
 # last look, and writes nothing unless something changed; a tree of everything written from a
-# copy of a large index (worktree_tree) costs several times more. The agent's index can hide
-# its own work from both alike; the host trusts neither.
+# copy of the index (worktree_tree) also copies and rewrites the whole index (on 38,400 files,
+# 3.4 MB: about twice the time). The agent's index can hide its own work from both alike; the
+# host trusts neither.
 left_nothing() {
     out=$(git -c core.untrackedCache=true status --porcelain --untracked-files=normal 2>/dev/null) &&
         [ -z "$out" ]
