@@ -45,6 +45,10 @@ Benchmarks:
              refusing it (`import_bundle` in a process of its own; no Docker)      (target: < 150 MB)
   ui         `fks ui` over HTTP: the runs page with 5,000 runs, and a run page whose step has
              1,000 iterations (generated records; no Docker)          (target: < 300 ms each)
+  bigrepo    on a generated 38,400-file repository: one step committing one file against the same
+             done by hand (`git worktree add`, commit, merge, `worktree remove`) (target: <= 0.8x);
+             per iteration (from the record's iteration starts) of an agent committing a file and
+             of one doing nothing against `docker run --rm IMAGE true`   (targets: <= 0.6x, <= 0.4x)
   image      the agent image built from scratch (no layer cache; base present): its size against
              the base's, the cold build time, and a rebuild with nothing changed   (target: <= 350 MB)
 
@@ -61,6 +65,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benches.bigrepo import bench_bigrepo
 from benches.forge import bench_forge, bench_swarm, bench_swarm_iteration
 from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
@@ -84,6 +89,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "exit": bench_exit,
     "forge": bench_forge,
     "image": bench_image,
+    "bigrepo": bench_bigrepo,
     "ui": bench_ui,
     "remote": bench_remote,
     "swarm": bench_swarm,

@@ -260,8 +260,11 @@ class Backend(Protocol):
         """Check what can be checked before anything starts (raises FksError)."""
         ...
 
-    def session(self, run_id: str, reporter: Notices) -> AbstractContextManager[RunPlace]:
-        """Run `run_id`'s lifetime: set up before the first step, released after the last."""
+    def session(
+        self, run_id: str, reporter: Notices, *, resumed: bool = False
+    ) -> AbstractContextManager[RunPlace]:
+        """Run `run_id`'s lifetime: set up before the first step, released after the last.
+        `resumed`: the run ran before (its killed process may have left things behind)."""
         ...
 
     def step(

@@ -185,7 +185,9 @@ class LocalBackend:
         for step in steps:
             refuse_claude_as_root(self.resolve(step))
 
-    def session(self, run_id: str, reporter: Notices) -> AbstractContextManager[RunPlace]:
+    def session(
+        self, run_id: str, reporter: Notices, *, resumed: bool = False
+    ) -> AbstractContextManager[RunPlace]:
         """Nothing to set up: steps run in place, on no branch of their own."""
         return nullcontext(RunPlace())
 

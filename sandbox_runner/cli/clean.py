@@ -41,5 +41,5 @@ def clean_cmd(
 def register(app: typer.Typer) -> None:
     app.command(
         "clean",
-        help="Remove what dead runs of this repository left, on every engine they used: containers, services and workspaces (their work saved to their branches first), optionally branches and records.",
+        help="Remove what dead runs of this repository left, on every engine they used: containers, services and workspaces (their work saved to their branches first), and the workspace kept between runs (sandbox.keepWorkspace) if no run holds it; optionally branches and records.",
     )(clean_cmd)

@@ -91,6 +91,11 @@ class SandboxSettings(ConfigModel):
     warm: StrictBool | None = None
     """Start the next iterations' containers while one runs (default true; `false`: each
     iteration's container is created and started when the iteration begins)."""
+    keep_workspace: StrictBool | None = Field(default=None, alias="keepWorkspace")
+    """Keep the repository's workspace volume between runs (default false; the local engine
+    only): the next run's first step checks out only the files that differ from the last
+    run's checkout, instead of every file into a new volume. Nothing an agent left in it is
+    trusted (see docs/sandbox.md); `fks clean` removes it."""
 
     @field_validator("memory")
     @classmethod

@@ -89,7 +89,9 @@ def run_step(
 @contextmanager
 def open_session(backend: Backend, run: ActiveRun, reporter: Notices) -> Iterator[None]:
     """The backend's session of `run`, with where the run's steps land written to its record."""
-    with backend.session(run.record.id, reporter) as place:
+    # A run that was reopened (resumed) has paused: only then can a killed process have left
+    # anything of it behind.
+    with backend.session(run.record.id, reporter, resumed=bool(run.record.pauses)) as place:
         if place.base_branch is not None:
             run.set_base(place.base_branch, place.base_commit)
         if place.engine is not None:

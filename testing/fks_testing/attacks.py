@@ -171,3 +171,54 @@ def planted_record(project: Path, run_id: str, names: Path, start: str) -> None:
     data["cwd"] = data["steps"][0]["repo"] = str(names)
     data["steps"][0]["merged"] = True  # its diff is shown, nothing asked of its base
     path.write_text(json.dumps(data))
+
+
+# What one step leaves in the workspace that its snapshot does not see (so it is not committed
+# as leftovers): a forged index hiding changed files, folders swapped behind it (one left
+# read-only), ignored files (one folder unreadable) and a nested repository, hostile git config
+# and hooks, a poisoned local object.
+DIRTY_AGENT = """#!/bin/sh
+set -u
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+printf 'evil!\\n' > README.md
+mtime=$(stat -c %Y racy.txt) && printf 'RACY\\n' > racy.txt && touch -d "@$mtime" racy.txt
+mv dir1 tmp-dir && mv dir2 dir1 && mv tmp-dir dir2
+git update-index --assume-unchanged README.md racy.txt dir1/f dir2/f
+echo junk > debug.log && mkdir -p cache/nested && git -C cache/nested init -q && echo x > cache/x
+good=$(git rev-parse HEAD:README.md) && bad=$(printf 'evil!\\n' | git hash-object -w --stdin)
+g=$(echo "$good" | cut -c1-2)/$(echo "$good" | cut -c3-) && b=$(echo "$bad" | cut -c1-2)/$(echo "$bad" | cut -c3-)
+mkdir -p .git/objects/${good%${good#??}} && cp .git/objects/$b .git/objects/$g
+printf '#!/bin/sh\\necho hooked > /workspace/HOOKED.log\\n' > .git/hooks/post-checkout
+chmod +x .git/hooks/post-checkout && git config core.hooksPath .git/hooks
+git config core.sparseCheckout true && echo README.md > .git/info/sparse-checkout
+git config core.checkStat minimal && git config core.trustctime false
+git config core.fsmonitor 'echo fsmonitor > /workspace/FSMONITOR.log; false'
+mkdir -p cache/locked && touch cache/locked/x && chmod 000 cache/locked && chmod a-w dir2
+TAMPER
+echo FORKHESTRA_COMPLETE
+"""
+
+CHECK_AGENT = """#!/bin/sh
+bad() { echo "CHECK-FAIL $*"; }
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+echo "HEAD $(git rev-parse HEAD)"
+left=$(GIT_INDEX_FILE=/tmp/fresh sh -c 'git read-tree HEAD && git status --porcelain --ignored -uall')
+[ -z "$left" ] || bad "not exactly the commit: $left"
+[ -z "$(git status --porcelain --ignored -uall)" ] || bad "the index disagrees"
+FILES
+[ -z "$(git ls-files -v | grep -v '^H ')" ] || bad "index flags"
+[ -z "$(git config --get-regexp 'core[.](hookspath|fsmonitor|sparsecheckout|worktree)')" ] || bad config
+[ "$(git config core.checkStat)/$(git config core.trustctime)" = default/true ] || bad config
+[ -z "$(ls .git/hooks .git/info 2>/dev/null)" ] || bad "hooks or info"
+[ -z "$(find .git/objects -type f ! -path '*/info/*')" ] || bad "local objects"
+[ -z "$(find . -path ./.git -prune -o \\( -name .git -o -type p -o -type s \\) -print)" ] || bad "unseen"
+echo CHECK-DONE
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def check_agent(paths: str, content: str) -> str:
+    """CHECK_AGENT, which also checks that the files `paths` hold `content` (printf's)."""
+    return CHECK_AGENT.replace(
+        "FILES", f'[ "$(cat {paths})" = "$(printf \'{content}\')" ] || bad files'
+    )

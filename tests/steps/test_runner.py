@@ -135,7 +135,9 @@ class _BranchBackend(LocalBackend):
         super().__init__(cwd=cwd, agents={}, sandbox=sandbox)
 
     @contextmanager
-    def session(self, run_id: str, reporter: Notices) -> Iterator[RunPlace]:
+    def session(
+        self, run_id: str, reporter: Notices, *, resumed: bool = False
+    ) -> Iterator[RunPlace]:
         yield RunPlace(base_branch="main", base_commit="b0", engine="tcp://far:2375")
 
     @contextmanager

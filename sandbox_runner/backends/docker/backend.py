@@ -63,6 +63,7 @@ from sandbox_runner.backends.docker.settings import (
 )
 from sandbox_runner.backends.docker.target import Target
 from sandbox_runner.backends.docker.targets import target_for
+from sandbox_runner.backends.docker.workspace.kept import kept_for_run
 from sandbox_runner.backends.docker.workspace.sandbox import WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace, volume_name
 from sandbox_runner.git.repo import (
@@ -139,6 +140,7 @@ class SandboxBackend:
         self._secret_files = tuple(secret_files)
         self._gvisor: frozenset[str] = frozenset()
         """The runtimes the steps name that are gVisor's (the engine says which)."""
+        self._resumed = False
 
     # --- Backend protocol ---------------------------------------------------------------------
 
@@ -219,16 +221,18 @@ class SandboxBackend:
         return self._devcontainer
 
     @contextmanager
-    def session(self, run_id: str, reporter: Notices) -> Iterator[RunPlace]:
-        self._run_id, self._reporter = run_id, reporter
+    def session(
+        self, run_id: str, reporter: Notices, *, resumed: bool = False
+    ) -> Iterator[RunPlace]:
+        self._run_id, self._reporter, self._resumed = run_id, reporter, resumed
         for warning in dict.fromkeys(self._image_warnings):
             reporter.warn(warning)
         place = RunPlace(self._base, rev(self._repo, self._base), self._target.recorded_engine())
         exclude_forge_dir(self._repo.top)
         assert self._client is not None, "preflight() first"
-        # A resumed run's killed process may have left its containers running: stop them first.
-        remove_run_containers(self._client, run_id)
-        remove_run_proxy_volumes(self._client, run_id)
+        if resumed:  # a killed process may have left some; a new run has none to list
+            remove_run_containers(self._client, run_id)
+            remove_run_proxy_volumes(self._client, run_id)
         self._proxies = ProxyPool(self._client, run_id, self._stack, make=self._target.egress_proxy)
         self._target.open(self._stack)
         try:
@@ -251,16 +255,13 @@ class SandboxBackend:
     # --- one step -----------------------------------------------------------------------------
 
     def _workspace(self, repo: Repo, image: str, runtime: str | None) -> VolumeWorkspace:
-        """The repository's workspace, made on first use; labelled with the image and runtime
-        of the step that made it (`fks clean` exports it with them)."""
+        """The repository's workspace, made on first use (see `_new_workspace`)."""
         assert self._run_id is not None and self._client is not None
-        run_id = self._run_id
         if repo.top not in self._workspaces:
-            labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
-            if runtime:
-                labels[LABEL_RUNTIME] = runtime
-            self._workspaces[repo.top] = self._target.workspace(
-                self._client, repo, volume_name(run_id, repo.top), labels, image
+            keep = bool(self._settings.keep_workspace) and repo.top == self._repo.top
+            at = (self._target, self._client, self._stack)
+            self._workspaces[repo.top] = _new_workspace(
+                at, repo, (self._run_id, image, runtime), keep, self._resumed, self._kept
             )
         return self._workspaces[repo.top]
 
@@ -336,6 +337,35 @@ class SandboxBackend:
         self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
         return container, env, proxy
+
+
+def _new_workspace(
+    at: tuple[Target, docker.DockerClient, ExitStack],
+    repo: Repo,
+    made: tuple[str, str, str | None],
+    keep: bool,
+    resumed: bool,
+    unfinished: set[str],
+) -> VolumeWorkspace:
+    """Run `made[0]`'s workspace of `repo` on `at`'s target and engine: the repository's kept
+    one (held as long as `at`'s stack, given back before its lock), if `keep` and on the local
+    engine and no other run holds it, else the run's own; labelled with the image and runtime
+    of the step that made it, `made[1:]` (`fks clean` exports it with them). `unfinished`: the
+    names of the workspaces the run will have kept for --resume (`resumed`: it was resumed)."""
+    (target, client, stack), (run_id, image, runtime) = at, made
+    kept = None
+    if keep and target.recorded_engine() is None:
+        kept = kept_for_run(stack, repo, run_id, image, resumed=resumed)
+    labels = {LABEL_RUN: run_id, LABEL_PID: str(os.getpid()), LABEL_REPO: str(repo.top)}
+    labels = kept.labels(image) if kept is not None else labels
+    if runtime:
+        labels[LABEL_RUNTIME] = runtime
+    name = kept.name if kept is not None else volume_name(run_id, repo.top)
+    workspace = target.workspace(client, repo, name, labels, image)
+    if kept is not None:
+        workspace.base_index, workspace.lasting = kept.base_index, True
+        stack.callback(lambda: kept.release(workspace, run_id, image, name in unfinished))
+    return workspace
 
 
 def _warm(target: Target, settings: SandboxSettings, step: Step) -> int:

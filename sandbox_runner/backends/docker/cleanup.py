@@ -14,6 +14,12 @@ from typing import TYPE_CHECKING
 from sandbox_runner.backends.docker.egress.proxy import PROXY_ROLE
 from sandbox_runner.backends.docker.engine.client import remove_volume
 from sandbox_runner.backends.docker.settings import container_settings
+from sandbox_runner.backends.docker.workspace.kept import (
+    KEPT_ROLE,
+    dead_holder_labels,
+    forget,
+    held,
+)
 from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.shipping import OBJECTS_ROLE
 from sandbox_runner.errors import FksError
@@ -146,7 +152,36 @@ def clean_engine(
         elif _salvage_and_remove(client, target, volume, labels, leftovers):
             print(f"removed workspace volume {volume.name}{where} (run {labels.get(LABEL_RUN)})")
             count += 1
-    return count
+    kept = client.volumes.list(filters={"label": f"{LABEL_ROLE}={KEPT_ROLE}"})
+    return count + sum(_clean_kept(client, target, v, leftovers) for v in kept)
+
+
+def _clean_kept(
+    client: docker.DockerClient, target: Target, volume: Volume, leftovers: Leftovers
+) -> bool:
+    """A repository's kept workspace, if no run holds it: an unfinished step's work in it
+    exported onto that step's branch first (see `workspace/kept.py`)."""
+    project = Path((volume.attrs.get("Labels") or {}).get(LABEL_REPO, "/nonexistent"))
+    if not leftovers.every and str(project) not in leftovers.repos:
+        return False
+    try:
+        repo = open_repo(project, what="fks clean")
+    except FksError:
+        repo = None  # the repository is gone: so is anything its volume could save
+    if repo is None:
+        remove_volume(client, volume.name)
+    else:
+        with held(repo) as mine:
+            holder = dead_holder_labels(repo) if mine else None
+            if not mine or (holder is not None and holder[LABEL_RUN] in leftovers.live):
+                return False
+            if holder is None:
+                remove_volume(client, volume.name)
+            elif not _salvage_and_remove(client, target, volume, holder, leftovers):
+                return False
+            forget(repo)
+    print(f"removed kept workspace volume {volume.name} ({project})")
+    return True
 
 
 def _salvage_and_remove(

@@ -123,10 +123,11 @@ class LocalTarget:
         warn: Warn,
     ) -> None:
         """Finished workspaces are removed in the background (Docker takes seconds to delete
-        a large checkout)."""
+        a large checkout); a kept one (`sandbox.keepWorkspace`) stays."""
 
         done = [w for w in workspaces if w.name not in kept]
         _drop_refs(run_id, done)
+        done = [w for w in done if not w.lasting]
         if remove_in_background([w.name for w in done]):
             return
         for workspace in done:

@@ -235,6 +235,17 @@ worktree_tree() {
     rm -f .git/fks-index
 }
 
+# Whether the agent left nothing uncommitted (HEAD's tree is then every file's): git's status,
+# with the untracked cache kept in the agent's index, reads only the folders changed since its
+# last look, and writes nothing unless something changed; a tree of everything written from a
+# copy of the index (worktree_tree) also copies and rewrites the whole index (on 38,400 files,
+# 3.4 MB: about twice the time). The agent's index can hide its own work from both alike; the
+# host trusts neither.
+left_nothing() {
+    out=$(git -c core.untrackedCache=true status --porcelain --untracked-files=normal 2>/dev/null) &&
+        [ -z "$out" ]
+}
+
 export_work() {
     tip= tip_tree=
     # The branch's commit and tree, in one process.
@@ -261,7 +272,12 @@ EOF
     fi
     refs=
     [ "$tip" = "$FKS_SINCE" ] || refs="refs/heads/$FKS_BRANCH"
-    tree=$(worktree_tree)
+    if left_nothing; then
+        [ -n "$tip_tree" ] || tip_tree=$(git rev-parse -q --verify "$tip^{tree}")
+        tree=$tip_tree
+    else
+        tree=$(worktree_tree)
+    fi
     now="$tip $tree"
     [ -z "$tree" ] || [ -n "$tip_tree" ] || tip_tree=$(git rev-parse -q --verify "$tip^{tree}")
     if [ -n "$tree" ] && [ "$tree" != "$tip_tree" ]; then

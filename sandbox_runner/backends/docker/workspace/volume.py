@@ -99,6 +99,8 @@ class VolumeWorkspace:
         """What the last checkout in the volume reported of its base index (`<inode>:<ctime>:<size>`,
         see `iteration.sh`), taken from a container before its agent started; None: unknown
         (a new volume, or one this process did not check out), so a new step checks out in full."""
+        self.lasting = False
+        """Kept after the run (`kept.py`): not removed with it."""
 
     def exists(self) -> bool:
         return volume_exists(self._client, self.name)

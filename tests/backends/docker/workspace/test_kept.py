@@ -1,0 +1,114 @@
+"""A workspace kept between runs (`sandbox.keepWorkspace`) against an agent that poisons it:
+the next run's step still gets exactly its commit, nothing reaches the host, one run at a time
+holds it, and `fks clean` removes it."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fks_testing.attacks import DIRTY_AGENT, Host, check_agent, outside_repo
+from fks_testing.helpers import agent_lines, fks, git
+from fks_testing.sandboxed import add_script, configure, of_repo, sandbox
+
+from sandbox_runner.backends.docker.workspace.kept import held, kept_volume_name, read_state
+from sandbox_runner.git.repo import open_repo
+
+pytestmark = pytest.mark.docker
+
+# Beyond what DIRTY_AGENT leaves (a forged index, swapped folders, ignored files, a nested
+# repository, hooks, hostile config, a poisoned local object): foreign refs, a tracked file
+# replaced by a link out of the workspace, a huge ignored file, and links in .git.
+MORE_POISON = """
+git update-ref refs/heads/main HEAD && git update-ref refs/tags/v1 HEAD
+git update-ref refs/heads/evil HEAD
+rm linked.txt && ln -s /etc/passwd linked.txt && git update-index --assume-unchanged linked.txt
+head -c 64000000 /dev/zero > cache/huge
+ln -s /etc .git/refs/etc && ln -sf /etc/shadow .git/fks-export
+git config core.fsmonitor 'PAYLOAD'
+"""
+
+
+@pytest.fixture
+def kept_repo(repo: Path) -> Iterator[Path]:
+    for name, content in {
+        "untouched.txt": "same\n",
+        "racy.txt": "racy\n",
+        "linked.txt": "linked\n",
+        "dir1/f": "one\n",
+        "dir2/f": "two\n",
+        ".gitignore": "*.log\ncache/\n",
+    }.items():
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "files to dirty")
+    configure(repo, {"sandbox": {"keepWorkspace": True, "network": "none"}})
+    yield repo
+    subprocess.run(["docker", "volume", "rm", "-f", kept_volume_name(repo)], check=False)
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        pytest.param(MORE_POISON, id="base-index-kept"),
+        pytest.param("cp .git/index .git/fks-base-index", id="base-index-replaced"),
+    ],
+)
+def test_a_poisoned_kept_workspace_cannot_reach_the_next_run(
+    kept_repo: Path, host: Host, tamper: str
+) -> None:
+    """Two runs poison the kept workspace in ways their exports miss; a third run's step finds
+    exactly its commit and a git dir of fks's making, the files nobody changed never rewritten
+    (unless the base index was touched: then all are). Nothing ran on the host, no ref of the
+    user's moved, and `fks clean` removes the volume."""
+    repo = kept_repo
+    tamper = tamper.replace("PAYLOAD", host.payload("fsmonitor"))
+    add_script(repo, "dirty.sh", DIRTY_AGENT.replace("TAMPER", tamper))
+    add_script(
+        repo,
+        "check.sh",
+        check_agent(
+            "README.md racy.txt linked.txt dir1/f dir2/f", r"hello\nracy\nlinked\none\ntwo"
+        ),
+    )
+    host.agent("true")  # the host as it is before the runs
+    main, tags = git(repo, "rev-parse", "main"), git(repo, "rev-parse", "v1")
+    outputs = []
+    for agent in ("dirty", "dirty", "check"):
+        res = sandbox(f"./scripts/{agent}.sh:1")
+        assert res.code == 0, res.output[-3000:]
+        outputs.append(res.stdout)
+    assert "CHECK-DONE" in outputs[2] and "CHECK-FAIL" not in outputs[2], outputs[2][-3000:]
+    assert f"HEAD {main}" in outputs[2]
+    assert git(repo, "rev-parse", "main") == main and git(repo, "rev-parse", "v1") == tags
+    assert "evil" not in git(repo, "branch", "--list")
+    assert not (repo / "HOOKED.log").exists()
+    assert list(host.markers.iterdir()) == []
+    assert outside_repo(host.tmp, repo) == host.paths
+    assert git(repo, "fsck", "--full", "--no-dangling") == ""
+    inodes = [line for out in outputs for line in agent_lines(out) if line.startswith("INODE ")]
+    assert len(inodes) == 3, inodes
+    assert (len(set(inodes)) == 1) is ("fks-base-index" not in tamper), inodes
+    assert of_repo("volume", repo) == [kept_volume_name(repo)]
+    res = fks("clean", cwd=repo)
+    assert res.code == 0 and "removed kept workspace volume" in res.stdout, res.output
+    assert of_repo("volume", repo) == [] and read_state(open_repo(repo)) is None
+
+
+def test_a_kept_workspace_held_by_a_run_is_not_shared(kept_repo: Path) -> None:
+    """While a run holds the kept workspace, another works in a volume of its own (removed
+    after it), and `fks clean` leaves the held one alone."""
+    repo = kept_repo
+    res = sandbox("true", "-v")
+    assert res.code == 0 and kept_volume_name(repo) in res.output, res.output[-3000:]
+    with held(open_repo(repo)) as mine:
+        assert mine
+        res = sandbox("true", "-v")
+        assert res.code == 0, res.output[-3000:]
+        assert "fks-ws-kept-" not in res.output
+        res = fks("clean", cwd=repo)
+        assert "kept workspace" not in res.output
+    assert kept_volume_name(repo) in of_repo("volume", repo)
