@@ -3,6 +3,7 @@ marker with its commit and a readable transcript, a refused key, and fks's turn 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,22 @@ def test_fks_stops_codex_at_the_agents_max_turns(agent_clis: Path, tmp_path: Pat
     assert done.code == 1, done.output
     assert last_iteration(repo)["reason"] == "max_turns"
     assert "maxTurns" in done.output, done.output
+
+
+def test_the_marker_in_a_commands_output_is_not_codex_saying_it() -> None:
+    from sandbox_runner.agentclis.codex import CodexParser
+
+    parser = CodexParser("gpt-5")
+    command = {"id": "i", "type": "command_execution", "command": "cat PROMPT.md"}
+    output = {**command, "aggregated_output": "FORKHESTRA_COMPLETE\n", "exit_code": 0}
+    for event in (
+        {"type": "item.started", "item": command},
+        {"type": "item.completed", "item": output},
+        {
+            "type": "item.completed",
+            "item": {"type": "agent_message", "text": "FORKHESTRA_COMPLETE is the marker."},
+        },
+    ):
+        parser.feed_line(json.dumps(event))
+    assert not parser.marker_seen
+    assert parser.turns == 1

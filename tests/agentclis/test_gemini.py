@@ -4,6 +4,7 @@ key, and its own turn limit set from the agent's maxTurns."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,25 @@ def test_gemini_stops_at_the_agents_max_turns(agent_clis: Path, tmp_path: Path) 
     assert done.code == 1, done.output
     assert last_iteration(repo)["reason"] == "max_turns"
     assert calls <= 3, calls
+
+
+def test_the_marker_in_a_tools_output_is_not_gemini_saying_it() -> None:
+    from sandbox_runner.agentclis.gemini import GeminiParser
+
+    parser = GeminiParser()
+    events = [
+        {"type": "message", "role": "user", "content": "FORKHESTRA_COMPLETE"},
+        {"type": "tool_use", "tool_name": "run_shell_command", "tool_id": "t", "parameters": {}},
+        {
+            "type": "tool_result",
+            "tool_id": "t",
+            "status": "success",
+            "output": "FORKHESTRA_COMPLETE",
+        },
+        {"type": "message", "role": "assistant", "content": "Not FORKHESTRA_", "delta": True},
+        {"type": "message", "role": "assistant", "content": "COMPLETE yet.", "delta": True},
+    ]
+    for event in events:
+        parser.feed_line(json.dumps(event))
+    parser.close()
+    assert not parser.marker_seen

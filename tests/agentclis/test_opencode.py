@@ -4,6 +4,7 @@ fks's turn limit (OpenCode's own is only a prompt)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,22 @@ def test_fks_stops_opencode_at_the_agents_max_turns(agent_clis: Path, tmp_path: 
         done = run_cli(repo, "worker:1", env)
     assert done.code == 1, done.output
     assert last_iteration(repo)["reason"] == "max_turns"
+
+
+def test_the_marker_in_a_tools_output_is_not_opencode_saying_it() -> None:
+    from sandbox_runner.agentclis.opencode import OpenCodeParser
+
+    parser = OpenCodeParser()
+    state = {"status": "completed", "input": {"command": "cat x"}, "output": "FORKHESTRA_COMPLETE"}
+    for event in (
+        {"type": "step_start", "sessionID": "s", "part": {}},
+        {"type": "tool_use", "sessionID": "s", "part": {"tool": "bash", "state": state}},
+        {
+            "type": "step_finish",
+            "sessionID": "s",
+            "part": {"reason": "tool-calls", "tokens": {"input": 5, "output": 1}, "cost": 0.01},
+        },
+    ):
+        parser.feed_line(json.dumps(event))
+    assert not parser.marker_seen
+    assert parser.turns == 1 and parser.running_cost == 0.01
