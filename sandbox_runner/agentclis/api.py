@@ -44,6 +44,15 @@ class Launch:
     """Settings files the CLI reads, by their path under `Invocation.home`."""
 
 
+@dataclass(frozen=True)
+class Structured:
+    """How a CLI is asked for an answer that fits a JSON Schema: its arguments, and the files
+    they name (by their paths under `Invocation.home`)."""
+
+    args: list[str]
+    files: dict[str, str] = field(default_factory=dict)
+
+
 class StreamParser(Protocol):
     """Reads a CLI's stream one line at a time into neutral events."""
 
@@ -95,4 +104,9 @@ class AgentCli(Protocol):
 
     def opens(self, event: Mapping[str, Any]) -> bool:
         """Whether `event` is the first event of this CLI's stream (a transcript of it)."""
+        ...
+
+    def structured(self, schema: str, home: Path) -> Structured | None:
+        """How to ask for an answer that fits `schema` (JSON Schema text); None: the CLI has
+        no way, so the caller asks for a JSON block in the prompt and validates it."""
         ...

@@ -7,9 +7,10 @@ from tool inputs or tool output: an agent that `cat`s a prompt containing the ma
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
-from sandbox_runner.agentclis.api import Invocation, Launch
+from sandbox_runner.agentclis.api import Invocation, Launch, Structured
 from sandbox_runner.agentclis.events import (
     LINE_BYTES,
     AssistantText,
@@ -61,6 +62,9 @@ class Claude:
 
     def opens(self, event: Mapping[str, Any]) -> bool:
         return event.get("type") == "system" and event.get("subtype") == "init"
+
+    def structured(self, schema: str, home: Path) -> Structured | None:
+        return Structured(["--json-schema", schema])
 
 
 class StreamJsonParser:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from sandbox_runner.agentclis.api import Invocation, Launch
+from sandbox_runner.agentclis.api import Invocation, Launch, Structured
 from sandbox_runner.agentclis.events import (
     AssistantText,
     Event,
@@ -26,6 +27,7 @@ from sandbox_runner.agentclis.stream import JsonLines
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _PROVIDER = "fks-openai"
+_SCHEMA = "answer-schema.json"
 _TOOL_ITEMS = {
     "command_execution": "Bash",
     "file_change": "Edit",
@@ -73,6 +75,9 @@ class Codex:
 
     def opens(self, event: Mapping[str, Any]) -> bool:
         return event.get("type") == "thread.started"
+
+    def structured(self, schema: str, home: Path) -> Structured | None:
+        return Structured(["--output-schema", str(home / _SCHEMA)], {_SCHEMA: schema})
 
 
 def _toml_table(values: Mapping[str, object]) -> str:

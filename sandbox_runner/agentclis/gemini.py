@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from sandbox_runner.agentclis.api import Invocation, Launch
+from sandbox_runner.agentclis.api import Invocation, Launch, Structured
 from sandbox_runner.agentclis.events import (
     AssistantText,
     Event,
@@ -66,6 +67,9 @@ class Gemini:
 
     def opens(self, event: Mapping[str, Any]) -> bool:
         return event.get("type") == "init" and "session_id" in event
+
+    def structured(self, schema: str, home: Path) -> Structured | None:
+        return None
 
 
 class GeminiParser(JsonLines):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from sandbox_runner.agentclis.api import Invocation, Launch
+from sandbox_runner.agentclis.api import Invocation, Launch, Structured
 from sandbox_runner.agentclis.events import (
     AssistantText,
     Event,
@@ -74,6 +75,9 @@ class OpenCode:
 
     def opens(self, event: Mapping[str, Any]) -> bool:
         return event.get("type") == "step_start" and "sessionID" in event
+
+    def structured(self, schema: str, home: Path) -> Structured | None:
+        return None
 
 
 class OpenCodeParser(JsonLines):

@@ -62,3 +62,15 @@ def test_a_local_cli_step_as_root_is_refused_before_anything_starts(
     done = fks("run", "worker:2", "--prompt", "Go.", cwd=repo, env=env)
     one_line_error(done, "runs codex unattended with full permissions")
     assert not (repo / ".forge" / "runs").exists()
+
+
+def test_structured_answers_are_asked_as_each_cli_can() -> None:
+    from sandbox_runner.agentclis.registry import CLIS
+
+    home = Path("/fks-home")
+    claude, codex = CLIS["claude"].structured("{}", home), CLIS["codex"].structured("{}", home)
+    assert claude is not None and claude.args == ["--json-schema", "{}"]
+    assert codex is not None and codex.args == ["--output-schema", "/fks-home/answer-schema.json"]
+    assert codex.files == {"answer-schema.json": "{}"}
+    assert CLIS["gemini"].structured("{}", home) is None  # a validated JSON block instead
+    assert CLIS["opencode"].structured("{}", home) is None
