@@ -83,6 +83,8 @@ class AgentCli(Protocol):
 
     name: str
     """Its `cli` value in the config."""
+    title: str
+    """Its name for people."""
     program: str
     """The executable's name."""
     install: str

@@ -42,6 +42,7 @@ class Claude:
     """The Claude Code adapter: its turn limit is its own (`--max-turns`)."""
 
     name = "claude"
+    title = "Claude"
     program = "claude"
     install = "npm install -g @anthropic-ai/claude-code"
     key_vars: tuple[str, ...] = CREDENTIAL_VARS

@@ -38,6 +38,7 @@ _TOOL_ITEMS = {
 
 class Codex:
     name = "codex"
+    title = "Codex"
     program = "codex"
     install = "npm install -g @openai/codex"
     key_vars: tuple[str, ...] = ("OPENAI_API_KEY",)

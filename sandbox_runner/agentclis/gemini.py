@@ -37,6 +37,7 @@ _TOOLS = {
 
 class Gemini:
     name = "gemini"
+    title = "Gemini CLI"
     program = "gemini"
     install = "npm install -g @google/gemini-cli (it needs Node 20 or later)"
     key_vars: tuple[str, ...] = ("GEMINI_API_KEY",)

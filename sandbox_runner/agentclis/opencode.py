@@ -35,6 +35,7 @@ _INSTRUCTIONS = "instructions.md"
 
 class OpenCode:
     name = "opencode"
+    title = "OpenCode"
     program = "opencode"
     install = "npm install -g opencode-ai"
     key_vars: tuple[str, ...] = ("ANTHROPIC_API_KEY",)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox_runner.agentclis.api import StreamParser
+from sandbox_runner.agentclis.api import AgentCli, StreamParser
 from sandbox_runner.agentclis.events import (
     LINE_BYTES,
     AssistantText,
@@ -66,6 +66,8 @@ class TranscriptRenderer:
     def __init__(self, *, full: bool = False) -> None:
         self._parser: StreamParser | None = None
         self._full = full
+        self.cli: AgentCli | None = None
+        """Whose stream it is, once its first event says (or Claude's, by default)."""
 
     def lines(self, raw: bytes, cut: int) -> list[str]:
         out: list[str] = []
@@ -82,7 +84,8 @@ class TranscriptRenderer:
         if obj is None:
             return [_not_an_event(raw, cut, unread)]
         if self._parser is None:
-            self._parser = (opening(obj) or CLAUDE).parser()
+            self.cli = opening(obj) or CLAUDE
+            self._parser = self.cli.parser()
         shown: list[Shown] = []
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
             shown.extend(_event_shown(event))

@@ -32,6 +32,8 @@ _COLOURS = {**{30 + n: f"fg{n}" for n in range(8)}, **{90 + n: f"fg{n}" for n in
 @dataclass
 class LogView:
     transcript: bool = False
+    session: str = "Claude"
+    """Whose session a transcript is (`Codex`, `Gemini CLI`, …)."""
     html: Markup = field(default_factory=Markup)
     """The lines, each a `<span class="l-KIND">` (agent: what the agent wrote; tool: a call;
     result: a tool's result; meta: the session's own lines), escaped."""
@@ -61,6 +63,7 @@ def read_log(stream: BinaryIO, *, claude: bool) -> LogView:
                 break
         view.unread = max(size - read, 0)
     view.transcript = renderer is not None
+    view.session = renderer.cli.title if renderer is not None and renderer.cli else "Claude"
     view.html = Markup("".join(out))  # every piece escaped by _line
     return view
 

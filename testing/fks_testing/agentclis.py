@@ -103,8 +103,15 @@ DONE_TEXT = f"Done {RED}red{BIDI}txt.\nFORKHESTRA_COMPLETE"
 override that the transcript must neutralise."""
 
 
-def assert_transcript(repo: Path, env: dict[str, str], *, command: str = "echo hi") -> None:
-    """`fks logs` renders the run's transcript: the tool call, the model's text neutralised."""
+def assert_transcript(repo: Path, env: dict[str, str], title: str, *, command: str) -> None:
+    """`fks logs` renders the run's transcript: the tool call, the model's text neutralised;
+    and the web view says whose session it is."""
+    from sandbox_runner.web.logview import read_log
+
+    run = sorted((repo / ".forge" / "runs").glob("*/run.json"))[-1].parent
+    view = read_log((run / last_iteration(repo)["log"]).open("rb"), claude=True)
+    assert view.transcript and view.session == title, (view.session, view.html)
+    assert "→ Bash: " in view.html and RED not in view.html and BIDI not in view.html
     shown = fks("logs", cwd=repo, env=env)
     assert shown.code == 0, shown.output
     assert "→ Bash: " + command in shown.stdout, shown.stdout

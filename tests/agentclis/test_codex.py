@@ -42,7 +42,7 @@ def test_a_codex_step_completes_on_the_marker_and_its_commit_lands(
     assert stats["cost_usd"] and stats["cost_usd"] > 0, stats
     assert body["model"] == MODEL
     assert "FORKHESTRA_COMPLETE" in str(body), "fks's instructions reach the model"
-    assert_transcript(repo, env, command="/bin/bash -lc")
+    assert_transcript(repo, env, "Codex", command="/bin/bash -lc")
 
 
 def test_a_refused_key_ends_a_codex_step_as_auth_error(agent_clis: Path, tmp_path: Path) -> None:

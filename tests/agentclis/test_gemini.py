@@ -41,7 +41,7 @@ def test_a_gemini_step_completes_on_a_split_marker_and_its_commit_lands(
     assert it["claude"]["input_tokens"] == 200 and it["claude"]["cost_usd"] > 0, it
     assert f"/models/{MODEL}:streamGenerateContent" in paths[0]
     assert "FORKHESTRA_COMPLETE" in str(first), "fks's instructions reach the model"
-    assert_transcript(repo, env, command="echo hi")
+    assert_transcript(repo, env, "Gemini CLI", command="echo hi")
 
 
 def test_a_refused_key_ends_a_gemini_step_as_auth_error(agent_clis: Path, tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ def test_an_opencode_step_completes_on_the_marker_and_its_commit_lands(
     assert first.body["model"] == MODEL
     assert "FORKHESTRA_COMPLETE" in str(first.body), "fks's instructions reach the model"
     assert KEY not in done.output
-    assert_transcript(repo, env, command="echo hi")
+    assert_transcript(repo, env, "OpenCode", command="echo hi")
 
 
 def test_a_refused_key_ends_an_opencode_step_as_auth_error(
