@@ -74,3 +74,15 @@ def test_structured_answers_are_asked_as_each_cli_can() -> None:
     assert codex.files == {"answer-schema.json": "{}"}
     assert CLIS["gemini"].structured("{}", home) is None  # a validated JSON block instead
     assert CLIS["opencode"].structured("{}", home) is None
+
+
+def test_a_sandboxed_step_of_another_cli_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    from sandbox_runner.backends.docker.preflight import check_credentials
+    from sandbox_runner.errors import SandboxError
+    from sandbox_runner.plan.agents import resolve_agent
+    from sandbox_runner.plan.config import AgentConfig
+
+    agents = {"worker": AgentConfig(cli="gemini")}
+    agent = resolve_agent("worker", agents=agents, cwd=tmp_path, on_host=False)
+    with pytest.raises(SandboxError, match="runs gemini, which runs only without --sandbox"):
+        check_credentials([agent])
