@@ -88,7 +88,9 @@ _ITERATION_ENDS = {
         "the API answered with a rate-limit/overload error",
         "none needed: fks waits it out (up to rateLimitMaxWait) without using up the iteration",
     ),
-    IterationEnd.IS_ERROR: About("ended with an error from Claude", "its notes are in fks show"),
+    IterationEnd.IS_ERROR: About(
+        "ended with an error from its agent CLI", "its notes are in fks show"
+    ),
     IterationEnd.EXPORT_FAILED: About(
         "its commits could not be taken out of the sandbox; the base branch was not touched",
         "its note in fks show says why",

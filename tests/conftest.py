@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fks_testing.agentclis import agent_clis  # noqa: F401  (a fixture)
 from fks_testing.engines import second_engine, two_node_swarm  # noqa: F401  (fixtures)
 from fks_testing.helpers import Result
 

@@ -306,12 +306,13 @@ def test_cli_imports_neither_docker_nor_git() -> None:
 # iterations, steps and runs end with it), `console.ansi` (records and the
 # image builder strip escapes with it), `console.units` (every display shows costs and byte counts
 # with it) and `records.layout` (git keeps `.forge/` out of the user's repository by its names).
-_LOWER_LAYERS = ("plan", "steps", "backends", "git", "records", "results")
+_LOWER_LAYERS = ("plan", "steps", "backends", "git", "records", "results", "agentclis")
 _NOT_BELOW: dict[tuple[str, ...], tuple[str, ...]] = {
     _LOWER_LAYERS: ("console", "commands", "cli", "tasks", "runs"),
     ("results",): ("plan", "steps", "backends", "git", "records", "runs"),
     ("runs",): ("console", "commands", "cli", "forge", "tasks"),
     ("plan",): ("steps", "backends", "git", "records"),
+    ("agentclis",): ("plan", "steps", "backends", "git", "records", "results", "runs", "forge"),
     ("git",): ("steps", "backends", "plan", "records"),
     ("records",): ("steps", "backends"),
     ("images",): ("backends", "steps", "forge", "commands", "cli", "console"),
@@ -426,6 +427,10 @@ _OUTCOME_WORDS_ELSEWHERE = {
     "backends/docker/swarm/egress.py": {"complete", "failed"},
     "backends/docker/workspace/export.py": {"error"},
     "records/junit.py": {"error"},
+    # What the agent CLIs' own streams say (their event and status names), read as data.
+    "agentclis/codex.py": {"error"},
+    "agentclis/gemini.py": {"error"},
+    "agentclis/opencode.py": {"error", "completed"},
 }
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 _QUOTED = re.compile(r"""(["'])([a-z_]+)\1""")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
+from sandbox_runner.agentclis.claude import SETTING_SOURCES
 from sandbox_runner.commands.forge import _project
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.shown import one_line
@@ -19,7 +20,6 @@ from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
 from sandbox_runner.forge.report import item_json
 from sandbox_runner.forge.work import WorkStore
 from sandbox_runner.outcomes import WorkStatus
-from sandbox_runner.plan.agents import SETTING_SOURCES
 from sandbox_runner.programs import find_program
 from sandbox_runner.tasks.commands import create as create_task
 from sandbox_runner.tasks.errors import TaskError

@@ -11,18 +11,18 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING
 
+from sandbox_runner.agentclis.events import AssistantText, Result, ToolCall
 from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.output import PREFIX, closing_line, iteration_limit, plural
 from sandbox_runner.console.units import usd
-from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
+    from sandbox_runner.agentclis.events import Event
     from sandbox_runner.results.ended import IterationResult, StepOutcome
-    from sandbox_runner.steps.streamjson import Event
 
 TAIL_LINES = 8
 REFRESH_PER_SECOND = 4.0

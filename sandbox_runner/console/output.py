@@ -12,15 +12,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
+from sandbox_runner.agentclis.events import AssistantText, Result, ToolCall
 from sandbox_runner.backends.api import Phase, Stream
 from sandbox_runner.console.ansi import EscapeFilter, strip_escapes
 from sandbox_runner.console.units import usd
 from sandbox_runner.outcomes import Status
-from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 if TYPE_CHECKING:
+    from sandbox_runner.agentclis.events import Event
     from sandbox_runner.results.ended import IterationResult, StepOutcome
-    from sandbox_runner.steps.streamjson import Event
 
 PREFIX = "[fks]"
 AGENT_PREFIX = "  │ "

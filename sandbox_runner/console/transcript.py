@@ -1,5 +1,5 @@
-"""A Claude transcript (stream-json, as `fks logs` finds it in an iteration's log) as text a
-person reads: what the agent said, the tools it called, their results cut short, and the end
+"""An agent CLI's transcript (its stream, as `fks logs` finds it in an iteration's log: Claude's
+stream-json, or another CLI's, read by its adapter) as text a person reads: what the agent said, the tools it called, their results cut short, and the end
 with its cost and turns. Everything shown is neutralised; lines that are not stream-json (the
 CLI's stderr) are shown as they are, neutralised too. What the agent wrote (its text, stderr)
 carries the prefix of agent lines in plain output, so it never passes for the transcript's own
@@ -8,23 +8,25 @@ lines (the session, tool calls `→`, results `←`, the closing `result:`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox_runner.agentclis.api import AgentCli, StreamParser
+from sandbox_runner.agentclis.events import (
+    LINE_BYTES,
+    AssistantText,
+    Event,
+    Init,
+    Result,
+    ToolCall,
+    ToolResult,
+)
+from sandbox_runner.agentclis.registry import CLAUDE, opening
 from sandbox_runner.bounded import LimitExceeded, load_json
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.lines import clip, shown_line
 from sandbox_runner.console.output import AGENT_PREFIX
 from sandbox_runner.console.units import byte_count
-from sandbox_runner.steps.streamjson import (
-    LINE_BYTES,
-    AssistantText,
-    Event,
-    Result,
-    StreamJsonParser,
-    ToolCall,
-)
 
 RESULT_LINES = 3
 """Lines shown of a tool's result."""
@@ -33,9 +35,9 @@ RESULT_WIDTH = 200
 
 
 def is_transcript(first_line: bytes) -> bool:
-    """True when a log's first line is the init event of a Claude session."""
+    """True when a log's first line is the first event of an agent CLI's session."""
     obj, _ = _json(first_line)
-    return obj is not None and obj.get("type") == "system" and obj.get("subtype") == "init"
+    return obj is not None and opening(obj) is not None
 
 
 FULL_CHARS = 20_000
@@ -58,11 +60,14 @@ class Shown:
 
 class TranscriptRenderer:
     """Feed a log's lines in order; each gives the lines to show for it (`full`: tool calls
-    and results whole)."""
+    and results whole). The CLI is known by the stream's first event (Claude's when the first
+    event is none's)."""
 
     def __init__(self, *, full: bool = False) -> None:
-        self._parser = StreamJsonParser()
+        self._parser: StreamParser | None = None
         self._full = full
+        self.cli: AgentCli | None = None
+        """Whose stream it is, once its first event says (or Claude's, by default)."""
 
     def lines(self, raw: bytes, cut: int) -> list[str]:
         out: list[str] = []
@@ -78,19 +83,12 @@ class TranscriptRenderer:
         obj, unread = (None, None) if cut else _json(raw)
         if obj is None:
             return [_not_an_event(raw, cut, unread)]
-        kind = obj.get("type")
-        if kind == "user":
-            return _tool_results(obj)
-        if kind == "system" and obj.get("subtype") == "init":
-            self._parser.feed_line(raw.decode("utf-8", "replace"))
-            model = obj.get("model")
-            return [
-                Shown(_clean(clip(f"session {obj.get('session_id')}, model {model}", RESULT_WIDTH)))
-            ]
+        if self._parser is None:
+            self.cli = opening(obj) or CLAUDE
+            self._parser = self.cli.parser()
         shown: list[Shown] = []
-        calls = iter(_tool_inputs(obj))
         for event in self._parser.feed_line(raw.decode("utf-8", "replace")):
-            shown.extend(_event_shown(event, calls))
+            shown.extend(_event_shown(event))
         return shown
 
 
@@ -103,13 +101,18 @@ def _not_an_event(raw: bytes, cut: int, unread: LimitExceeded | None) -> Shown:
     return Shown(AGENT_PREFIX + shown_line(raw, cut))
 
 
-def _event_shown(event: Event, calls: Iterator[Any]) -> list[Shown]:
-    """An event the parser read; a tool call takes its whole input from `calls`."""
+def _event_shown(event: Event) -> list[Shown]:
+    """An event the parser read."""
     if isinstance(event, AssistantText):
         return [Shown(AGENT_PREFIX + _clean(line)) for line in event.text.splitlines() or [""]]
     if isinstance(event, ToolCall):
         head = f"→ {_clean(event.summary)}"
-        return [Shown(head, whole=_whole_call(head, next(calls, None)))]
+        return [Shown(head, whole=_whole_call(head, event.input))]
+    if isinstance(event, ToolResult):
+        return [_tool_result(event)]
+    if isinstance(event, Init):
+        line = f"session {event.session_id}, model {event.model}"
+        return [Shown(_clean(clip(line, RESULT_WIDTH)))]
     if isinstance(event, Result):
         head, *more = _result(event)
         return [Shown(head, tuple(more))]
@@ -125,18 +128,6 @@ def _result(result: Result) -> list[str]:
         errors = result.text.splitlines()[:RESULT_LINES]
         lines.extend(f"  {_clean(clip(text, RESULT_WIDTH))}" for text in errors)
     return lines
-
-
-def _tool_inputs(obj: dict[str, Any]) -> list[Any]:
-    """The inputs of an assistant event's tool calls, in order (as the parser finds them)."""
-    message = obj.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    blocks = content if isinstance(content, list) else []
-    return [
-        block.get("input")
-        for block in blocks
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    ]
 
 
 def _whole_call(head: str, tool_input: Any) -> tuple[str, ...]:
@@ -170,37 +161,19 @@ def _bounded(text: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def _tool_results(obj: dict[str, Any]) -> list[Shown]:
-    message = obj.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    shown: list[Shown] = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "tool_result":
-            error = " (error)" if block.get("is_error") else ""
-            text = _result_text(block.get("content"))
-            lines = text.splitlines() or ["(no output)"]
-            more = [f"    {_clean(clip(line, RESULT_WIDTH))}" for line in lines[1:RESULT_LINES]]
-            if len(lines) > RESULT_LINES:
-                more.append(f"    … ({len(lines) - RESULT_LINES} more lines)")
-            whole = len(lines) > RESULT_LINES or any(len(line) > RESULT_WIDTH for line in lines)
-            shown.append(
-                Shown(
-                    f"  ← {_clean(clip(lines[0], RESULT_WIDTH))}{error}",
-                    tuple(more),
-                    whole=_bounded(text) if whole else (),
-                    whole_head=f"  ←{error}",
-                )
-            )
-    return shown
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = (b.get("text") for b in content if isinstance(b, dict))
-        return "\n".join(p for p in parts if isinstance(p, str))
-    return ""
+def _tool_result(result: ToolResult) -> Shown:
+    error = " (error)" if result.is_error else ""
+    lines = result.text.splitlines() or ["(no output)"]
+    more = [f"    {_clean(clip(line, RESULT_WIDTH))}" for line in lines[1:RESULT_LINES]]
+    if len(lines) > RESULT_LINES:
+        more.append(f"    … ({len(lines) - RESULT_LINES} more lines)")
+    whole = len(lines) > RESULT_LINES or any(len(line) > RESULT_WIDTH for line in lines)
+    return Shown(
+        f"  ← {_clean(clip(lines[0], RESULT_WIDTH))}{error}",
+        tuple(more),
+        whole=_bounded(result.text) if whole else (),
+        whole_head=f"  ←{error}",
+    )
 
 
 def _cut_event(cut: int) -> str:

@@ -22,6 +22,13 @@ from sandbox_runner.labels import (
 
 CLAUDE_CODE_VERSION = "2.1.197"
 """The Claude Code release the test suite runs (scripts/test installs it on the host too)."""
+AGENT_CLI_PACKAGES = {
+    "codex": "@openai/codex@0.171.0",
+    "gemini": "@google/gemini-cli@0.61.0",
+    "opencode": "opencode-ai@1.18.33",
+}
+"""The releases of the other agent CLIs the test suite runs (scripts/test installs them under
+`.clis/` of the checkout), by their `cli` name."""
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")

@@ -1,10 +1,12 @@
 """Turn a step's agent (a name, a path, `…/.claude/agents/<name>`, or a config entry) into the
 command that runs it.
 
-Three kinds:
+Four kinds:
 - `binary`: an executable on PATH or at a path; step args and the prompt are appended.
 - `claude-agent`: `…/.claude/agents/<name>` → `claude --agent <name> -p …` in that project.
 - `claude`: a config agent with a system prompt → `claude -p <prompt> … --append-system-prompt`.
+- `cli`: a config agent whose `cli` names another agent CLI (codex, gemini, opencode): its
+  adapter (`agentclis`) builds the headless command.
 Both claude kinds run in print mode with stream-json output, and load settings (hooks, MCP
 servers, permissions, CLAUDE.md) only from the user's own Claude config and fks's flags, never
 from the project they run in: anything in it may have been written by an agent. A
@@ -13,129 +15,33 @@ from the project they run in: anything in it may have been written by an agent. 
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from sandbox_runner.bounded import LimitExceeded, load_yaml
+from sandbox_runner.agentclis.api import AgentCli, Invocation, Launch
+from sandbox_runner.agentclis.claude import SETTING_SOURCES
+from sandbox_runner.agentclis.registry import agent_cli
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, UsageError
-from sandbox_runner.paths import inside_project, path_kind, read_in_project, shorten
+from sandbox_runner.paths import path_kind, read_in_project, shorten
 from sandbox_runner.plan.checks import did_you_mean
+from sandbox_runner.plan.claude_agents import (
+    CLAUDE_AGENTS,
+    ClaudeAgentPath,
+    agent_definition,
+    frontmatter_name,
+    parse_claude_agent_path,
+)
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import MODE_AWARENESS, NO_PROMPT_TEXT, PromptSource, resolve_prompt
 from sandbox_runner.programs import find_program
 
-AgentKind = Literal["binary", "claude-agent", "claude"]
+AgentKind = Literal["binary", "claude-agent", "claude", "cli"]
 CLAUDE = "claude"
 DEFAULT_MAX_TURNS = 100
-CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN")
-"""The variables that authenticate Claude Code with the model API: a sandboxed Claude gets
-them, and their values are masked wherever output is kept or shown."""
-_CLAUDE_AGENTS = "/.claude/agents/"
-SETTING_SOURCES = ("--setting-sources", "user")
-"""Claude Code loads no project or local settings (`.claude/settings*.json`, `.mcp.json`,
-CLAUDE.md, project agents): only the user's, and what fks passes on the command line."""
-MAX_AGENT_FILE = 64 * 1024
-"""An agent file's size limit: its definition is one argv entry (`--agents`)."""
-_AGENT_FIELDS = ("description", "model")
-_AGENT_TOOL_FIELDS = ("tools", "disallowedTools")
-
-
-@dataclass(frozen=True)
-class ClaudeAgentPath:
-    """`/proj/.claude/agents/reviewer[.md]` split into its project root and agent name."""
-
-    project: Path
-    name: str
-    file: Path | None
-
-
-def parse_claude_agent_path(ref: str, base: Path) -> ClaudeAgentPath | None:
-    """The project and agent of a `*/.claude/agents/<name>` path (the last such segment wins).
-
-    Raises AgentNotFoundError when the OS refuses to look at the path (e.g. name too long).
-    """
-    normalised = "/" + ref if ref.startswith(".claude/agents/") else ref
-    cut = normalised.rfind(_CLAUDE_AGENTS)
-    if cut < 0:
-        return None
-    tail = normalised[cut + len(_CLAUDE_AGENTS) :]
-    if not tail or "/" in tail:
-        return None
-    project = Path(os.path.normpath(base / (normalised[:cut] or ".")))
-    stem = tail.removesuffix(".md")
-    file = project / ".claude" / "agents" / f"{stem}.md"
-    found = path_kind(file, f"Agent '{shorten(ref)}'", AgentNotFoundError) == "file"
-    return ClaudeAgentPath(project=project, name=stem, file=file if found else None)
-
-
-def agent_definition(file: Path, name: str) -> str:
-    """`--agents` JSON defining `name` from its Claude Code agent file: the body is the prompt;
-    description, model and tool lists come from the front matter (hooks, MCP servers and
-    permission modes there are not taken)."""
-    what = f"Agent '{shorten(name)}' file"
-    try:
-        with inside_project(file, what).open("rb") as handle:
-            data = handle.read(MAX_AGENT_FILE + 1)
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AgentNotFoundError(f"{what} {shorten(str(file))} cannot be read ({exc})") from None
-    if len(data) > MAX_AGENT_FILE:
-        raise ConfigError(
-            f"{what} {shorten(str(file))} is over {MAX_AGENT_FILE // 1024} KiB; shorten it"
-        )
-    header, body = _split_frontmatter(text, f"{what} {shorten(str(file))}")
-    fields: dict[str, object] = {"description": name, "prompt": body.strip() or name}
-    for key in _AGENT_FIELDS:
-        if isinstance(header.get(key), str) and header[key].strip():
-            fields[key] = header[key].strip()
-    for key in _AGENT_TOOL_FIELDS:
-        value = header.get(key)
-        items = value.split(",") if isinstance(value, str) else value
-        if isinstance(items, list):
-            fields[key] = [str(item).strip() for item in items if str(item).strip()]
-    return json.dumps({name: fields})
-
-
-def _split_frontmatter(text: str, what: str) -> tuple[dict[str, Any], str]:
-    """A Markdown file's YAML front matter (empty when missing or malformed) and its body;
-    ConfigError naming `what` when it is nested too deep or too large to be read."""
-    if not text.startswith("---"):
-        return {}, text
-    end = text.find("\n---", 3)
-    if end < 0:
-        return {}, ""
-    import yaml
-
-    try:
-        header = load_yaml(text[3:end], max_bytes=MAX_AGENT_FILE)
-    except LimitExceeded as exc:
-        raise ConfigError(f"{what}: front matter is {exc}") from None
-    except yaml.YAMLError:  # malformed: no front matter
-        header = None
-    body = text[end + 4 :].split("\n", 1)[1] if "\n" in text[end + 4 :] else ""
-    return (header if isinstance(header, dict) else {}), body
-
-
-def frontmatter_name(file: Path) -> str | None:
-    """The `name:` of a Claude Code agent file's front matter: what `claude --agent` selects by."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    if not text.startswith("---"):
-        return None
-    end = text.find("\n---", 3)
-    header = text[3 : end if end >= 0 else len(text)]
-    match = re.search(r"^name:\s*(.+?)\s*$", header, re.MULTILINE)
-    if match is None:
-        return None
-    return match.group(1).strip().strip("'\"") or None
 
 
 @dataclass(frozen=True)
@@ -160,37 +66,80 @@ class AgentCommand:
     """Where config-relative files (systemPrompt, mcpConfig, settings) live."""
 
     @property
+    def cli(self) -> AgentCli | None:
+        """The adapter of the agent CLI it runs (None: a plain program)."""
+        if self.kind == "binary":
+            return None
+        if self.kind == "cli" and self.config is not None and self.config.cli is not None:
+            return agent_cli(self.config.cli)
+        return agent_cli(CLAUDE)
+
+    @property
+    def model(self) -> str | None:
+        """The model the config asks for (None: the CLI's default)."""
+        return self.config.model if self.config is not None else None
+
+    @property
     def max_turns(self) -> int | None:
-        """The turn limit fks gives Claude Code (`--max-turns`); None: fks gives none."""
-        if self.kind != "claude" or self.config is None:
+        """The turn limit of an agent CLI fks starts (Claude's `--max-turns`); None: none."""
+        if self.kind not in ("claude", "cli") or self.config is None:
             return None
         return self.config.max_turns or DEFAULT_MAX_TURNS
 
     @property
     def stream_json(self) -> bool:
         """Output is Claude stream-json (completion read from model text only)."""
-        return self.kind != "binary"
+        return self.kind in ("claude", "claude-agent")
 
     def argv(self, args: Sequence[str], prompt: str | None) -> list[str]:
-        """The full command for one iteration; claude system prompt files are re-read each time."""
+        """The full command for one iteration; system prompt files are re-read each time."""
+        return self.launch(args, prompt).argv
+
+    def launch(
+        self,
+        args: Sequence[str],
+        prompt: str | None,
+        environ: Mapping[str, str] | None = None,
+        home: Path | None = None,
+    ) -> Launch:
+        """The command of one iteration, with the variables and files its CLI needs (written
+        under `home`, a directory of the caller's; `environ`: what the agent will see)."""
         if self.kind == "binary":
-            return [self.program, *args, *([prompt] if prompt else [])]
-        # The prompt goes right after -p: the tool flags are variadic and would swallow it.
-        argv = [self.program]
+            return Launch([self.program, *args, *([prompt] if prompt else [])])
         if self.kind == "claude-agent":
-            argv += ["--agent", self.claude_agent or ""]
+            return Launch(self._claude_agent_argv(args, prompt))
+        cli, cfg = self.cli, self.config
+        assert cli is not None and cfg is not None
+        call = Invocation(
+            program=self.program,
+            prompt=prompt or NO_PROMPT_TEXT,
+            system_prompt=self._system_prompt(),
+            max_turns=self.max_turns or DEFAULT_MAX_TURNS,
+            cwd=self.cwd,
+            model=cfg.model,
+            args=[*(self._config_flags() if self.kind == "claude" else []), *cfg.args, *args],
+            environ=environ if environ is not None else os.environ,
+            home=home or Path("~fks-home"),
+        )
+        return cli.launch(call)
+
+    def _claude_agent_argv(self, args: Sequence[str], prompt: str | None) -> list[str]:
+        # The prompt goes right after -p: the tool flags are variadic and would swallow it.
+        argv = [self.program, "--agent", self.claude_agent or ""]
         argv += ["-p", prompt or NO_PROMPT_TEXT, "--output-format", "stream-json", "--verbose"]
         argv += ["--dangerously-skip-permissions", *SETTING_SOURCES]
-        if self.kind == "claude-agent" and self.agent_file is not None:
+        if self.agent_file is not None:
             argv += ["--agents", agent_definition(self.agent_file, self.claude_agent or "")]
         argv += ["--append-system-prompt", self._system_prompt()]
-        if self.kind == "claude":
-            argv += self._config_flags()
         return [*argv, *args]
 
     def _system_prompt(self) -> str:
         cfg = self.config
-        if cfg is None or self.kind != "claude":
+        if (
+            cfg is None
+            or self.kind == "claude-agent"
+            or not (cfg.system_prompt or cfg.system_prompt_text)
+        ):
             return MODE_AWARENESS.rstrip() + "\n"
         if cfg.system_prompt_text:
             own = cfg.system_prompt_text
@@ -207,9 +156,7 @@ class AgentCommand:
     def _config_flags(self) -> list[str]:
         cfg = self.config
         assert cfg is not None
-        flags = ["--max-turns", str(self.max_turns)]
-        if cfg.model:
-            flags += ["--model", cfg.model]
+        flags: list[str] = []
         if cfg.mcp_config:
             flags += ["--mcp-config", self._config_path(cfg.mcp_config)]
         if cfg.settings:
@@ -225,11 +172,19 @@ class AgentCommand:
 
 
 def refuse_claude_as_root(command: AgentCommand) -> None:
-    """Refuse a Claude agent on the host as root: the CLI will not skip its permission prompts
-    for root (it exits 1 at once), unless IS_SANDBOX=1 says the host itself is a sandbox.
+    """Refuse an agent CLI on the host as root: Claude will not skip its permission prompts
+    for root (it exits 1 at once), and fks runs none of the others unattended with full
+    permissions as root either, unless IS_SANDBOX=1 says the host itself is a sandbox.
     """
-    if command.kind == "binary" or os.geteuid() != 0 or os.environ.get("IS_SANDBOX") == "1":
+    cli = command.cli
+    if cli is None or os.geteuid() != 0 or os.environ.get("IS_SANDBOX") == "1":
         return
+    if cli.name != CLAUDE:
+        raise UsageError(
+            f"Agent '{command.name}' runs {cli.name} unattended with full permissions, which fks "
+            "refuses as root; use a normal user, or set IS_SANDBOX=1 if this machine is itself "
+            "a disposable sandbox"
+        )
     raise UsageError(
         f"Agent '{command.name}' is Claude, which refuses to run unattended as root "
         "(--dangerously-skip-permissions); use --sandbox, or run fks as a normal user, "
@@ -252,10 +207,15 @@ def resolve_agent(
     """
     cfg = agents.get(agent)
     target = cfg.path if cfg is not None and cfg.path else agent
-    if cfg is not None and cfg.is_claude and not (cfg.path and _CLAUDE_AGENTS in "/" + cfg.path):
+    if cfg is not None and cfg.is_claude and not (cfg.path and CLAUDE_AGENTS in "/" + cfg.path):
         program = _claude_program(on_host, cwd)
         return AgentCommand(
             name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
+        )
+    if cfg is not None and cfg.cli_name is not None and cfg.cli_name != CLAUDE:
+        program = _cli_program(agent_cli(cfg.cli_name), cfg.path, on_host, cwd)
+        return AgentCommand(
+            name=agent, kind="cli", program=program, cwd=cwd, config=cfg, config_root=cwd
         )
 
     external = parse_claude_agent_path(target, cwd)
@@ -348,6 +308,21 @@ def _claude_program(on_host: bool, cwd: Path) -> str:
         raise AgentNotFoundError(
             "the 'claude' CLI is not on PATH; install it with "
             "'npm install -g @anthropic-ai/claude-code' (or run with --sandbox)"
+        )
+    return found
+
+
+def _cli_program(cli: AgentCli, path: str | None, on_host: bool, cwd: Path) -> str:
+    """The executable of an agent CLI: the config's `path`, else its name on PATH."""
+    target = path or cli.program
+    if not on_host:
+        return target
+    if "/" in target:
+        return str(Path(os.path.normpath(cwd / Path(target).expanduser())))
+    found = find_program(target, outside=cwd)  # not one a landed commit put on PATH
+    if found is None:
+        raise AgentNotFoundError(
+            f"the '{target}' CLI ({cli.name}) is not on PATH; install it with '{cli.install}'"
         )
     return found
 

@@ -12,8 +12,16 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, StrictFloat, StrictInt, ValidationError, field_validator
+from pydantic import (
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from sandbox_runner.agentclis.registry import CLIS
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import CONFIG_FILE, path_kind
 from sandbox_runner.plan.checks import problems_error, undefined_agents, validation_problems
@@ -30,7 +38,11 @@ class AgentConfig(ConfigModel):
     """One entry of `agents`: how to run an agent and what to tell it by default."""
 
     path: str | None = None
-    """Binary name, executable path, or `…/.claude/agents/<name>`; overrides the agent's name."""
+    """Binary name, executable path, or `…/.claude/agents/<name>`; overrides the agent's name
+    (with `cli`: the CLI's executable)."""
+    cli: str | None = None
+    """The agent CLI it runs first-class: `claude` (the default for an agent with a system
+    prompt), `codex`, `gemini` or `opencode`."""
     default_prompt: str | None = Field(default=None, alias="defaultPrompt")
     """Prompt used when neither the CLI, the step nor the chain gives one."""
     default_prompt_file: str | None = Field(default=None, alias="defaultPromptFile")
@@ -44,7 +56,10 @@ class AgentConfig(ConfigModel):
     settings: str | None = None
     """Claude settings JSON passed as `--settings`."""
     model: str | None = None
-    """Model alias or id (`sonnet`, `opus`, `haiku`, …)."""
+    """Model alias or id (`sonnet`, `opus`, `haiku`, …; for codex `gpt-5`…, for gemini
+    `gemini-2.5-pro`…, for opencode `provider/model`, the provider `anthropic` by default)."""
+    args: tuple[str, ...] = ()
+    """Extra arguments of the agent's CLI, after fks's own (and before the step's)."""
     max_turns: StrictInt | None = Field(default=None, alias="maxTurns", gt=0)
     """Maximum turns per iteration (default 100)."""
     allowed_tools: tuple[str, ...] | None = Field(default=None, alias="allowedTools")
@@ -64,10 +79,41 @@ class AgentConfig(ConfigModel):
             )
         return value
 
+    @field_validator("cli")
+    @classmethod
+    def _known_cli(cls, value: str | None) -> str | None:
+        if value is not None and value not in CLIS:
+            raise ValueError(f"unknown agent CLI {value!r}; use one of {', '.join(CLIS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _claude_only_keys(self) -> AgentConfig:
+        if self.cli_name in (None, "claude"):
+            return self
+        keys = [alias for name, alias in _CLAUDE_ONLY if getattr(self, name) is not None]
+        if keys:
+            raise ValueError(f"{', '.join(keys)}: only for cli 'claude', not {self.cli!r}")
+        return self
+
+    @property
+    def cli_name(self) -> str | None:
+        """The agent CLI it runs first-class (None: a plain program)."""
+        if self.cli is not None:
+            return self.cli
+        return "claude" if self.system_prompt or self.system_prompt_text else None
+
     @property
     def is_claude(self) -> bool:
-        """Spawned directly as `claude -p …` (it has a system prompt)."""
-        return bool(self.system_prompt or self.system_prompt_text)
+        """Spawned directly as `claude -p …` (it has a system prompt, or `cli` says so)."""
+        return self.cli_name == "claude"
+
+
+_CLAUDE_ONLY = (
+    ("mcp_config", "mcpConfig"),
+    ("settings", "settings"),
+    ("allowed_tools", "allowedTools"),
+    ("disallowed_tools", "disallowedTools"),
+)
 
 
 class StepConfig(ConfigModel):

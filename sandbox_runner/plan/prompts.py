@@ -9,10 +9,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox_runner.agentclis.events import MARKER as MARKER  # where it was always found
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import inside_project, path_kind, read_in_project
-
-MARKER = "FORKHESTRA_COMPLETE"
 
 # `claude -p` needs some input; a step with no prompt gets this, and its instructions do the rest.
 NO_PROMPT_TEXT = "Do the work your instructions describe."

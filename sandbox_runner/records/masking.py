@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from sandbox_runner.plan.agents import CREDENTIAL_VARS
+from sandbox_runner.agentclis.registry import KEY_VARS
 
 if TYPE_CHECKING:
     from sandbox_runner.plan.sandbox import SandboxSettings
@@ -19,7 +19,7 @@ _MIN_SECRET = 6
 def secrets_from_env(names: Iterable[str], env: Mapping[str, str] | None = None) -> list[str]:
     """The values to mask: credential variables plus the configured pass-through names."""
     env = os.environ if env is None else env
-    values = {env[n] for n in (*CREDENTIAL_VARS, *names) if env.get(n, "")}
+    values = {env[n] for n in (*KEY_VARS, *names) if env.get(n, "")}
     return sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True)
 
 

@@ -17,7 +17,7 @@ class RecordModel(BaseModel):
 
 
 class ClaudeStats(RecordModel):
-    """What Claude Code reported for one iteration."""
+    """What the agent CLI (Claude Code, Codex, Gemini CLI, OpenCode) reported for one iteration."""
 
     cost_usd: float | None = None
     """total_cost_usd of the iteration."""

@@ -12,10 +12,18 @@ from sandbox_runner.outcomes import ALIKE, UNCOUNTED, Exit, IterationEnd, Reason
 from sandbox_runner.steps.guards import Budget, Stop
 
 if TYPE_CHECKING:
-    from sandbox_runner.steps.streamjson import Result
+    from sandbox_runner.agentclis.api import AgentCli
+    from sandbox_runner.agentclis.events import Result
 
 _AUTH_STATUSES = frozenset({401, 403})
-_AUTH_WORDS = ("invalid api key", "authentication", "oauth token", "not logged in", "/login")
+_AUTH_WORDS = (
+    "invalid api key",
+    "authentication",
+    "oauth token",
+    "not logged in",
+    "/login",
+    "missing environment variable",
+)
 _UNREACHABLE_WORDS = (
     "unable to connect",
     "connection",
@@ -49,6 +57,8 @@ class Seen:
     result: Result | None
     marker: bool
     stream_json: bool
+    cli: AgentCli | None = None
+    """The agent CLI that ran (None: a plain program, or Claude in older callers)."""
     timeout: float | None = None
     stopped: Stop | None = None
     budget: Budget | None = None
@@ -72,7 +82,8 @@ def ending(seen: Seen) -> Ending:
             return found
     status, n = seen.status, seen.number
     if seen.stream_json and seen.result is None and status.exit_code != 0:
-        note = f"Iteration {n}: claude exited {status.exit_code} without a result"
+        name = seen.cli.name if seen.cli is not None else "claude"
+        note = f"Iteration {n}: {name} exited {status.exit_code} without a result"
         return Ending(Exit(status.exit_code), note, failed=True)
     if status.exit_code != 0:
         return Ending(Exit(status.exit_code), failed=True)
@@ -90,6 +101,10 @@ def _killed(seen: Seen) -> Ending | None:
         else:
             note = f"Iteration {n} reached the agent's own --max-budget-usd"
         return Ending(IterationEnd.BUDGET, note, failed=True)
+    if seen.stopped is IterationEnd.MAX_TURNS:
+        turns = IterationEnd.MAX_TURNS
+        note = f"Iteration {n} {turns.text}, counted by fks in its stream: {_fix(turns)}"
+        return Ending(turns, note, failed=True)
     if seen.stopped is IterationEnd.STALLED:
         quiet = _duration(seen.stall_after or 0)
         note = (
@@ -125,10 +140,11 @@ def _claude_error(seen: Seen) -> Ending | None:
     lowered = text.lower()
     if result.api_error_status in _AUTH_STATUSES or any(w in lowered for w in _AUTH_WORDS):
         auth = IterationEnd.AUTH_ERROR
-        note = (
-            f"Iteration {n}: {auth.text} ({text}); {_fix(auth)} "
-            "(and ANTHROPIC_BASE_URL for a gateway)"
-        )
+        fix = _fix(auth)
+        base = "ANTHROPIC_BASE_URL"
+        if seen.cli is not None and seen.cli.name != "claude":
+            fix, base = f"check {' or '.join(seen.cli.key_vars)}", seen.cli.base_url_var
+        note = f"Iteration {n}: {auth.text} ({text}); {fix} (and {base} for a gateway)"
         return Ending(auth, note, failed=True)
     if result.api_error_status is None and any(w in lowered for w in _UNREACHABLE_WORDS):
         unreachable = IterationEnd.API_UNREACHABLE

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Sandbox
 from sandbox_runner.console.units import byte_limit
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.outcomes import (
@@ -38,12 +38,21 @@ from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.results.reported import ClaudeStats
 from sandbox_runner.steps.endings import Seen, alike, ending
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
-from sandbox_runner.steps.marker import Monitor, PlainMonitor, StreamJsonMonitor
+from sandbox_runner.steps.launch import (
+    Asked,
+    cli_home,
+    iteration_guard,
+    iteration_spec,
+    monitor_cost,
+    monitor_for,
+    monitor_turns,
+)
+from sandbox_runner.steps.marker import Monitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
 from sandbox_runner.steps.tap import LogLimits, OutputTap
 
 if TYPE_CHECKING:
-    from sandbox_runner.steps.streamjson import Result
+    from sandbox_runner.agentclis.events import Result
 
 DEFAULT_NO_PROGRESS_LIMIT = 3
 DEFAULT_RATE_LIMIT_MAX_WAIT = 900.0
@@ -217,19 +226,23 @@ class StepLoop:
         ctx = self.ctx
         record, log_path = self._begin(number)
         budget = ctx.budget() if ctx.budget is not None else None
-        spec = self._spec(budget)
-        monitor: Monitor = StreamJsonMonitor() if ctx.agent.stream_json else PlainMonitor()
+        monitor = monitor_for(ctx.agent)
         probe = ctx.progress if ctx.no_progress_limit > 0 and ctx.step.loop else None
         before = probe() if probe else None
         tap = self._tap(monitor, log_path)
         agent_started = False
         try:
-            with tap, ctx.sandbox.start(spec) as execution, self._guard(execution, budget) as guard:
+            with (
+                tap,
+                cli_home(ctx.agent) as home,
+                ctx.sandbox.start(self._spec(budget, home)) as execution,
+                iteration_guard(execution, ctx.agent, budget, ctx.stall_after) as guard,
+            ):
                 agent_started = True
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
-                    guard.output(getattr(monitor, "running_cost", None))
+                    guard.output(monitor_cost(monitor), monitor_turns(monitor))
                 tap.finish()
                 exit_status = execution.wait()
                 if exit_status.container_id:  # known only now on a swarm (its task's)
@@ -255,14 +268,13 @@ class StepLoop:
         ctx.reporter.iteration_ended(result)
         return result
 
-    def _spec(self, budget: Budget | None) -> ExecSpec:
-        """What the iteration runs: the agent's command (with what is left of the budget)."""
+    def _spec(self, budget: Budget | None, home: Path | None) -> ExecSpec:
         ctx = self.ctx
-        argv = ctx.agent.argv(ctx.args, ctx.prompt.read())
-        if budget is not None and ctx.agent.stream_json:
-            argv += budget.claude_flag()
-        return ExecSpec(
-            tuple(argv), cwd=ctx.agent.cwd, env=ctx.env, timeout=ctx.timeout, labels=ctx.labels
+        return iteration_spec(
+            ctx.agent,
+            Asked(ctx.args, ctx.prompt.read(), ctx.env, ctx.timeout, ctx.labels),
+            budget,
+            home,
         )
 
     def _tap(self, monitor: Monitor, log_path: Path | None) -> OutputTap:
@@ -280,7 +292,7 @@ class StepLoop:
         return OutputTap(
             monitor=monitor,
             reporter=ctx.reporter,
-            stream_json=ctx.agent.stream_json,
+            stream_json=ctx.agent.cli is not None,
             secrets=ctx.secrets,
             log_path=log_path,
             limit=limit,
@@ -295,17 +307,14 @@ class StepLoop:
             status=status,
             result=monitor.result if isinstance(monitor, StreamJsonMonitor) else None,
             marker=monitor.marker_seen,
-            stream_json=self.ctx.agent.stream_json,
+            stream_json=self.ctx.agent.cli is not None,
+            cli=self.ctx.agent.cli,
             timeout=self.ctx.timeout,
             stopped=guard.stopped,
             budget=budget,
-            running_cost=getattr(monitor, "running_cost", None) or 0.0,
+            running_cost=monitor_cost(monitor) or 0.0,
             stall_after=self.ctx.stall_after,
         )
-
-    def _guard(self, execution: Execution, budget: Budget | None) -> Guard:
-        stall = self.ctx.stall_after
-        return Guard(execution, budget=budget, stall_after=stall if stall and stall > 0 else None)
 
     def _classify(
         self, seen: Seen, started: datetime, tap: OutputTap, changed: bool | None

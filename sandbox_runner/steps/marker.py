@@ -2,18 +2,20 @@
 
 `PlainMonitor` scans raw chunks (lines reassembled across chunk boundaries) without splitting
 every line, so agents that print hundreds of megabytes cost little. `StreamJsonMonitor` reads
-Claude's stream-json and counts the marker only in what the model says, never in tool output.
+an agent CLI's stream (Claude's stream-json, or another CLI's, through its adapter's parser)
+and counts the marker only in what the model says, never in tool output.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from sandbox_runner.agentclis.events import MARKER
 from sandbox_runner.backends.api import Stream
-from sandbox_runner.plan.prompts import MARKER
 
 if TYPE_CHECKING:
-    from sandbox_runner.steps.streamjson import Event, Result
+    from sandbox_runner.agentclis.api import StreamParser
+    from sandbox_runner.agentclis.events import Event, Result
 
 _MARKER = MARKER.encode()
 # A line whose stripped text is the marker cannot be longer than this (marker + whitespace).
@@ -119,12 +121,13 @@ class PlainMonitor:
 
 
 class StreamJsonMonitor:
-    """Marker detection and progress events for Claude's `--output-format stream-json`."""
+    """Marker detection and progress events for an agent CLI's stream (Claude's
+    `--output-format stream-json` unless another `parser` is given)."""
 
-    def __init__(self) -> None:
-        from sandbox_runner.steps.streamjson import StreamJsonParser
+    def __init__(self, parser: StreamParser | None = None) -> None:
+        from sandbox_runner.agentclis.claude import StreamJsonParser
 
-        self._parser = StreamJsonParser()
+        self._parser: StreamParser = parser if parser is not None else StreamJsonParser()
         self._lines = LineBuffer()
 
     @property
@@ -146,7 +149,12 @@ class StreamJsonMonitor:
         the result is in (the agent is ending on its own)."""
         if self._parser.result is not None:
             return None
-        return self._parser.running_cost.usd
+        return self._parser.running_cost
+
+    @property
+    def turns(self) -> int:
+        """The turns the stream shows begun."""
+        return self._parser.turns
 
     def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
         if stream != "stdout":
@@ -160,4 +168,4 @@ class StreamJsonMonitor:
         events: list[Event] = []
         for line in self._lines.finish():
             events += self._parser.feed_line(line.decode("utf-8", "replace"))
-        return events
+        return events + self._parser.close()

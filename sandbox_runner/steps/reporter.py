@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Protocol
 from sandbox_runner.backends.api import Notices, Stream
 
 if TYPE_CHECKING:
+    from sandbox_runner.agentclis.events import Event
     from sandbox_runner.results.ended import IterationResult, StepOutcome
-    from sandbox_runner.steps.streamjson import Event
 
 
 class Reporter(Notices, Protocol):

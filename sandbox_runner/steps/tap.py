@@ -23,8 +23,8 @@ from sandbox_runner.steps.marker import Monitor
 from sandbox_runner.steps.reporter import Reporter
 
 if TYPE_CHECKING:
+    from sandbox_runner.agentclis.events import Event
     from sandbox_runner.plan.config import ChainsConfig
-    from sandbox_runner.steps.streamjson import Event
 
 DEFAULT_MAX_LOG_BYTES = 100 * 2**20
 DEFAULT_MAX_RUN_LOG_BYTES = 2**30

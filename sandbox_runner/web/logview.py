@@ -1,4 +1,4 @@
-"""An iteration's log made readable for a page: a Claude transcript as messages, tool calls and
+"""An iteration's log made readable for a page: an agent CLI's transcript as messages, tool calls and
 their results (as `fks logs` renders it, each call and long result opening to the whole of it
 as `fks logs --full` shows it), other output with its terminal colours turned into CSS
 classes and every other escape, control and bidi character neutralised. Only the first
@@ -6,6 +6,7 @@ classes and every other escape, control and bidi character neutralised. Only the
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -23,12 +24,16 @@ LOG_BYTES = 1 << 20
 EVENT_BYTES = 1 << 20
 """Bytes of one stream-json event read for rendering."""
 
+_HEAD_LINES = 8
+"""Lines of a log looked at for the first event of an agent CLI's stream."""
 _COLOURS = {**{30 + n: f"fg{n}" for n in range(8)}, **{90 + n: f"fg{n}" for n in range(8)}}
 
 
 @dataclass
 class LogView:
     transcript: bool = False
+    session: str = "Claude"
+    """Whose session a transcript is (`Codex`, `Gemini CLI`, …)."""
     html: Markup = field(default_factory=Markup)
     """The lines, each a `<span class="l-KIND">` (agent: what the agent wrote; tool: a call;
     result: a tool's result; meta: the session's own lines), escaped."""
@@ -38,18 +43,17 @@ class LogView:
 
 
 def read_log(stream: BinaryIO, *, claude: bool) -> LogView:
-    """The log read from `stream`, which it closes (a Claude session's if `claude`, or if its
-    first line says so)."""
+    """The log read from `stream`, which it closes (an agent CLI's session's if `claude`: the
+    iteration has its CLI's stats, or if its first line says so)."""
     view = LogView()
     out: list[str] = []
     with stream:
         size = os.fstat(stream.fileno()).st_size
-        renderer: TranscriptRenderer | None = None
+        lines = bounded_lines(stream, EVENT_BYTES)
+        head = list(itertools.islice(lines, _HEAD_LINES))
+        renderer = TranscriptRenderer() if _is_session(head, claude=claude) else None
         read = 0
-        for raw, cut in bounded_lines(stream, EVENT_BYTES):
-            # As `fks logs`: a Claude step's log is its stream-json, whatever its first event.
-            if read == 0 and (is_transcript(raw) or (claude and raw.startswith(b"{"))):
-                renderer = TranscriptRenderer()
+        for raw, cut in itertools.chain(head, lines):
             read += len(raw) + cut + 1
             if renderer is not None:
                 out += [_shown_html(item) for item in renderer.shown(raw, cut)]
@@ -59,8 +63,19 @@ def read_log(stream: BinaryIO, *, claude: bool) -> LogView:
                 break
         view.unread = max(size - read, 0)
     view.transcript = renderer is not None
+    view.session = renderer.cli.title if renderer is not None and renderer.cli else "Claude"
     view.html = Markup("".join(out))  # every piece escaped by _line
     return view
+
+
+def _is_session(head: list[tuple[bytes, int]], *, claude: bool) -> bool:
+    """Whether a log beginning with `head` is an agent CLI's stream: as `fks logs`, a Claude
+    step's log is whatever its first event; another CLI's may begin with lines of its stderr
+    before its first event."""
+    if not head:
+        return False
+    first = head[0][0]
+    return (claude and first.startswith(b"{")) or any(is_transcript(raw) for raw, _ in head)
 
 
 def _line(kind: str, html: str) -> str:

@@ -20,11 +20,11 @@ import pytest
 from fks_testing.helpers import FKS, fks
 from rich.console import Console
 
+from sandbox_runner.agentclis.events import AssistantText, Result, ToolCall
 from sandbox_runner.console.live import LiveReporter
 from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.steps.reporter import Reporter
-from sandbox_runner.steps.streamjson import AssistantText, Result, ToolCall
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Z]|\x1b[=>]")
 BOX = set("╭╮╰╯│─")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from fks_testing.helpers import fks
 
+from sandbox_runner.agentclis.events import AssistantText
 from sandbox_runner.console.output import PlainReporter
-from sandbox_runner.steps.streamjson import AssistantText
 
 IMPOSTOR = r"""#!/bin/sh
 echo "[fks] Merged 'fks/x/1-impostor.sh' into 'main'"

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from sandbox_runner.errors import AgentNotFoundError
-from sandbox_runner.plan.agents import parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.agents import resolve_agent
+from sandbox_runner.plan.claude_agents import parse_claude_agent_path
 from sandbox_runner.plan.config import AgentConfig
 
 

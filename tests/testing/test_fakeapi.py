@@ -26,7 +26,9 @@ from fks_testing.fakeapi import (
     isolated_environ,
 )
 
-from sandbox_runner.steps.streamjson import MARKER, Result, StreamJsonParser
+from sandbox_runner.agentclis.claude import StreamJsonParser
+from sandbox_runner.agentclis.events import Result
+from sandbox_runner.plan.prompts import MARKER
 
 FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]

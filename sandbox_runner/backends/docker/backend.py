@@ -80,7 +80,8 @@ from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
 from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_RUNTIME
 from sandbox_runner.paths import slug
-from sandbox_runner.plan.agents import AgentCommand, parse_claude_agent_path, resolve_agent
+from sandbox_runner.plan.agents import AgentCommand, resolve_agent
+from sandbox_runner.plan.claude_agents import parse_claude_agent_path
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.sandbox import SandboxSettings

@@ -52,8 +52,15 @@ def check_networks(client: docker.DockerClient, target: Target, wanted: set[str]
 
 
 def check_credentials(agents: Iterable[AgentCommand]) -> None:
-    """Claude in a container needs the host's credentials."""
+    """Claude in a container needs the host's credentials; the other agent CLIs do not run in
+    one yet."""
     for agent in agents:
+        if agent.kind == "cli" and agent.cli is not None:
+            raise SandboxError(
+                f"step '{agent.name}' runs {agent.cli.name}, which runs only without --sandbox "
+                "for now; run it without --sandbox (fks refuses it as root there unless "
+                "IS_SANDBOX=1)"
+            )
         if agent.stream_json and not any(os.environ.get(v) for v in CLAUDE_ENV):
             raise SandboxError(
                 f"step '{agent.name}' runs Claude in a container, which needs credentials from the host: "

@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from sandbox_runner.agentclis.claude import CREDENTIAL_VARS
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
 from sandbox_runner.git.repo import Repo
 from sandbox_runner.labels import LABEL_PID, LABEL_REPO, LABEL_RUN, LABEL_STEP
-from sandbox_runner.plan.agents import CREDENTIAL_VARS, AgentCommand
+from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.sandbox import SandboxSettings, own_network
 
 # Claude steps get the model API's credentials; other agents only what `sandbox.env` lists.

@@ -8,17 +8,16 @@ from typing import Any
 
 import pytest
 
-from sandbox_runner.steps.streamjson import (
-    MARKER,
+from sandbox_runner.agentclis.claude import StreamJsonParser, iter_lines
+from sandbox_runner.agentclis.events import (
     AssistantText,
     Event,
     Init,
     Result,
-    StreamJsonParser,
     ToolCall,
-    iter_lines,
     tool_summary,
 )
+from sandbox_runner.plan.prompts import MARKER
 
 FIXTURES = Path(__file__).parents[1] / "data" / "streamjson"
 
