@@ -112,7 +112,7 @@ INTRUDER = "#!/bin/sh\ntouch ANOTHER\necho FORKHESTRA_COMPLETE\n"
     strict=True,
     reason="the kept volume is named after the repository's path alone and locked in its own "
     ".git: another repository at the same path (a CI job in another mount namespace sharing "
-    "the engine) takes the same volume while a run holds it",
+    "the engine) takes the same volume while a run holds it, and the holder lands its tree",
 )
 def test_another_repository_at_the_same_path_does_not_share_the_kept_workspace(
     kept_repo: Path, tmp_path: Path
@@ -151,6 +151,7 @@ def test_another_repository_at_the_same_path_does_not_share_the_kept_workspace(
     finally:
         if holder.poll() is None:
             holder.kill()
+    assert git(repo, "ls-tree", "--name-only", "main", "ANOTHER") == "", out[-3000:]  # not its
     assert "HOLDER-INTACT" in out, out[-3000:]
     assert kept_volume_name(repo) not in intruder.stdout + intruder.stderr
 
