@@ -153,5 +153,6 @@ def bench_bigrepo(work: Path, repeat: int) -> list[str]:
     try:
         return [_step_row(repo, repeat), *_iteration_rows(repo, repeat)]
     finally:
-        rm = ["docker", "volume", "rm", "-f", kept_volume_name(repo)]
-        subprocess.run(rm, capture_output=True, check=False)
+        name = kept_volume_name(repo)
+        if name is not None:
+            subprocess.run(["docker", "volume", "rm", "-f", name], capture_output=True, check=False)

@@ -178,3 +178,12 @@ def nothing_started(repo: Path) -> None:
     assert branches(repo) == ["main"]
     assert of_repo("ps", repo) == []
     eventually_none(lambda: of_repo("volume", repo), "the workspace")
+
+
+def kept_name(repo: Path) -> str:
+    """The name of the repository's kept workspace volume, as its state names it."""
+    from sandbox_runner.backends.docker.workspace.kept import kept_volume_name
+
+    name = kept_volume_name(repo)
+    assert name is not None, f"{repo} has no kept workspace"
+    return name

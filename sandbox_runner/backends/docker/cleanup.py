@@ -19,6 +19,7 @@ from sandbox_runner.backends.docker.workspace.kept import (
     dead_holder_labels,
     forget,
     held,
+    read_state,
 )
 from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
 from sandbox_runner.backends.docker.workspace.shipping import OBJECTS_ROLE
@@ -172,6 +173,9 @@ def _clean_kept(
         remove_volume(client, volume.name)
     else:
         with held(repo) as mine:
+            state = read_state(repo)
+            if state is not None and state.volume != volume.name:
+                return False  # not this repository's (another's at the same path)
             holder = dead_holder_labels(repo) if mine else None
             if not mine or (holder is not None and holder[LABEL_RUN] in leftovers.live):
                 return False

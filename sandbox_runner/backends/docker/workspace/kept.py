@@ -3,11 +3,13 @@ volume `fks-ws-kept-…` that the next run's first step brings to its base by a 
 differs, as a run's later steps recycle its volume (`iteration.sh`), instead of every file
 written into a new volume and deleted again with it.
 
-The host trusts nothing in the volume. What it keeps between runs, on its side, is what the
-last checkout there reported of the base index it wrote before any agent ran (`inode:ctime:
-size`, in `.git/fks/<volume>.json`, where no agent reaches); the next checkout trusts that
-index only if it finds it so, else it removes everything in the volume and checks out in
-full. One run at a time holds the volume (an flock on `.git/fks/<volume>.lock`); a run that
+The host trusts nothing in the volume. What it keeps between runs, on its side, is the volume's
+name (random, made at the repository's first run: another repository at the same path, a CI
+job in another container sharing the engine, never finds it) and what the last checkout there
+reported of the base index it wrote before any agent ran (`inode:ctime:size`), in
+`.git/fks/kept-workspace.json`, where no agent reaches; the next checkout trusts that index
+only if it finds it so, else it removes everything in the volume and checks out in full. One
+run at a time holds the volume (an flock on `.git/fks/kept-workspace.lock`); a run that
 finds it held works in a volume of its own, as without the setting. A run that stops with a
 step unfinished in it (interrupted, or killed) leaves it marked as that run's, for `--resume`
 and `fks clean`, and other runs leave it alone until then. `fks clean` removes kept
@@ -17,8 +19,9 @@ workspaces nobody holds.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
+import re
+import secrets
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -35,11 +38,20 @@ if TYPE_CHECKING:
     from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 
 KEPT_ROLE = "kept-workspace"
+_NAME = re.compile(r"fks-ws-kept-[0-9a-f]{20}")
 
 
-def kept_volume_name(repo_top: Path) -> str:
-    digest = hashlib.sha256(str(repo_top).encode()).hexdigest()[:10]
-    return f"fks-ws-kept-{digest}"
+def _new_name() -> str:
+    return f"fks-ws-kept-{secrets.token_hex(10)}"
+
+
+def kept_volume_name(repo_top: Path) -> str | None:
+    """The kept workspace volume of the repository whose work tree is `repo_top`, as its state
+    names it (None before its first run)."""
+    from sandbox_runner.git.repo import open_repo
+
+    state = read_state(open_repo(repo_top, what="the kept workspace"))
+    return state.volume if state is not None else None
 
 
 class KeptState(BaseModel):
@@ -64,12 +76,10 @@ class KeptWorkspace:
     """The kept workspace of one repository, held by one run."""
 
     repo: Repo
+    name: str
+    """The volume's name (see KeptState.volume)."""
     base_index: str | None
     """What a checkout may trust in it (see KeptState.base_index)."""
-
-    @property
-    def name(self) -> str:
-        return kept_volume_name(self.repo.top)
 
     def labels(self, image: str) -> dict[str, str]:
         return {LABEL_ROLE: KEPT_ROLE, LABEL_REPO: str(self.repo.top), LABEL_IMAGE: image}
@@ -87,14 +97,16 @@ class KeptWorkspace:
 
 
 def _path(repo: Repo, suffix: str) -> Path:
-    return repo.common_dir / "fks" / f"{kept_volume_name(repo.top)}{suffix}"
+    return repo.common_dir / "fks" / f"kept-workspace{suffix}"
 
 
 def read_state(repo: Repo) -> KeptState | None:
+    """The repository's kept-workspace state, or None (none, or one fks did not write)."""
     try:
-        return KeptState.model_validate_json(_path(repo, ".json").read_bytes())
+        state = KeptState.model_validate_json(_path(repo, ".json").read_bytes())
     except (OSError, ValidationError):
         return None
+    return state if _NAME.fullmatch(state.volume) else None
 
 
 def _write(repo: Repo, state: KeptState) -> None:
@@ -139,18 +151,16 @@ def kept_for_run(
 
 
 def _take(repo: Repo, run_id: str, image: str, *, resumed: bool) -> KeptWorkspace | None:
-    name = kept_volume_name(repo.top)
     state = read_state(repo)
     if state is not None and state.run is not None and state.run != run_id:
         return None
     if resumed and (state is None or state.run != run_id):
         return None
+    name = state.volume if state is not None else _new_name()
     trusted = state.base_index if state is not None and state.run is None else None
-    if state is not None and state.volume != name:
-        trusted = None
     # Until the run says otherwise, the volume is its own: a killed run leaves it so.
     _write(repo, KeptState(volume=name, run=run_id, image=image))
-    return KeptWorkspace(repo, trusted)
+    return KeptWorkspace(repo, name, trusted)
 
 
 def dead_holder_labels(repo: Repo) -> dict[str, str] | None:

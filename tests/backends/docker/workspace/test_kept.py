@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fks_testing.attacks import DIRTY_AGENT, Host, check_agent, outside_repo
 from fks_testing.helpers import agent_lines, fks, git
-from fks_testing.sandboxed import add_script, configure, of_repo, sandbox
+from fks_testing.sandboxed import add_script, configure, kept_name, of_repo, sandbox
 
-from sandbox_runner.backends.docker.workspace.kept import held, kept_volume_name, read_state
+from sandbox_runner.backends.docker.workspace.kept import held, read_state
 from sandbox_runner.git.repo import open_repo
 
 pytestmark = pytest.mark.docker
@@ -47,7 +47,8 @@ def kept_repo(repo: Path) -> Iterator[Path]:
     git(repo, "commit", "-qm", "files to dirty")
     configure(repo, {"sandbox": {"keepWorkspace": True, "network": "none"}})
     yield repo
-    subprocess.run(["docker", "volume", "rm", "-f", kept_volume_name(repo)], check=False)
+    for name in of_repo("volume", repo):
+        subprocess.run(["docker", "volume", "rm", "-f", name], check=False)
 
 
 @pytest.mark.parametrize(
@@ -92,7 +93,7 @@ def test_a_poisoned_kept_workspace_cannot_reach_the_next_run(
     inodes = [line for out in outputs for line in agent_lines(out) if line.startswith("INODE ")]
     assert len(inodes) == 3, inodes
     assert (len(set(inodes)) == 1) is ("fks-base-index" not in tamper), inodes
-    assert of_repo("volume", repo) == [kept_volume_name(repo)]
+    assert of_repo("volume", repo) == [kept_name(repo)]
     res = fks("clean", cwd=repo)
     assert res.code == 0 and "removed kept workspace volume" in res.stdout, res.output
     assert of_repo("volume", repo) == [] and read_state(open_repo(repo)) is None
@@ -103,7 +104,7 @@ def test_a_kept_workspace_held_by_a_run_is_not_shared(kept_repo: Path) -> None:
     after it), and `fks clean` leaves the held one alone."""
     repo = kept_repo
     res = sandbox("true", "-v")
-    assert res.code == 0 and kept_volume_name(repo) in res.output, res.output[-3000:]
+    assert res.code == 0 and kept_name(repo) in res.output, res.output[-3000:]
     with held(open_repo(repo)) as mine:
         assert mine
         res = sandbox("true", "-v")
@@ -111,4 +112,4 @@ def test_a_kept_workspace_held_by_a_run_is_not_shared(kept_repo: Path) -> None:
         assert "fks-ws-kept-" not in res.output
         res = fks("clean", cwd=repo)
         assert "kept workspace" not in res.output
-    assert kept_volume_name(repo) in of_repo("volume", repo)
+    assert kept_name(repo) in of_repo("volume", repo)

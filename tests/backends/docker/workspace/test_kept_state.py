@@ -54,7 +54,7 @@ def test_an_unfinished_step_keeps_it_for_its_run(tmp_path: Path) -> None:
     with ExitStack() as stack:
         kept = kept_for_run(stack, repo, "r1", "img", resumed=True)
         assert kept is not None and kept.base_index is None
-    (repo.common_dir / "fks" / f"{kept_volume_name(repo.top)}.json").write_text("{broken")
+    (repo.common_dir / "fks" / "kept-workspace.json").write_text("{broken")
     with ExitStack() as stack:  # a state fks cannot read trusts nothing
         kept = kept_for_run(stack, repo, "r4", "img", resumed=False)
         assert kept is not None and kept.base_index is None
