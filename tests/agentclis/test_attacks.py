@@ -72,6 +72,8 @@ def assert_clean(text: str) -> None:
     """No escape sequence, bidi control, or line that begins as fks's own."""
     assert "\x1b" not in text and "\x07" not in text, repr(text)
     assert not any(c in text for c in BIDI), repr(text)
+    forged = [line for line in text.splitlines() if line.startswith("[fks] Chain complete (1/1")]
+    assert not forged, text
 
 
 def codex(*items: dict[str, Any], usage: Any = None, end: bool = True) -> list[Any]:
