@@ -22,7 +22,7 @@ from sandbox_runner.agentclis.events import (
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import estimate
+from sandbox_runner.agentclis.pricing import count, estimate
 from sandbox_runner.agentclis.stream import JsonLines
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -126,9 +126,9 @@ class CodexParser(JsonLines):
         return [ToolResult(text_of(item.get("status")) or "done")]
 
     def _usage(self, usage: dict[str, Any]) -> list[Event]:
-        tokens_in = int_of(usage.get("input_tokens")) or 0
-        tokens_out = int_of(usage.get("output_tokens")) or 0
-        cached = int_of(usage.get("cached_input_tokens")) or 0
+        tokens_in = count(usage.get("input_tokens"))
+        tokens_out = count(usage.get("output_tokens"))
+        cached = count(usage.get("cached_input_tokens"))
         cost = estimate(self.model or "", tokens_in, tokens_out, cached)
         found = Usage(tokens_in, tokens_out, cost)
         self.used(found)

@@ -6,6 +6,7 @@ called and what they returned, usage, and the result that ends a run; with the m
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
@@ -172,13 +173,28 @@ def object_of(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+MAX_COST = 1e6
+"""USD one run reports at most: a larger cost is no cost a CLI could report."""
+_MAX_INT = 10**15
+
+
 def int_of(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
+    """A finite number within reason, as an int (None: anything else, NaN and Infinity too)."""
+    number = float_of(value)
+    return int(number) if number is not None and abs(number) <= _MAX_INT else None
 
 
 def float_of(value: Any) -> float | None:
+    """A finite number, as a float (None: anything else, an int too large for a float too)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    if isinstance(value, int) and abs(value) > _MAX_INT:
+        return None  # float() would overflow on a huge one
+    return float(value) if math.isfinite(value) else None
+
+
+def cost_of(value: Any) -> float | None:
+    """A cost as reported: a finite, non-negative number of USD within reason (None: anything
+    else, so NaN, a negative or an infinite cost neither shows nor passes a budget)."""
+    cost = float_of(value)
+    return cost if cost is not None and 0 <= cost <= MAX_COST else None

@@ -19,11 +19,10 @@ from sandbox_runner.agentclis.events import (
     ToolCall,
     ToolResult,
     Usage,
-    int_of,
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import estimate
+from sandbox_runner.agentclis.pricing import count, estimate
 from sandbox_runner.agentclis.stream import JsonLines
 
 _TURN_LIMIT_ERROR = "FatalTurnLimitedError"
@@ -116,8 +115,8 @@ class GeminiParser(JsonLines):
     def _result(self, obj: dict[str, Any]) -> list[Event]:
         stats = obj.get("stats")
         stats = stats if isinstance(stats, dict) else {}
-        tokens_in = int_of(stats.get("input_tokens")) or 0
-        tokens_out = int_of(stats.get("output_tokens")) or 0
+        tokens_in = count(stats.get("input_tokens"))
+        tokens_out = count(stats.get("output_tokens"))
         usage = Usage(tokens_in, tokens_out, estimate(self.model or "", tokens_in, tokens_out))
         self.used(usage)
         if obj.get("status") == "success":

@@ -19,12 +19,12 @@ from sandbox_runner.agentclis.events import (
     ToolCall,
     ToolResult,
     Usage,
-    float_of,
+    cost_of,
     int_of,
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import estimate
+from sandbox_runner.agentclis.pricing import count, estimate
 from sandbox_runner.agentclis.stream import JsonLines
 
 DEFAULT_PROVIDER = "anthropic"
@@ -114,10 +114,10 @@ class OpenCodeParser(JsonLines):
         tokens = part.get("tokens")
         tokens = tokens if isinstance(tokens, dict) else {}
         cache = tokens.get("cache")
-        cached = (int_of(cache.get("read")) or 0) if isinstance(cache, dict) else 0
-        tokens_in = (int_of(tokens.get("input")) or 0) + cached
-        tokens_out = int_of(tokens.get("output")) or 0
-        cost = float_of(part.get("cost")) or estimate(
+        cached = count(cache.get("read")) if isinstance(cache, dict) else 0
+        tokens_in = count(tokens.get("input")) + cached
+        tokens_out = count(tokens.get("output"))
+        cost = cost_of(part.get("cost")) or estimate(
             self.model or "", tokens_in, tokens_out, cached
         )
         usage = Usage(tokens_in, tokens_out, cost)

@@ -94,6 +94,8 @@ _USAGE_KEYS = (
 
 def count(value: Any) -> int:
     """A token count as reported: a finite, non-negative number within reason (else 0)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0  # an int of any size is finite: isfinite would overflow on a huge one
     return max(0, min(int(value), 10**9))
