@@ -159,7 +159,11 @@ def test_ctrl_c_stops_it_cleanly_with_a_page_open(repo: Path) -> None:
     assert "Traceback" not in err and "ERROR" not in err, err
 
 
-def test_all_lists_the_runs_of_every_project(tmp_path: Path) -> None:
+def test_all_lists_the_runs_of_every_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Projects of this test's own: the worker's state lists every project its tests ran in.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     one, two = init_repo(tmp_path / "first"), init_repo(tmp_path / "second")
     save_run(one, make_run("20261101-090000-0001", started=START))
     save_run(two, make_run("20261102-090000-0002", started=START.replace(day=2)))
