@@ -12,7 +12,6 @@ from typing import Any
 
 from sandbox_runner.agentclis.api import Invocation, Launch, Structured
 from sandbox_runner.agentclis.events import (
-    LINE_BYTES,
     AssistantText,
     Event,
     Init,
@@ -27,7 +26,7 @@ from sandbox_runner.agentclis.events import (
     tool_summary,
 )
 from sandbox_runner.agentclis.pricing import RunningCost
-from sandbox_runner.bounded import load_json
+from sandbox_runner.agentclis.stream import events_of
 
 SETTING_SOURCES = ("--setting-sources", "user")
 """Claude Code loads no project or local settings (`.claude/settings*.json`, `.mcp.json`,
@@ -91,17 +90,7 @@ class StreamJsonParser:
     def feed_line(self, line: str) -> list[Event]:
         """Events for one line; lines that are not stream-json or of unknown types give none, nor
         do lines too large or too deeply nested to read (they stay in the log as they are)."""
-        try:
-            obj = load_json(line, max_bytes=LINE_BYTES)
-        except ValueError:
-            return []
-        if not isinstance(obj, dict):
-            return []
-        try:
-            return self._event(obj)
-        except (TypeError, ValueError, AttributeError):
-            # Malformed but JSON: a line we do not understand must not stop the run.
-            return []
+        return events_of(line, self._event)
 
     def _event(self, obj: dict[str, Any]) -> list[Event]:
         kind = obj.get("type")

@@ -4,6 +4,7 @@ what every stream keeps (marker, result, session, turns, the tokens and cost see
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from sandbox_runner.agentclis.events import LINE_BYTES, Event, Result, Usage, has_marker
@@ -32,18 +33,8 @@ class JsonLines:
         return None if self.result is not None else self.cost
 
     def feed_line(self, line: str) -> list[Event]:
-        """Events for one line; lines that are not JSON objects, or are too large or deep to
-        read, or malformed, give none (they stay in the log as they are)."""
-        try:
-            obj = load_json(line, max_bytes=LINE_BYTES)
-        except ValueError:
-            return []
-        if not isinstance(obj, dict):
-            return []
-        try:
-            return self._event(obj)
-        except (TypeError, ValueError, AttributeError):
-            return []
+        """Events for one line (see `events_of`)."""
+        return events_of(line, self._event)
 
     def close(self) -> list[Event]:
         return []
@@ -80,3 +71,19 @@ class JsonLines:
             api_error_status=int(found.group(1)) if found else status,
         )
         return self.result
+
+
+def events_of(line: str, event: Callable[[dict[str, Any]], list[Event]]) -> list[Event]:
+    """`event`'s events for one stream line; lines that are not JSON objects, or are too large
+    or deep to read, or malformed, give none (they stay in the log as they are): a line a
+    parser does not understand must not stop the run."""
+    try:
+        obj = load_json(line, max_bytes=LINE_BYTES)
+    except ValueError:
+        return []
+    if not isinstance(obj, dict):
+        return []
+    try:
+        return event(obj)
+    except (TypeError, ValueError, AttributeError):
+        return []
