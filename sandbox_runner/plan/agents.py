@@ -208,7 +208,9 @@ def resolve_agent(
     cfg = agents.get(agent)
     target = cfg.path if cfg is not None and cfg.path else agent
     if cfg is not None and cfg.is_claude and not (cfg.path and CLAUDE_AGENTS in "/" + cfg.path):
-        program = _claude_program(on_host, cwd)
+        # `path` names claude's executable only where `cli` says claude (see _claude_program)
+        own = cfg.path if cfg.cli == CLAUDE else None
+        program = _claude_program(on_host, cwd, own)
         return AgentCommand(
             name=agent, kind="claude", program=program, cwd=cwd, config=cfg, config_root=cwd
         )
@@ -300,7 +302,10 @@ def _agent_on_path(
     return AgentCommand(name=agent, kind="binary", program=found, cwd=cwd, config=cfg)
 
 
-def _claude_program(on_host: bool, cwd: Path) -> str:
+def _claude_program(on_host: bool, cwd: Path, path: str | None = None) -> str:
+    """claude's executable: `path` (an agent's own, with `cli: claude`), else claude on PATH."""
+    if path:
+        return _cli_program(agent_cli(CLAUDE), path, on_host, cwd)
     if not on_host:
         return CLAUDE
     found = find_program(CLAUDE, outside=cwd)  # not one a landed commit put on PATH

@@ -126,3 +126,17 @@ def test_sandbox_resolution(tmp_path: Path) -> None:
         str(outside), agents={}, cwd=tmp_path, on_host=False, visible=[outside.parent]
     )
     assert cmd.program == str(outside)
+
+
+def test_a_claude_agents_path_names_its_claude(tmp_path: Path) -> None:
+    """`cli: claude` with `path`: that executable is claude, on the host and in a container;
+    a system prompt alone keeps the claude on PATH (its `path` is not claude's)."""
+    own = make_exe(tmp_path / "tools" / "claude-2")
+    cfg = AgentConfig.model_validate({"cli": "claude", "path": "tools/claude-2"})
+    cmd = resolve_agent("w", agents={"w": cfg}, cwd=tmp_path)
+    assert (cmd.kind, cmd.program) == ("claude", str(own))
+    cmd = resolve_agent("w", agents={"w": cfg}, cwd=tmp_path, on_host=False)
+    assert (cmd.kind, cmd.program) == ("claude", "tools/claude-2")
+    prompted = AgentConfig.model_validate({"systemPromptText": "Be brief.", "path": "x.sh"})
+    cmd = resolve_agent("p", agents={"p": prompted}, cwd=tmp_path, on_host=False)
+    assert (cmd.kind, cmd.program) == ("claude", "claude")
