@@ -4,7 +4,7 @@ A step's workspace and its object store are volumes on one node: the first servi
 mounts them (the loader of the step's base) is placed by Swarm, and every later service of the
 workspace is pinned to that node (`Placement`). The loader fetches its pack over HTTP from this
 machine (`packs.py`). Iterations run as services (`service.py`); their commits come back
-through the service's log stream (`logged_bundle.py`).
+through the service's log stream (`workspace/logged_bundle.py`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, DockerSandbox, Mount
 from sandbox_runner.backends.docker.swarm.execution import NodeLostError
-from sandbox_runner.backends.docker.swarm.logged_bundle import LoggedBundle
 from sandbox_runner.backends.docker.swarm.nodes import run_script
 from sandbox_runner.backends.docker.swarm.packs import PackServer
 from sandbox_runner.backends.docker.swarm.service import ServiceSandbox
@@ -31,6 +30,7 @@ from sandbox_runner.backends.docker.workspace.export import (
     max_bundle_bytes,
 )
 from sandbox_runner.backends.docker.workspace.exporting import Exporting, ExportOwner
+from sandbox_runner.backends.docker.workspace.logged_bundle import LoggedBundle
 from sandbox_runner.backends.docker.workspace.shipping import ShippedObjects
 from sandbox_runner.backends.docker.workspace.volume import VolumeWorkspace
 from sandbox_runner.errors import SandboxError

@@ -295,8 +295,9 @@ class ReportFilter:
 
 
 class ExportChannel(Protocol):
-    """How an iteration's bundle reaches the host: read from its stopped container
-    (`FromContainer`), or carried in its output, where the host cannot reach its container."""
+    """How an iteration's bundle reaches the host: carried in its output (`logged_bundle.py`:
+    always where the host cannot reach its container, else when it is small), or read from
+    its stopped container."""
 
     def feed(self, data: bytes) -> bytes:
         """The iteration's stderr without the channel's own lines."""
@@ -310,17 +311,3 @@ class ExportChannel(Protocol):
         """The export, as reported and carried (ExportError if what was carried is refused);
         None: it is to be read from the stopped container."""
         ...
-
-
-class FromContainer:
-    """The bundle stays in the container and is read through the API once it stopped; an
-    export without one is all in the report."""
-
-    def feed(self, data: bytes) -> bytes:
-        return data
-
-    def finish(self) -> bytes:
-        return b""
-
-    def taken(self, report: ReportFilter) -> Export | None:
-        return report.export()

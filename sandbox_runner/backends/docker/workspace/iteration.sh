@@ -292,12 +292,24 @@ EOF
 }
 
 # FKS_EXPORT_VIA=log: the bundle goes out on stderr too, for a host that cannot read this
-# container's files (a swarm task on another node): base64 lines of 48 KiB of it each, then its
-# sha256 (see export.LoggedBundle).
+# container's files (a swarm task on another node); log-small: only one of at most
+# FKS_LOG_BUNDLE_BYTES (a local host reads a larger one, or one this image cannot print, from
+# the stopped container). Base64 lines of 48 KiB of it each, then its sha256 (see
+# logged_bundle.LoggedBundle).
 log_bundle() {
-    [ "${FKS_EXPORT_VIA:-}" = log ] && [ -f "$ex/bundle" ] || return 0
+    [ -f "$ex/bundle" ] || return 0
+    case "${FKS_EXPORT_VIA:-}" in
+    log) ;;
+    log-small)
+        case "${FKS_LOG_BUNDLE_BYTES:-}" in '' | *[!0-9]*) return 0 ;; esac
+        command -v base64 >/dev/null && command -v sha256sum >/dev/null || return 0
+        size=$(wc -c <"$ex/bundle") && [ "$((size))" -le "$FKS_LOG_BUNDLE_BYTES" ] || return 0
+        sum=$(sha256sum <"$ex/bundle") || return 0
+        ;;
+    *) return 0 ;;
+    esac
     base64 -w 65536 "$ex/bundle" | sed "s/^/fks-bundle ${FKS_NONCE:-} /" >&2
-    sum=$(sha256sum <"$ex/bundle") || return 0
+    [ -n "${sum:-}" ] || sum=$(sha256sum <"$ex/bundle") || return 0
     printf 'fks-bundle-end %s %s\n' "${FKS_NONCE:-}" "${sum%% *}" >&2
 }
 

@@ -5,8 +5,8 @@ so preparing it costs only the files a step checks out, and a run's later steps 
 checkout rewrites only the files that differ). The user's `.git` itself is never mounted. On
 an engine that cannot see this machine's disk the objects are a volume fks sends them to
 (`shipping.py`). The workspace also says how an iteration on it runs and how its work comes
-back: here a container on the same engine, its bundle read from the stopped container through
-the API (`export.py`); a workspace of another kind of target answers differently.
+back: here a container on the same engine, its bundle carried in its output when it is small, else
+read from the stopped container through the API (`export.py`, `logged_bundle.py`); a workspace of another kind of target answers differently.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from sandbox_runner.backends.docker.workspace.export import (
     WORKSPACE,
     Export,
     ExportChannel,
-    FromContainer,
+    max_bundle_bytes,
     read_export,
 )
+from sandbox_runner.backends.docker.workspace.logged_bundle import LOG_BUNDLE_BYTES, SmallInOutput
 from sandbox_runner.git.repo import Repo
 
 if TYPE_CHECKING:
@@ -138,8 +139,9 @@ class VolumeWorkspace:
 
     def export_channel(self, env: dict[str, str], nonce: str, scratch: Path) -> ExportChannel:
         """How an iteration's bundle reaches the host (`env`: the iteration's, to tell its
-        script): read from the stopped container, not from its output."""
-        return FromContainer()
+        script): in its output when it is small, else read from the stopped container."""
+        limit = min(LOG_BUNDLE_BYTES, max_bundle_bytes())
+        return SmallInOutput(env, nonce, scratch / f"bundle-{nonce}", limit)
 
     def read_export(self, container_id: str, scratch: Path) -> Export:
         """A stopped container's export, through the API (ExportError if it cannot be had)."""

@@ -5,15 +5,12 @@ timeouts, Ctrl-C, a node lost mid-iteration; and the bundle that leaves through 
 
 from __future__ import annotations
 
-import hashlib
 import io
-import os
 import re
 import secrets
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import docker
 import pytest
@@ -26,11 +23,11 @@ from sandbox_runner.backends.docker.runners.container import Mount
 from sandbox_runner.backends.docker.settings import TMPFS
 from sandbox_runner.backends.docker.swarm.cleanup import remove_run_services
 from sandbox_runner.backends.docker.swarm.execution import ServiceExecution
-from sandbox_runner.backends.docker.swarm.logged_bundle import LoggedBundle
 from sandbox_runner.backends.docker.swarm.nodes import run_script
 from sandbox_runner.backends.docker.swarm.service import ServiceSandbox
 from sandbox_runner.backends.docker.swarm.task_network import StepNetwork
-from sandbox_runner.backends.docker.workspace.export import ExportError, script
+from sandbox_runner.backends.docker.workspace.export import script
+from sandbox_runner.backends.docker.workspace.logged_bundle import LoggedBundle
 from sandbox_runner.errors import AgentNotFoundError, SandboxError
 
 # One swarm per machine: one test of the swarm at a time (tests/conftest.py).
@@ -363,78 +360,3 @@ def test_a_real_bundle_leaves_through_the_log_stream(swarm: TwoNodeSwarm, tmp_pa
         text=True,
     )
     assert size.stdout.strip() == "150000"
-
-
-def bundle_lines(nonce: str, data: bytes, *, width: int = 65536) -> bytes:
-    import base64
-
-    text = base64.b64encode(data)
-    lines = [text[i : i + width] for i in range(0, len(text), width)]
-    body = b"".join(b"fks-bundle %s %s\n" % (nonce.encode(), line) for line in lines)
-    return body + b"fks-bundle-end %s %s\n" % (
-        nonce.encode(),
-        hashlib.sha256(data).hexdigest().encode(),
-    )
-
-
-def fed(taken: LoggedBundle, stream: bytes, size: int) -> bytes:
-    pieces = [stream[i : i + size] for i in range(0, len(stream), size)]
-    return b"".join(taken.feed(piece) for piece in pieces) + taken.finish()
-
-
-@pytest.mark.parametrize("size", [1, 7, 16384, 1 << 20])
-def test_logged_bundle_passes_every_other_byte_whatever_the_chunks(
-    tmp_path: Path, size: int
-) -> None:
-    data = os.urandom(120_000)
-    nonce = "n0nce"
-    stream = b"before fks-bundl" + b"e x\npartial" + bundle_lines(nonce, data) + b"after\n"
-    taken = LoggedBundle(nonce, tmp_path / "b")
-    assert fed(taken, stream, size) == b"before fks-bundle x\npartialafter\n"
-    bundle = taken.result()
-    assert bundle is not None and bundle.read_bytes() == data
-
-
-def test_logged_bundle_none_when_the_stream_has_none(tmp_path: Path) -> None:
-    taken = LoggedBundle("n", tmp_path / "b")
-    wrong = b"fks-bundle other QUFB\nfks-bundle-end other 00\n"
-    assert fed(taken, wrong, 5) == wrong  # another nonce: the agent's own output
-    assert taken.result() is None and not (tmp_path / "b").exists()
-
-
-def forged_after_end(nonce: str, data: bytes) -> bytes:
-    return bundle_lines(nonce, data) + b"fks-bundle-end %s %s\n" % (
-        nonce.encode(),
-        hashlib.sha256(b"forged").hexdigest().encode(),
-    )
-
-
-@pytest.mark.parametrize(
-    ("stream", "reason"),
-    [
-        (lambda n, d: bundle_lines(n, d).replace(b"end n ", b"end n 0"), "sha256"),
-        (lambda n, d: bundle_lines(n, d)[:-80], "cut off"),
-        (lambda n, d: bundle_lines(n, d).rsplit(b"fks-bundle-end", 1)[0], "no end line"),
-        (forged_after_end, "a line after its end"),
-        (lambda n, d: bundle_lines(n, d) + bundle_lines(n, b"again"), "a line after its end"),
-        (lambda n, d: b"fks-bundle n ***\n" + bundle_lines(n, d), "not base64"),
-        (lambda n, d: b"fks-bundle n " + b"A" * 200_000 + b"\n", "too long"),
-        (lambda n, d: b"fks-bundle-end n 00\n", "ends before it begins"),
-    ],
-)
-def test_logged_bundle_refuses_a_malformed_one_and_keeps_nothing(
-    tmp_path: Path, stream: Any, reason: str
-) -> None:
-    taken = LoggedBundle("n", tmp_path / "b")
-    fed(taken, stream("n", os.urandom(100_000)), 4096)
-    with pytest.raises(ExportError, match=reason):
-        taken.result()
-    assert not (tmp_path / "b").exists()
-
-
-def test_logged_bundle_over_the_limit_is_refused(tmp_path: Path) -> None:
-    taken = LoggedBundle("n", tmp_path / "b", limit=100_000)
-    fed(taken, bundle_lines("n", os.urandom(100_001)), 65536)
-    with pytest.raises(ExportError, match="larger than 100000 bytes"):
-        taken.result()
-    assert not (tmp_path / "b").exists()

@@ -1,6 +1,10 @@
-"""A swarm task's bundle, carried in its log stream: the host cannot read a task's container
-from the manager, so `iteration.sh` (with FKS_EXPORT_VIA=log) prints the bundle on stderr, and
-`LoggedBundle` takes it out of that stream, bounded and its digest checked."""
+"""An iteration's bundle, carried in its output stream: `iteration.sh` (FKS_EXPORT_VIA=log)
+prints the bundle on stderr, and `LoggedBundle` takes it out of that stream, bounded and its
+digest checked. A swarm task's bundle always comes this way (the host cannot read a task's
+container from the manager); a local container's comes this way when it is small
+(`SmallInOutput`: FKS_EXPORT_VIA=log-small), which spares the engine an archive of the
+stopped container per iteration, and is read from the stopped container otherwise.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ _MAX_BUNDLE_LINE = 4 * BUNDLE_LINE_BYTES // 3 + 2
 
 class LoggedBundle:
     """The export channel of a swarm task (`ExportChannel`): takes the bundle that
-    iteration.sh prints on stderr when FKS_EXPORT_VIA=log out of that stream: lines
+    iteration.sh prints on stderr (FKS_EXPORT_VIA=log, or log-small) out of that stream: lines
     `fks-bundle <nonce> <base64>`, in order, then `fks-bundle-end <nonce> <sha256 hex>`.
 
     Every other byte passes through untouched; only bytes that could still begin such a line
@@ -155,3 +159,34 @@ class LoggedBundle:
             return None
         bundle = self.result() if "bundle" in reported.values else None
         return Export(values=reported.values, bundle=bundle)
+
+
+LOG_BUNDLE_BYTES = 1024 * 1024
+"""The largest bundle a local container prints (FKS_EXPORT_VIA=log-small); a larger one is read
+from the stopped container."""
+
+
+class SmallInOutput:
+    """The export channel of a local container (`ExportChannel`): a bundle of at most `limit`
+    bytes comes in its output (`LoggedBundle`), a larger one (or an export whose report never
+    came) is read from the stopped container (`taken` says None). The agent can print such
+    lines too; what it gains is a bundle of its own making, as it could leave one in the
+    container: the host fetches either with fsck into one ref."""
+
+    def __init__(self, env: dict[str, str], nonce: str, dest: Path, limit: int) -> None:
+        """Tells the iteration's script, through `env`, to print a bundle of up to `limit` bytes."""
+        env["FKS_EXPORT_VIA"], env["FKS_LOG_BUNDLE_BYTES"] = "log-small", str(limit)
+        self._logged = LoggedBundle(nonce, dest, limit=limit)
+
+    def feed(self, data: bytes) -> bytes:
+        return self._logged.feed(data)
+
+    def finish(self) -> bytes:
+        return self._logged.finish()
+
+    def taken(self, report: ReportFilter) -> Export | None:
+        reported = report.reported()
+        if reported is None or "bundle" not in reported.values:
+            return report.export()
+        bundle = self._logged.result()
+        return None if bundle is None else Export(values=reported.values, bundle=bundle)
