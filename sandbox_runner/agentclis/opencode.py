@@ -58,6 +58,9 @@ class OpenCode:
             "instructions": [str(instructions)],
             "autoupdate": False,
             "share": "disabled",
+            # Its own undo history, a git copy of the whole tree at every step: fks's commits
+            # are the history, and the copy cost more than the rest of a short iteration.
+            "snapshot": False,
         }
         env = {
             "OPENCODE_CONFIG_CONTENT": json.dumps(config),
