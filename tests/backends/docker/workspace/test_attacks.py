@@ -457,6 +457,28 @@ git bundle create -q {EX}/bundle refs/heads/main refs/tags/v1 refs/remotes/origi
         assert moved_to == host.refs["refs/heads/main"]
 
 
+def test_a_bundle_printed_in_the_output_moves_only_the_step_branch(repo: Path, host: Host) -> None:
+    """The same bundle printed the way the script prints a small one (its lines and a report
+    with the iteration's nonce, which the agent can read), the script killed before its own:
+    taken from the output (the workspace no longer holds its commit), it still moves only the
+    step branch."""
+    body = f"""
+{COMMIT_WORK}
+git tag -f v1 HEAD && git update-ref refs/heads/main HEAD
+git bundle create -q /tmp/b refs/heads/main refs/tags/v1 "refs/heads/$FKS_BRANCH" || exit 3
+git reset -q --hard HEAD~1  # the workspace no longer holds it: only the output does
+base64 -w 65536 /tmp/b | sed "s/^/fks-bundle $FKS_NONCE /" >&2
+printf 'fks-bundle-end %s %s\\n' "$FKS_NONCE" "$(sha256sum </tmp/b | cut -d' ' -f1)" >&2
+printf 'fks-export %s before=a\\tafter=b\\tend=1\\tbundle=1\\n' "$FKS_NONCE" >&2
+{KILL_WRAPPER}
+"""
+    res = sandbox(host.agent(body) + ":1")
+    assert res.code == 1, res.output[-3000:]
+    host.check(res)
+    assert git(repo, "log", "-1", "--format=%s", step_tip(repo)) == "agent work"
+    assert "fks-bundle" not in res.output  # the channel's lines are not shown as output
+
+
 @pytest.mark.parametrize("kind", ["blob", "tree", "tag"])
 def test_step_branch_at_a_non_commit_is_refused(repo: Path, host: Host, kind: str) -> None:
     """A hand-made bundle whose step branch names a blob, tree or tag object."""
