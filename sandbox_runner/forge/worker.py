@@ -69,6 +69,16 @@ class _Events:
             reporter.info(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
         else:
             reporter.info(f"Stopped at {item.stage} (--max-cost), {cost}")
+        notify_events.task_ended(
+            self.ctx.notifier,
+            self.stages.active_run if self.stages else None,
+            task=(item.task_id, item.title),
+            status=item.status,
+            why=(item.error or "") if item.status == WorkStatus.FAILED else "",
+            cost=cost,
+            project=self.ctx.project,
+            say=reporter.warn,
+        )
 
     def reviewed(self, item: WorkItem) -> None:
         review = item.review

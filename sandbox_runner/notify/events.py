@@ -10,6 +10,7 @@ from pathlib import Path
 from sandbox_runner.notify import messages
 from sandbox_runner.notify.pages import page
 from sandbox_runner.notify.send import Notifier
+from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.plan.config import ChainsConfig
 from sandbox_runner.plan.notify import resolve_targets
 from sandbox_runner.plan.sandbox import SandboxSettings
@@ -40,6 +41,26 @@ def run_ended(notifier: Notifier, run: ActiveRun, project: Path, say: Say | None
     record = run.record
     link = page(project, f"/runs/{{project}}/{record.id}")
     run.add_deliveries(notifier.send(messages.run_ended(record, project, link), say))
+
+
+def task_ended(
+    notifier: Notifier,
+    run: ActiveRun | None,
+    *,
+    task: tuple[str, str],
+    status: WorkStatus,
+    why: str,
+    cost: str,
+    project: Path,
+    say: Say | None,
+) -> None:
+    """A forge task (`task`: its id and title) came to rest: landed, failed or stopped by the
+    budget (a rest that is not told sends nothing)."""
+    if not notifier:
+        return
+    notice = messages.task_ended(task[0], task[1], status, why, cost, project)
+    if notice is not None:
+        _kept(run, notifier.send(notice, say))
 
 
 def question(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.units import usd
-from sandbox_runner.outcomes import IterationEnd, Status, StepEnd
+from sandbox_runner.outcomes import IterationEnd, Status, StepEnd, WorkStatus
 from sandbox_runner.plan.notify import Level, NotifyEvent
 from sandbox_runner.records.record import RunRecord
 
@@ -91,6 +91,30 @@ def run_ended(record: RunRecord, project: Path, page: str | None) -> Notice:
     if page is not None:
         lines.append(f"Open: {page}")
     return Notice(event, events, level, title(f"fks: {record.label} {words}"), "\n".join(lines))
+
+
+_TASK_ENDS = {
+    WorkStatus.COMPLETED: (NotifyEvent.RUN_END, Level.INFO, "landed"),
+    WorkStatus.FAILED: (NotifyEvent.FAILED, Level.FAILURE, "failed"),
+    WorkStatus.PENDING: (NotifyEvent.BUDGET, Level.WARNING, "stopped on the budget"),
+}
+"""How a forge task's rest is told (a task that waits for an answer is a `question`)."""
+
+
+def task_ended(
+    task_id: str, task_title: str, status: WorkStatus, why: str, cost: str, project: Path
+) -> Notice | None:
+    """A forge task came to rest: landed, failed (`why`), or stopped by the budget; None
+    for a rest that is not told (interrupted, waiting)."""
+    if status not in _TASK_ENDS:
+        return None
+    event, level, words = _TASK_ENDS[status]
+    lines = [f"Task {inert(task_id, 80)} ({inert(task_title, 200)}) {words}, {cost}."]
+    if why:
+        lines.append(f"Why: {inert(why)}")
+    lines.append(f"Look: fks forge show {inert(task_id, 80)}  (in {inert(str(project), 300)})")
+    events = frozenset({NotifyEvent.RUN_END, event})
+    return Notice(event, events, level, title(f"fks: {task_id} {words}"), "\n".join(lines))
 
 
 def question(task_id: str, text: str, project: Path, page: str | None) -> Notice:

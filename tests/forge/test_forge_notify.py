@@ -1,4 +1,4 @@
-"""A forge review's verdict as a notification: each verdict sent, agent text in it inert."""
+"""A forge review's verdicts and a task's landing as notifications, agent text in them inert."""
 
 from __future__ import annotations
 
@@ -30,12 +30,15 @@ def test_each_review_verdict_is_sent_with_the_agents_text_inert(
     ]
     with notify_sink() as sink:
         ctx, _ = context(repo, script)
-        target = Target(0, sink.url(), "json", frozenset({"review"}), Level.INFO)
-        ctx.notifier = Notifier((target,))
+        reviews = Target(0, sink.url(), "json", frozenset({"review"}), Level.INFO)
+        ends = Target(1, sink.url("json", "ends"), "json", frozenset({"run_end"}), Level.INFO)
+        ctx.notifier = Notifier((reviews, ends))
         item = process_task(ctx, task_id, max_cost=None)
-        posts = sink.wait_for(2)
+        posts = sink.wait_for(3)
     assert item is not None and item.status == "completed"
-    first, second = posts
+    first, second, landed = posts
+    assert landed.path == "/ends" and f"{task_id} landed" in landed.body["title"], landed
+    assert "write two" in landed.text and f"fks forge show {task_id}" in landed.text
     assert first.body["type"] == "warning" and "review rejected" in first.body["title"]
     assert second.body["type"] == "info" and "review approved" in second.body["title"]
     text = first.text
@@ -43,4 +46,8 @@ def test_each_review_verdict_is_sent_with_the_agents_text_inert(
     assert "@\u200bchannel" in text and "<\u200b!here>" in text and "line / break" in text
     assert len(text) < 2_000
     (record,) = RunStore(repo).records()
-    assert [(d.event, d.ok) for d in record.deliveries] == [("review", True), ("review", True)]
+    assert [(d.event, d.ok) for d in record.deliveries] == [
+        ("review", True),
+        ("review", True),
+        ("run_end", True),
+    ]
