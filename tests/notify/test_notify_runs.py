@@ -82,7 +82,9 @@ def test_a_run_end_reaches_every_target_and_a_dead_one_only_is_recorded(
     assert deliveries[2]["error"]
     assert "Notification (run_end) to notify[2] (json) failed" in done.output
     assert done.output.rstrip().endswith("Chain complete (1/1 steps, $0.0100)"), done.output
-    for seen in (text, done.output, fks("show", run_id, cwd=repo).output):
+    shown = fks("show", run_id, cwd=repo).output
+    assert "notify[1] (ntfy) sent, run_end to notify[2] (json) not sent" in shown, shown
+    for seen in (text, done.output, shown):
         assert TOKEN not in seen and TOPIC not in seen
 
 
