@@ -95,7 +95,7 @@ def run_ended(record: RunRecord, project: Path, page: str | None) -> Notice:
 
 _TASK_ENDS = {
     WorkStatus.COMPLETED: (NotifyEvent.RUN_END, Level.INFO, "landed"),
-    WorkStatus.FAILED: (NotifyEvent.FAILED, Level.FAILURE, "failed"),
+    WorkStatus.FAILED: (NotifyEvent.FAILED, Level.FAILURE, WorkStatus.FAILED.value),
     WorkStatus.PENDING: (NotifyEvent.BUDGET, Level.WARNING, "stopped on the budget"),
 }
 """How a forge task's rest is told (a task that waits for an answer is a `question`)."""
