@@ -195,6 +195,8 @@ def register(app: typer.Typer) -> None:
             "(`fks run --chain ralph TASK=T-1`).\n\n"
             "`agent` runs once; `agent:N` loops up to N times until the agent prints "
             "FORKHESTRA_COMPLETE on its own stdout line. Arguments after `--` are passed to every agent.\n\n"
+            "When the run ends, the config's `notify` places (Apprise URLs) are told how it "
+            "ended; a place that fails never fails the run (docs/notifications.md).\n\n"
             "Exit codes: 0 complete, 1 a step did not complete, 2 usage/config error, 130 interrupted."
         ),
         # A DSL may start with `->` (a mistake the DSL parser explains); click would call it an option.

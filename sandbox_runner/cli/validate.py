@@ -14,4 +14,7 @@ def validate_cmd(cwd: CwdOption = None, config: ConfigOption = None) -> int:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("validate", help="Load and check the config; exit 2 on problems.")(validate_cmd)
+    app.command(
+        "validate",
+        help="Load and check the config (`notify` URLs included: read and parsed); exit 2 on problems.",
+    )(validate_cmd)

@@ -38,6 +38,7 @@ from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode, process_task
 from sandbox_runner.git.repo import open_repo
 from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
+from sandbox_runner.notify import events as notify_events
 from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.config import (
@@ -47,6 +48,7 @@ from sandbox_runner.plan.config import (
     load_config,
 )
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.notify import entry_urls, url_secrets
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
 from sandbox_runner.records.masking import masked_names, secrets_from_env
 from sandbox_runner.records.store import new_run_id, project_root
@@ -120,7 +122,11 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         reporter=PlainReporter(out=sys.stdout, agent_out=sys.stdout.buffer),
         session=session,
         sandbox=setup.sandbox,
-        secrets=secrets_from_env(masked_names(setup.sandbox)),
+        secrets=sorted(
+            {*secrets_from_env(masked_names(setup.sandbox)), *_notify_masks(setup.config)},
+            key=len,
+            reverse=True,
+        ),
         max_cost=options.max_cost,
         max_task_cost=options.max_task_cost or setup.settings.max_task_cost,
         stall_after=_stall_after(setup.config),
@@ -129,7 +135,12 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
             [setup.sandbox, *(setup.config.every_sandbox() if setup.config else ())],
             setup.project,
         ),
+        notifier=notify_events.configured(setup.config, [setup.sandbox]),
     )
+
+
+def _notify_masks(cfg: ChainsConfig | None) -> list[str]:
+    return url_secrets(entry_urls(cfg.notify)) if cfg is not None else []
 
 
 def _stall_after(cfg: ChainsConfig | None) -> float | None:

@@ -27,6 +27,7 @@ from sandbox_runner.errors import (
     FksError,
     UsageError,
 )
+from sandbox_runner.notify import events as notify_events
 from sandbox_runner.outcomes import Status, StepEnd
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.agents import AgentCommand, step_prompt
@@ -167,6 +168,7 @@ def _run_planned(
     )  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
     _refuse_sandbox_options(planned.options)
     if dry_run:
+        notify_events.configured(planned.config)  # every URL is checked, none is sent to
         checked = chain_backend(planned, dry_run=True)
         return _dry_run(planned, prompts, checked.commands, checked.backend, json_output)
 

@@ -190,9 +190,21 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
         cost += f" (limit {usd_limit(record.options.max_cost)})"
     yield _field("cost", cost)
     yield _field("record", shown_path(run_dir / "run.json"))
+    if record.deliveries:
+        yield _field("notified", _deliveries(record))
     for step in record.steps:
         yield ""
         yield from describe_step(step, state, run_dir, record.pauses)
+
+
+def _deliveries(record: RunRecord) -> str:
+    """The run's last notifications: `run_end to notify[0] (ntfy) sent, …`."""
+    shown = [
+        f"{d.event} to notify[{d.target}] ({d.service}) {'sent' if d.ok else 'not sent'}"
+        for d in record.deliveries[-6:]
+    ]
+    more = len(record.deliveries) - len(shown)
+    return ", ".join(shown) + (f" (and {more} before)" if more else "")
 
 
 def _run_status_line(record: RunRecord, state: str) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sandbox_runner.commands.runs import open_store
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
+from sandbox_runner.notify.pages import published
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "sse_starlette")
 _GRACE = 2
@@ -43,6 +44,7 @@ def run(*, port: int, open_browser: bool, every: bool, cwd: Path | None) -> int:
     threading.Thread(target=sources.runs, name="fks-ui-warm", daemon=True).start()
     print(f"fks ui: {guard.url()}  (Ctrl-C stops it)", flush=True)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(published(guard.origin, sources.projects))
         if open_browser:
             import webbrowser
 

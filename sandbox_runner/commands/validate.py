@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 from sandbox_runner.backends.docker.checks import check_engine, check_static
 from sandbox_runner.backends.docker.secret_checks import secret_problems
 from sandbox_runner.console.output import plural
-from sandbox_runner.errors import EXIT_COMPLETE, FksError
+from sandbox_runner.errors import EXIT_COMPLETE, ConfigError, FksError
 from sandbox_runner.git.runner import git_toplevel
+from sandbox_runner.notify import events as notify_events
 from sandbox_runner.paths import project_dir
 from sandbox_runner.plan.checks import problems_error
 from sandbox_runner.plan.config import (
@@ -39,6 +40,7 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
     ]
     problems += static_sandbox_problems(cfg)
     problems += sandbox_secret_problems(cfg, _repo_top(workdir))
+    problems += _notify_problems(cfg)
     if problems:
         raise problems_error(str(path), problems)
     engine = check_sandbox_settings(cfg, path)
@@ -51,6 +53,15 @@ def run(*, cwd: Path | None, config: Path | None) -> int:
     for agent in _unknown_programs(cfg):
         print(f"  agent '{agent}' is not defined and not on PATH (fine if the image has it)")
     return EXIT_COMPLETE
+
+
+def _notify_problems(cfg: ChainsConfig) -> list[str]:
+    """The first `notify` entry whose URL is unset or unusable (each is read and parsed)."""
+    try:
+        notify_events.configured(cfg)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 def _needs(cfg: ChainsConfig) -> dict[str, list[str]]:

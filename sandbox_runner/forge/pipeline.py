@@ -77,6 +77,10 @@ class TaskEvents(Protocol):
         """The item reached a rest state: completed, failed, waiting, or pending (budget)."""
         ...
 
+    def reviewed(self, item: WorkItem) -> None:
+        """The reviewer gave its verdict (`item.review`)."""
+        ...
+
 
 def rejection(review: ReviewResult) -> str:
     """What Implement is told after the reviewer rejected its work."""
@@ -203,6 +207,7 @@ class TaskPipeline:
         if isinstance(answer, str):
             return self._fail(answer)
         self.item.review = answer
+        self.events.reviewed(self.item)
         if answer.approved:
             self.item.feedback = None
             self.item.stage = "integrate"

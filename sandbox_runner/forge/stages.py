@@ -39,6 +39,7 @@ from sandbox_runner.git.repo import (
     rev,
 )
 from sandbox_runner.git.runner import git, git_head
+from sandbox_runner.notify.send import Notifier
 from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
@@ -46,6 +47,7 @@ from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.record import RunOptions, StepRecord
+from sandbox_runner.records.store import ActiveRun
 from sandbox_runner.results.ended import StepOutcome
 from sandbox_runner.runs.lifecycle import BackendSpec, TaskRun, task_run
 from sandbox_runner.steps.guards import Budget
@@ -86,6 +88,8 @@ class ForgeContext:
     secret_files: Sequence[str] = ()
     """Files (relative to the repository) secrets and CA certificates are read from: a task
     that changes one does not land."""
+    notifier: Notifier = field(default_factory=Notifier)
+    """Where questions and review verdicts are told (`notify`)."""
 
     @property
     def project(self) -> Path:
@@ -159,6 +163,11 @@ class TaskStages:
                 )
                 self._stack.enter_context(stack.pop_all())
         return self._task
+
+    @property
+    def active_run(self) -> ActiveRun | None:
+        """The record of this process's stages, once the first one started."""
+        return self._task.run if self._task is not None else None
 
     # --- what the task's run tells it (`runs.lifecycle.TaskSide`) ----------------------------
 

@@ -16,6 +16,7 @@ from sandbox_runner.forge.budget import TaskBudget
 from sandbox_runner.forge.pipeline import TaskPipeline
 from sandbox_runner.forge.stages import ForgeContext, TaskStages
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.notify import events as notify_events
 from sandbox_runner.outcomes import WorkStatus
 
 STAGE_TITLES = {
@@ -36,6 +37,8 @@ anew whatever its state), or to be landed only (`fks forge land`)."""
 class _Events:
     ctx: ForgeContext
     board: TaskBoard
+    stages: TaskStages | None = None
+    """Whose run record keeps the deliveries of the task's notifications."""
 
     def stage(self, item: WorkItem, stage: str) -> None:
         attempt = (
@@ -61,10 +64,46 @@ class _Events:
             note = f"fks forge: waiting for an answer: {item.question}"
             self.board.set_status(item.task_id, "Blocked", note)
             reporter.info(f'Waiting for an answer: fks forge answer {item.task_id} "..."')
+            self._ask(item)
         elif item.status == WorkStatus.INTERRUPTED:
             reporter.info(f"Interrupted during {STAGE_TITLES[item.stage]}, {cost}")
         else:
             reporter.info(f"Stopped at {item.stage} (--max-cost), {cost}")
+        notify_events.task_ended(
+            self.ctx.notifier,
+            self.stages.active_run if self.stages else None,
+            task=(item.task_id, item.title),
+            status=item.status,
+            why=(item.error or "") if item.status == WorkStatus.FAILED else "",
+            cost=cost,
+            project=self.ctx.project,
+            say=reporter.warn,
+        )
+
+    def reviewed(self, item: WorkItem) -> None:
+        review = item.review
+        if review is None:
+            return
+        notify_events.review(
+            self.ctx.notifier,
+            self.stages.active_run if self.stages else None,
+            task_id=item.task_id,
+            title=item.title,
+            approved=review.approved,
+            issues=review.issues,
+            cost_usd=item.cost_usd,
+            say=self.ctx.reporter.warn,
+        )
+
+    def _ask(self, item: WorkItem) -> None:
+        notify_events.question(
+            self.ctx.notifier,
+            self.stages.active_run if self.stages else None,
+            task_id=item.task_id,
+            text=item.question or "",
+            project=self.ctx.project,
+            say=self.ctx.reporter.warn,
+        )
 
 
 def landed_line(item: WorkItem) -> str:
@@ -127,6 +166,7 @@ def process_task(
     budget = TaskBudget(store, ctx.session, item, max_cost, ctx.max_task_cost)
     try:
         with TaskStages(ctx, item, task, budget=budget.tightest) as stages:
+            events.stages = stages
             pipeline = TaskPipeline(
                 item,
                 store,

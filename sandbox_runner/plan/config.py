@@ -28,6 +28,7 @@ from sandbox_runner.plan.checks import problems_error, undefined_agents, validat
 from sandbox_runner.plan.config_file import read_config_json, shown_path
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.model import ConfigModel
+from sandbox_runner.plan.notify import NotifyEntry, url_or_entry
 from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
@@ -239,6 +240,13 @@ class ChainsConfig(ConfigModel):
     FKS_MAX_RUN_LOG_BYTES overrides it."""
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
+    notify: tuple[NotifyEntry, ...] = Field(
+        default=(),
+        max_length=64,
+        json_schema_extra=url_or_entry,
+    )
+    """Where fks says what happened (a run's end, a forge question or review, a pull request):
+    Apprise URLs, or `{url or env, events, level}` entries (see docs/notifications.md)."""
 
     def every_sandbox(self) -> list[SandboxSettings | None]:
         """The sandbox settings at the top, of every chain and of every agent."""

@@ -118,6 +118,8 @@ def _type(prop: Schema) -> str:
 
 
 def _one_type(option: Schema) -> str:
+    if isinstance(option.get("anyOf"), list):
+        return " or ".join(_one_type(o) for o in option["anyOf"] if isinstance(o, dict))
     if "$ref" in option:
         return "object"
     kind = str(option.get("type", "any"))

@@ -118,6 +118,21 @@ class StepRecord(RecordModel):
         return sum((it.claude.cost_usd or 0.0) for it in self.iterations if it.claude)
 
 
+class DeliveryRecord(RecordModel):
+    """One notification sent to one place (`notify` in forge/chains.json)."""
+
+    event: str
+    """What it told of: run_end, failed, budget, auth_error, question, review or pr."""
+    service: str
+    """The place's service (its URL's scheme: ntfy, json, slack…), never its URL."""
+    target: int
+    """The place's index in `notify`."""
+    ok: bool
+    time: datetime
+    error: str | None = None
+    """Why it failed (one line, masked)."""
+
+
 class RunOptions(RecordModel):
     """How the run was started: enough to resume it."""
 
@@ -166,6 +181,8 @@ class RunRecord(RecordModel):
     steps: list[StepRecord] = Field(default_factory=list)
     pauses: list[Pause] = Field(default_factory=list)
     """The times between its sessions (see `--resume`): not part of its duration."""
+    deliveries: list[DeliveryRecord] = Field(default_factory=list)
+    """Notifications sent about the run, in order."""
 
     @property
     def label(self) -> str:

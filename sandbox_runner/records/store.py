@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -20,7 +20,13 @@ from sandbox_runner.outcomes import UNCOUNTED, IterationEnd, Reason, Status
 from sandbox_runner.paths import slug, write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.projects import remember_project
-from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
+from sandbox_runner.records.record import (
+    DeliveryRecord,
+    IterationRecord,
+    RunRecord,
+    StepRecord,
+    now,
+)
 from sandbox_runner.records.timing import Pause, session_end
 from sandbox_runner.results.reported import (
     DeniedRecord,
@@ -294,6 +300,12 @@ class ActiveRun(RecordWriter):
         """The run stopped between steps (a forge task interrupted, or failed on an error)."""
         self.record.status, self.record.reason, self.record.ended = status, reason, now()
         self.save()
+
+    def add_deliveries(self, deliveries: Sequence[DeliveryRecord]) -> None:
+        """Notifications sent about the run (after it ended, too)."""
+        if deliveries:
+            self.record.deliveries.extend(deliveries)
+            self.save()
 
     def log_path(self, step: StepRecord, attempt: int) -> Path:
         """A new log file for attempt `attempt` of `step` (attempts count rate-limit retries too)."""

@@ -19,6 +19,7 @@ from sandbox_runner.backends.api import Backend, Sandbox
 from sandbox_runner.backends.factory import make_backend
 from sandbox_runner.errors import Interrupted
 from sandbox_runner.git.repo import current_branch, exclude_forge_dir
+from sandbox_runner.notify import events as notify_events
 from sandbox_runner.outcomes import IterationEnd, Status
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.config import AgentConfig
@@ -128,6 +129,7 @@ def run_planned(
 
     The run holds its branch's lock while it goes; a new run that fails before its first
     iteration leaves no record. An interruption is an end, not an error."""
+    notifier = notify_events.configured(planned.config)
     checked = chain_backend(planned)
     backend, reporter = checked.backend, reporter_for(checked)
     store = RunStore(project_root(planned.cwd))
@@ -139,11 +141,16 @@ def run_planned(
             result = _run_chain(planned, backend, active, reporter, more)
         except (Interrupted, KeyboardInterrupt) as exc:
             name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
+            notify_events.run_ended(notifier, active, store.project, reporter.warn)
             return ChainEnd(active.record, backend, reporter, None, name)
         except Exception:
             if resumed is None and not any(s.iterations for s in active.record.steps):
                 store.discard(active.record.id)  # nothing started, so nothing is kept
+            elif active.record.ended is not None:
+                notify_events.run_ended(notifier, active, store.project, reporter.warn)
             raise
+        else:
+            notify_events.run_ended(notifier, active, store.project, reporter.warn)
         finally:
             reporter.close()
     return ChainEnd(active.record, backend, reporter, result)

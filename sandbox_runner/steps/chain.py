@@ -14,6 +14,7 @@ from sandbox_runner.outcomes import Status, StepEnd
 from sandbox_runner.plan.agents import step_prompt
 from sandbox_runner.plan.config import AgentConfig, ChainPlan
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.notify import entry_urls, url_secrets
 from sandbox_runner.plan.planned import Planned
 from sandbox_runner.records.masking import masked_names, secrets_from_env
 from sandbox_runner.records.record import RunRecord, StepRecord
@@ -131,7 +132,14 @@ def chain_options(planned: Planned, *, more: int = 0) -> ChainOptions:
         cli_prompt=planned.cli_prompt,
         cli_prompt_file=Path(options.prompt_file) if options.prompt_file else None,
         global_args=options.global_args,
-        secrets=secrets_from_env(masked_names(planned.sandbox_settings())),
+        secrets=sorted(
+            {
+                *secrets_from_env(masked_names(planned.sandbox_settings())),
+                *url_secrets(entry_urls(cfg.notify if cfg is not None else ())),
+            },
+            key=len,
+            reverse=True,
+        ),
         no_progress_limit=DEFAULT_NO_PROGRESS_LIMIT if limit is None else limit,
         rate_limit_max_wait=DEFAULT_RATE_LIMIT_MAX_WAIT if wait is None else wait,
         max_cost=options.max_cost,

@@ -553,3 +553,26 @@ def test_claude_transcript_of_a_real_run(tmp_path: Path) -> None:
     run = client.get(f"/runs/0/{run_id}").text
     assert 'class="bar o-complete"' in run
     assert_escaped(run, shown=f"fks show {run_id}")
+
+
+def test_a_runs_notifications_are_listed_escaped(tmp_path: Path) -> None:
+    from sandbox_runner.paths import write_atomic
+    from sandbox_runner.records.record import DeliveryRecord, RunRecord
+
+    project = init_repo(tmp_path / "proj")
+    write_run(project, "20260102-030405-abcd", steps=[1])
+    path = project / ".forge" / "runs" / "20260102-030405-abcd" / "run.json"
+    record = RunRecord.model_validate_json(path.read_text())
+    at = record.ended or record.started
+    record.deliveries = [
+        DeliveryRecord(event="run_end", service="ntfy", target=0, ok=True, time=at),
+        DeliveryRecord(
+            event="run_end", service="json", target=1, ok=False, time=at, error=SCRIPT + BIDI
+        ),
+    ]
+    write_atomic(path, record.model_dump_json())
+    html = client_for(project).get("/runs/0/20260102-030405-abcd").text
+    assert "<h2>Notifications</h2>" in html
+    assert "<code>notify[0]</code> (ntfy)</td><td>sent</td>" in html
+    assert "<code>notify[1]</code> (json)</td><td>not sent: &lt;script&gt;" in html
+    assert_escaped(html)
