@@ -28,6 +28,7 @@ from sandbox_runner.plan.checks import problems_error, undefined_agents, validat
 from sandbox_runner.plan.config_file import read_config_json, shown_path
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.model import ConfigModel
+from sandbox_runner.plan.pr import PrSettings
 from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
@@ -154,6 +155,8 @@ class ChainConfig(ConfigModel):
     """Sandbox settings for this chain."""
     no_progress_limit: StrictInt | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Stop a looping step after this many iterations without a commit or file change (0: never)."""
+    pr: PrSettings | None = None
+    """Open a GitHub pull request of this chain's landed branch (over the top-level `pr`)."""
 
 
 class ForgeModels(ConfigModel):
@@ -206,6 +209,9 @@ class ForgeSettings(ConfigModel):
     a task that reaches it fails, naming what it spent."""
     prompts: ForgePrompts = ForgePrompts()
     """System prompt files."""
+    land: Literal["merge", "pr"] = "merge"
+    """What becomes of a reviewed task: `merge` into its base here, or `pr`: its branch pushed
+    and one GitHub pull request per task (settings: the top-level `pr`)."""
 
 
 class ChainsConfig(ConfigModel):
@@ -239,6 +245,8 @@ class ChainsConfig(ConfigModel):
     FKS_MAX_RUN_LOG_BYTES overrides it."""
     forge: ForgeSettings = ForgeSettings()
     """`fks forge` settings."""
+    pr: PrSettings | None = None
+    """Open a GitHub pull request of a sandboxed run's landed branch (`fks run --pr`)."""
 
     def every_sandbox(self) -> list[SandboxSettings | None]:
         """The sandbox settings at the top, of every chain and of every agent."""

@@ -20,7 +20,13 @@ from sandbox_runner.outcomes import UNCOUNTED, IterationEnd, Reason, Status
 from sandbox_runner.paths import slug, write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.projects import remember_project
-from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now
+from sandbox_runner.records.record import (
+    IterationRecord,
+    PullRecord,
+    RunRecord,
+    StepRecord,
+    now,
+)
 from sandbox_runner.records.timing import Pause, session_end
 from sandbox_runner.results.reported import (
     DeniedRecord,
@@ -288,6 +294,11 @@ class ActiveRun(RecordWriter):
         self.record.failed_at = failed_at
         self.record.reason = reason
         self.record.ended = now()
+        self.save()
+
+    def set_pr(self, pull: PullRecord) -> None:
+        """The run's pull request, or why it has none (`--pr`, `fks pr RUN`)."""
+        self.record.pr = pull
         self.save()
 
     def end(self, status: Ended, reason: Reason | str | None) -> None:
