@@ -12,6 +12,7 @@ import pytest
 from fks_testing.github import REPO, TOKEN, FakeGitHub, github_remote, token_env
 from fks_testing.helpers import fks, git, init_repo, one_line_error
 from fks_testing.sandboxed import add_script, configure, sandbox
+from fks_testing.webui import ui_server
 
 # Commits one file per iteration, and what it sees of its environment; done on iteration 2.
 ENV_AGENT = """#!/bin/sh
@@ -74,6 +75,10 @@ def test_a_sandboxed_run_opens_one_draft_and_the_next_updates_it(
     assert [r["pr"]["number"] for r in records] == [1, 1]
     shown = fks("show", records[-1]["id"])
     assert pull["html_url"] in shown.stdout, shown.output
+    assert "(PR #1)" in fks("runs").stdout
+    with ui_server(cwd=repo) as ui, ui.client() as client:
+        page = client.get(f"/runs/0/{records[-1]['id']}")
+    assert f'<a href="{pull["html_url"]}" rel="noopener noreferrer">#1</a>' in page.text
 
     # The token: only in the Authorization header GitHub got, nowhere else.
     seen = git(repo, "show", f"{BRANCH}:seen-env-1.txt")
