@@ -54,7 +54,9 @@ def _clean(text: str) -> str:
 def summary_line(item: WorkItem, session: str) -> str:
     """The line `fks forge run` ends with for each of its tasks."""
     what = {
-        WorkStatus.COMPLETED: f"landed ({(item.merge_commit or '')[:12]})",
+        WorkStatus.COMPLETED: f"in pull request {item.pr.url}"
+        if item.pr is not None and item.pr.url
+        else f"landed ({(item.merge_commit or '')[:12]})",
         WorkStatus.FAILED: f"failed: {one_line(item.error or '')}",
         WorkStatus.WAITING: f"waiting for an answer: {one_line(item.question or '')}",
         WorkStatus.PENDING: f"stopped before {item.stage} (--max-cost)",

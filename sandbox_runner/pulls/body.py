@@ -135,3 +135,36 @@ def _network(steps: Iterable[StepRecord]) -> str:
         + (f"; most to {top}" if top else "")
         + "."
     )
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What a forge task's pull request says of it (every text as the task and review have it:
+    neutralised here)."""
+
+    task_id: str
+    title: str
+    criteria: Sequence[str]
+    approved: bool
+    issues: Sequence[str]
+    suggestions: Sequence[str]
+    cost_usd: float
+    runs: Sequence[str]
+
+
+def task_body(task: TaskSummary, commits: Sequence[Commit], more_commits: bool) -> str:
+    """The body of a forge task's pull request: the task, its acceptance criteria, the review's
+    verdict, the cost, the commits and how to look at its runs."""
+    criteria = [f"- {code(c, 500)}" for c in task.criteria[:50]] or ["(none given)"]
+    verdict = "approved" if task.approved else "not approved"
+    notes = [f"- {code(i, 500)}" for i in [*task.issues, *task.suggestions][:50]]
+    parts = [
+        f"Opened by fks forge for task {code(task.task_id, 80)}: {code(task.title, 500)}.",
+        "### Acceptance criteria\n\n" + "\n".join(criteria),
+        f"### Review\n\n**Verdict:** {verdict}" + ("\n\n" + "\n".join(notes) if notes else ""),
+        f"**Cost:** {_usd(task.cost_usd)}",
+        _commits(commits, more_commits),
+        "### Look closer\n\n"
+        + fenced("\n".join([*(f"fks show {run}" for run in task.runs[-5:]), "fks forge status"])),
+    ]
+    return bounded("\n\n".join(parts) + f"\n\n<sub>fks {__version__}</sub>\n")
