@@ -141,6 +141,8 @@ class WorkItem(BaseModel):
 
     @property
     def waiting_for(self) -> str | None:
+        if self.shown_status == WorkStatus.IN_PR and self.pr is not None:
+            return f"review of pull request {self.pr.url}"
         if self.status == WorkStatus.WAITING:
             return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
         if self.interrupted:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from fks_testing.forge import ANALYSIS, APPROVED, answer, commit, context
 from fks_testing.github import REPO, TOKEN, FakeGitHub, github_remote
-from fks_testing.helpers import git
+from fks_testing.helpers import fks, git
+from fks_testing.webui import ui_server
 
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.work import WorkStore
@@ -60,3 +61,9 @@ def test_one_pull_request_per_task_instead_of_a_merge(
     assert item is not None and item.pr is not None and item.pr.url == pulls[0]["html_url"]
     assert TaskBoard(repo).task(first).meta.status == "In Progress"
     assert pulls[0]["html_url"] in capsys.readouterr().out
+    status = fks("forge", "status", cwd=repo)
+    assert f"{first}" in status.stdout and "in_pr" in status.stdout, status.output
+    assert f"review of pull request {pulls[0]['html_url']}" in status.stdout
+    with ui_server(cwd=repo) as ui, ui.client() as client:
+        board = client.get("/forge/0").text
+    assert f'<a href="{pulls[1]["html_url"]}" rel="noopener noreferrer">#2</a>' in board
