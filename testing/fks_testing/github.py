@@ -179,7 +179,7 @@ class FakeGitHub:
         match = re.fullmatch(r"/repos/([^/]+/[^/]+)(/.*)?", path)
         if match is None or match.group(1) not in self.repos:
             return 404, {}, {"message": "Not Found"}
-        repo, rest = self.repos[match.group(1)], match.group(2) or ""
+        repo, rest = self.repos[match.group(1)], (match.group(2) or "").rstrip("/")
         query = dict(urllib.parse.parse_qsl(url.query))
         body = json.loads(request.body) if request.body else {}
         return _route(self, match.group(1), repo, request.method, rest, query, body, token)
