@@ -100,7 +100,14 @@ class GitHub:
         except httpx.TransportError as exc:
             raise _Again(f"no answer ({type(exc).__name__})", self._backoff) from None
         if answer.status_code < 300:
-            return answer.json() if answer.content else None
+            try:
+                return answer.json() if answer.content else None
+            except ValueError:
+                raise GitHubError(
+                    f"GitHub: {method} {path}: {answer.status_code} with an answer that is not "
+                    f"JSON; is {self._client.base_url} GitHub's REST API?",
+                    answer.status_code,
+                ) from None
         wait = self._rate_limited(answer)
         if wait is not None:
             if wait > self._max_wait:
