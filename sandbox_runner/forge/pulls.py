@@ -4,8 +4,9 @@ merged here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from sandbox_runner.forge.pipeline import Integrated
 from sandbox_runner.forge.prompts import TaskText
@@ -14,11 +15,10 @@ from sandbox_runner.pulls.body import SHOWN_COMMITS, TaskSummary, task_body, tit
 from sandbox_runner.pulls.publish import branch_commits, publish
 from sandbox_runner.pulls.target import PrTarget
 
-if TYPE_CHECKING:
-    from sandbox_runner.forge.stages import ForgeContext
 
-
-def open_task_pr(pr: PrTarget, ctx: ForgeContext, task: TaskText, item: WorkItem) -> Integrated:
+def open_task_pr(
+    pr: PrTarget, project: Path, task: TaskText, item: WorkItem, notice: Callable[[str], None]
+) -> Integrated:
     """Push the task's branch and open (or update) its pull request; a failure blocks the
     landing in one line (`fks forge land TASK` tries again)."""
     assert item.branch is not None
@@ -35,14 +35,14 @@ def open_task_pr(pr: PrTarget, ctx: ForgeContext, task: TaskText, item: WorkItem
         runs=item.runs,
     )
     commits, more = branch_commits(
-        ctx.project, item.start_commit or target.base, item.branch, SHOWN_COMMITS
+        project, item.start_commit or target.base, item.branch, SHOWN_COMMITS
     )
     pull = publish(
         target,
-        project=ctx.project,
+        project=project,
         title=title_text(f"{item.task_id}: {task.title}"),
         body=task_body(summary, commits, more),
-        notice=ctx.reporter.info,
+        notice=notice,
     )
     item.pr = pull
     if pull.error is not None:

@@ -316,8 +316,8 @@ class TaskStages:
 
     def integrate(self, item: WorkItem) -> Integrated:
         assert item.branch is not None
-        if self.ctx.pr is not None:
-            return open_task_pr(self.ctx.pr, self.ctx, self.task, item)
+        if (pr := self.ctx.pr) is not None:
+            return open_task_pr(pr, self.ctx.project, self.task, item, self.ctx.reporter.info)
         with _merge_queue(self.ctx):
             landing = merge_back(
                 self.ctx.repo,
