@@ -36,14 +36,12 @@ def pr_settings(config: ChainsConfig | None, options: RunOptions) -> PrSettings 
 
 
 def run_target(planned: Planned, *, dry_run: bool = False) -> PrTarget | None:
-    """The checked target of a planned run's pull request; its branch is made at the base's tip
-    if it is not there yet (not by a dry run)."""
+    """The checked target of a planned `--sandbox` run's pull request; its branch is made at
+    the base's tip if it is not there yet (not by a dry run)."""
     options = planned.options
     settings = pr_settings(planned.config, options)
-    if settings is None:
+    if settings is None or not options.sandbox:  # `--pr` alone is refused as a usage error
         return None
-    if not options.sandbox:
-        raise ConfigError("pr: a pull request is opened for --sandbox runs only")
     project = project_root(planned.cwd)
     run_base = options.base or current_branch(project)
     if run_base is None:
