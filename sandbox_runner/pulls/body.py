@@ -36,7 +36,7 @@ class Commit:
 def code(text: str, limit: int = _ITEM) -> str:
     """`text` as inert Markdown: one bounded line in a code span (its fence longer than any run
     of backticks inside), `|` escaped so it cannot split a table cell."""
-    flat = one_line(text, limit) or " "
+    flat = one_line(text[: limit * 8], limit) or " "  # what is shown: escapes are cut after
     fence = "`" * (max((len(m) for m in _BACKTICKS.findall(flat)), default=0) + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat.replace('|', chr(92) + '|')}{pad}{fence}"
@@ -44,7 +44,7 @@ def code(text: str, limit: int = _ITEM) -> str:
 
 def title_text(text: str) -> str:
     """A pull request's title: one bounded line, every `@` kept from pinging anyone."""
-    return one_line(text, TITLE_LIMIT).replace("@", "@\u200d")
+    return one_line(text[: TITLE_LIMIT * 8], TITLE_LIMIT).replace("@", "@\u200d")
 
 
 def run_body(
