@@ -5,12 +5,13 @@ merged here; the task is `in_pr` on the board, with the link."""
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
 from fks_testing.forge import ANALYSIS, APPROVED, answer, commit, context
-from fks_testing.github import REPO, TOKEN, FakeGitHub, github_remote
-from fks_testing.helpers import fks, git
+from fks_testing.github import REPO, TOKEN, FakeGitHub, github_remote, token_env
+from fks_testing.helpers import fks, git, one_line_error, write_config
 from fks_testing.webui import ui_server
 
 from sandbox_runner.forge.board import TaskBoard
@@ -67,3 +68,23 @@ def test_one_pull_request_per_task_instead_of_a_merge(
     with ui_server(cwd=repo) as ui, ui.client() as client:
         board = client.get("/forge/0").text
     assert f'<a href="{pulls[1]["html_url"]}" rel="noopener noreferrer">#2</a>' in board
+
+
+@pytest.mark.parametrize(
+    ("token", "fragment"),
+    [("", "no GitHub token"), ("ghp_readonly_0123456789", "may not push to acme/widgets")],
+)
+def test_forge_checks_the_pull_request_settings_before_any_worker(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], token: str, fragment: str
+) -> None:
+    write_config(repo, {"forge": {"land": "pr"}})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "land in pull requests")
+    github_remote(repo, tmp_path / "remote.git")
+    _task(repo, "pages", capsys)
+    with FakeGitHub({REPO: tmp_path / "remote.git"}, {token: False} if token else {}) as github:
+        env = {**token_env(github.url, token), "PATH": "/usr/local/bin:/usr/bin:/bin"}
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"  # fks, and no gh
+        done = fks("forge", "run", cwd=repo, env=env)
+    one_line_error(done, fragment)
+    assert not (repo / ".forge" / "runs").exists()
