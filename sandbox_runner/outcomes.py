@@ -261,3 +261,6 @@ class WorkStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+    IN_PR = "in_pr"
+    """Shown only: a completed task whose branch went to a pull request (`forge.land: "pr"`)
+    instead of landing here; its work item says `completed`."""

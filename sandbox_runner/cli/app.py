@@ -18,6 +18,7 @@ from sandbox_runner.cli import (
     init,
     listing,
     logs,
+    pr,
     review,
     run,
     runs,
@@ -82,6 +83,7 @@ listing.register(app)
 runs.register(app)
 logs.register(app)
 review.register(app)
+pr.register(app)
 clean.register(app)
 app.command(
     "tasks",

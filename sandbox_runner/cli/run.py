@@ -109,6 +109,17 @@ NoProgressLimitOption = Annotated[
         ),
     ),
 ]
+PrOption = Annotated[
+    bool,
+    typer.Option(
+        "--pr",
+        help=(
+            "With --sandbox: land on a branch of its own (fks/pr/<chain>), push it and open a "
+            "draft GitHub pull request into the base, or update the open one "
+            "(token: GITHUB_TOKEN, GH_TOKEN or gh auth token; settings: `pr` in the config)."
+        ),
+    ),
+]
 
 
 @handled
@@ -134,6 +145,7 @@ def run_cmd(
     resume: ResumeOption = None,
     more: MoreOption = 0,
     no_progress_limit: NoProgressLimitOption = None,
+    pr: PrOption = False,
 ) -> int:
     from sandbox_runner.commands.run import RunRequest, run
 
@@ -163,6 +175,7 @@ def run_cmd(
         resume=resume,
         more=more,
         no_progress_limit=no_progress_limit,
+        pr=pr,
         global_args=tuple(global_agent_args),
     )
     return run(request)

@@ -49,7 +49,9 @@ from sandbox_runner.plan.config import (
 )
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.notify import entry_urls, url_secrets
+from sandbox_runner.plan.pr import PrSettings
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
+from sandbox_runner.pulls.target import PrTarget, check_target, resolve_target
 from sandbox_runner.records.masking import masked_names, secrets_from_env
 from sandbox_runner.records.store import new_run_id, project_root
 from sandbox_runner.runs.lifecycle import BackendSpec, checked_backend
@@ -136,11 +138,21 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
             setup.project,
         ),
         notifier=notify_events.configured(setup.config, [setup.sandbox]),
+        pr=_pr_target(setup),
     )
 
 
 def _notify_masks(cfg: ChainsConfig | None) -> list[str]:
     return url_secrets(entry_urls(cfg.notify)) if cfg is not None else []
+
+
+def _pr_target(setup: _Setup) -> PrTarget | None:
+    """Where tasks go with `forge.land: "pr"` (the top-level `pr` settings; the branch is
+    each task's)."""
+    if setup.settings.land != "pr":
+        return None
+    settings = (setup.config.pr if setup.config else None) or PrSettings()
+    return resolve_target(settings, project=setup.project, run_base=setup.base, label="forge")
 
 
 def _stall_after(cfg: ChainsConfig | None) -> float | None:
@@ -150,6 +162,8 @@ def _stall_after(cfg: ChainsConfig | None) -> float | None:
 
 def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
+    if ctx.pr is not None:
+        check_target(ctx.pr)
     agents = stage_agents(ctx)
     spec = BackendSpec(setup.project, agents, setup.sandbox, base=setup.base, checked_base=True)
     checked_backend(spec, [Step(agent=name) for name in agents])

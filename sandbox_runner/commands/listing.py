@@ -215,9 +215,10 @@ def _run_row(record: RunRecord, forge: ForgeInfo, indent: str = "") -> tuple[str
         duration = "-"
     else:
         duration = span(record.started, record.ended, record.pauses)
+    pr = f" (PR #{record.pr.number})" if record.pr and record.pr.number else ""
     return (
         indent + record.id,
-        _label(record, forge),
+        _label(record, forge) + pr,
         local_time(record.started),
         duration,
         state,
@@ -281,6 +282,7 @@ def _run_json(record: RunRecord, forge: ForgeInfo) -> dict[str, Any]:
         "steps_done": record.steps_done,
         "landed": landed(record, forge),
         "cost_usd": round(record.cost_usd, 6),
+        "pr": record.pr.model_dump(mode="json") if record.pr else None,
     }
 
 

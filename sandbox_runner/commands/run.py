@@ -86,6 +86,7 @@ class RunRequest:
     resume: str | None = None
     more: int = 0
     no_progress_limit: int | None = None
+    pr: bool = False
     global_args: Sequence[str] = ()
     """Arguments after `--`, passed to every agent."""
 
@@ -141,6 +142,7 @@ def _recorded_options(request: RunRequest) -> RunOptions:
         allow=list(request.allow),
         max_cost=request.max_cost,
         global_args=list(request.global_args),
+        pr=request.pr,
     )
 
 
@@ -167,6 +169,9 @@ def _run_planned(
         planned.config
     )  # a bad FKS_MAX_LOG_BYTES is a usage error before anything starts
     _refuse_sandbox_options(planned.options)
+    from sandbox_runner.pulls.for_run import run_target  # httpx: only for a pull request
+
+    pr = run_target(planned, dry_run=dry_run)
     if dry_run:
         notify_events.configured(planned.config)  # every URL is checked, none is sent to
         checked = chain_backend(planned, dry_run=True)
@@ -178,7 +183,7 @@ def _run_planned(
             details = _verbose_details(planned, prompts, checked.commands, checked.backend)
         return _reporter(json_output=json_output, verbose=verbose, details=details)
 
-    ended = run_planned(planned, record, reporter_for=reporter_for, more=more)
+    ended = run_planned(planned, record, reporter_for=reporter_for, more=more, pr=pr)
     return _ended(ended, json_output=json_output, junit=junit)
 
 
@@ -230,7 +235,8 @@ def _ended(ended: ChainEnd, *, json_output: bool, junit: Path | None) -> int:
     if json_output:
         print(json.dumps(result.to_json(), indent=2))
     _write_junit(junit, ended.record)
-    return EXIT_COMPLETE if result.success else EXIT_INCOMPLETE
+    pr_failed = ended.record.pr is not None and ended.record.pr.error is not None
+    return EXIT_COMPLETE if result.success and not pr_failed else EXIT_INCOMPLETE
 
 
 def _write_junit(path: Path | None, record: RunRecord) -> None:
@@ -248,6 +254,8 @@ def _refuse_sandbox_options(options: RunOptions) -> None:
         raise UsageError("--engine only applies to --sandbox runs")
     if options.runtime:
         raise UsageError("--runtime only applies to --sandbox runs")
+    if options.pr:
+        raise UsageError("--pr only applies to --sandbox runs")
 
 
 def _reporter(*, json_output: bool, verbose: bool, details: StepDetails | None = None) -> Reporter:

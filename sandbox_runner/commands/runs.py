@@ -9,10 +9,18 @@ from pathlib import Path
 
 from sandbox_runner.console.ansi import strip_escapes
 from sandbox_runner.console.lines import clip
+from sandbox_runner.console.shown import one_line
 from sandbox_runner.console.units import byte_count, usd
 from sandbox_runner.errors import EXIT_COMPLETE, UsageError
 from sandbox_runner.outcomes import IterationEnd, Status
-from sandbox_runner.records.record import IterationRecord, RunRecord, StepRecord, now, run_alive
+from sandbox_runner.records.record import (
+    IterationRecord,
+    PullRecord,
+    RunRecord,
+    StepRecord,
+    now,
+    run_alive,
+)
 from sandbox_runner.records.store import RunStore, project_root
 from sandbox_runner.records.timing import Pause, running_seconds
 from sandbox_runner.results.ended import usd_limit
@@ -189,6 +197,8 @@ def describe_run(record: RunRecord, run_dir: Path) -> Iterator[str]:
     if record.options.max_cost is not None:
         cost += f" (limit {usd_limit(record.options.max_cost)})"
     yield _field("cost", cost)
+    if record.pr is not None:
+        yield _field("pr", pull_line(record.pr))
     yield _field("record", shown_path(run_dir / "run.json"))
     if record.deliveries:
         yield _field("notified", _deliveries(record))
@@ -205,6 +215,15 @@ def _deliveries(record: RunRecord) -> str:
     ]
     more = len(record.deliveries) - len(shown)
     return ", ".join(shown) + (f" (and {more} before)" if more else "")
+
+
+def pull_line(pull: PullRecord) -> str:
+    """A run's pull request as `fks show` and `fks runs` name it."""
+    if pull.error:
+        return f"not opened: {one_line(pull.error, 300)} (fks pr RUN tries again)"
+    if pull.note:
+        return f"none: {pull.note}"
+    return f"#{pull.number} ({pull.state}) {pull.url}"
 
 
 def _run_status_line(record: RunRecord, state: str) -> str:

@@ -44,6 +44,8 @@ class Integrated:
     commit: str | None = None
     conflicts: tuple[str, ...] = ()
     blocked: str | None = None
+    in_pr: bool = False
+    """Not merged here: its branch went to a pull request (`forge.land: "pr"`)."""
 
 
 class Stages(Protocol):
@@ -137,7 +139,7 @@ class TaskPipeline:
         """Only land the approved branch (`fks forge land`): no agent runs, even on conflicts."""
         self.events.stage(self.item, "integrate")
         landed = self.stages.integrate(self.item)
-        if landed.merged:
+        if landed.merged or landed.in_pr:
             self.item.merge_commit, self.item.stage, self.item.error = landed.commit, "done", None
             return self._rest(WorkStatus.COMPLETED)
         why = landed.blocked or f"conflicts with the base in {', '.join(landed.conflicts)}"
@@ -227,7 +229,7 @@ class TaskPipeline:
 
     def _integrate(self) -> WorkStatus | None:
         landed = self.stages.integrate(self.item)
-        if landed.merged:
+        if landed.merged or landed.in_pr:
             self.item.merge_commit, self.item.stage, self.item.error = landed.commit, "done", None
             return None
         if landed.blocked:

@@ -55,6 +55,7 @@ def summary_line(item: WorkItem, session: str) -> str:
     """The line `fks forge run` ends with for each of its tasks."""
     what = {
         WorkStatus.COMPLETED: f"landed ({(item.merge_commit or '')[:12]})",
+        WorkStatus.IN_PR: f"in pull request {item.pr.url if item.pr else '?'}",
         WorkStatus.FAILED: f"failed: {one_line(item.error or '')}",
         WorkStatus.WAITING: f"waiting for an answer: {one_line(item.question or '')}",
         WorkStatus.PENDING: f"stopped before {item.stage} (--max-cost)",
@@ -82,4 +83,5 @@ def item_json(item: WorkItem) -> dict[str, object]:
         "error": item.error,
         "question": item.question,
         "runs": item.runs,
+        "pr": item.pr.model_dump(mode="json") if item.pr else None,
     }

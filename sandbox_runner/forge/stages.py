@@ -27,6 +27,7 @@ from sandbox_runner.forge.models import (
     parse_answer,
 )
 from sandbox_runner.forge.pipeline import Answered, Implemented, Integrated
+from sandbox_runner.forge.pulls import open_task_pr
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.git.landing import merge_back
 from sandbox_runner.git.repo import (
@@ -44,6 +45,7 @@ from sandbox_runner.plan.config import AgentConfig, ForgeSettings
 from sandbox_runner.plan.dsl import Step
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import SandboxSettings
+from sandbox_runner.pulls.target import PrTarget
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
 from sandbox_runner.records.record import RunOptions, StepRecord
@@ -90,6 +92,9 @@ class ForgeContext:
     that changes one does not land."""
     notifier: Notifier = field(default_factory=Notifier)
     """Where questions and review verdicts are told (`notify`)."""
+    pr: PrTarget | None = None
+    """`forge.land: "pr"`: where each task's branch goes as a pull request (its `branch` is
+    the task's)."""
 
     @property
     def project(self) -> Path:
@@ -320,6 +325,8 @@ class TaskStages:
 
     def integrate(self, item: WorkItem) -> Integrated:
         assert item.branch is not None
+        if (pr := self.ctx.pr) is not None:
+            return open_task_pr(pr, self.ctx.project, self.task, item, self.ctx.reporter.info)
         with _merge_queue(self.ctx):
             landing = merge_back(
                 self.ctx.repo,

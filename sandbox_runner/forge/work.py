@@ -25,7 +25,7 @@ from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.paths import write_atomic
 from sandbox_runner.records.layout import ForgeLayout
 from sandbox_runner.records.lock import waiting_lock
-from sandbox_runner.records.record import now
+from sandbox_runner.records.record import PullRecord, now
 from sandbox_runner.signals import pid_alive
 
 Stage = Literal["analyze", "architect", "implement", "review", "integrate", "done"]
@@ -74,6 +74,8 @@ class WorkItem(BaseModel):
     session_start_cost: float = 0.0
     """`cost_usd` when `session` took it: what that run spent on it is the rest."""
     error: str | None = None
+    pr: PullRecord | None = None
+    """Its pull request (`forge.land: "pr"`), or why it was not opened."""
     updated: datetime = Field(default_factory=now)
 
     @property
@@ -106,7 +108,10 @@ class WorkItem(BaseModel):
 
     @property
     def shown_status(self) -> WorkStatus:
-        """The status as users see it: a dead owner's `executing` is `interrupted`."""
+        """The status as users see it: a dead owner's `executing` is `interrupted`, a completed
+        task in a pull request `in_pr`."""
+        if self.status == WorkStatus.COMPLETED and self.pr is not None and self.pr.url:
+            return WorkStatus.IN_PR
         return WorkStatus.INTERRUPTED if self.interrupted else self.status
 
     @property
@@ -136,6 +141,8 @@ class WorkItem(BaseModel):
 
     @property
     def waiting_for(self) -> str | None:
+        if self.shown_status == WorkStatus.IN_PR and self.pr is not None:
+            return f"review of pull request {self.pr.url}"
         if self.status == WorkStatus.WAITING:
             return "an answer (fks forge answer)" if not self.answer else "the next fks forge run"
         if self.interrupted:
@@ -149,6 +156,8 @@ def describe(status: WorkStatus, stage: str, *, answered: bool = False) -> str:
     """A work item's status and stage in words (a landed task is not "completed at done")."""
     if status == WorkStatus.COMPLETED:
         return "landed"
+    if status == WorkStatus.IN_PR:
+        return "in a pull request"
     if status == WorkStatus.WAITING:
         return "answered, the next run goes on" if answered else "waiting for an answer"
     if status == WorkStatus.EXECUTING:

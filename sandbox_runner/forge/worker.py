@@ -52,7 +52,11 @@ class _Events:
     def finished(self, item: WorkItem) -> None:
         reporter = self.ctx.reporter
         cost = item.cost_text(self.ctx.session)
-        if item.status == WorkStatus.COMPLETED:
+        if item.shown_status == WorkStatus.IN_PR and item.pr is not None:
+            note = f"fks forge: in pull request {item.pr.url}"
+            self.board.set_status(item.task_id, "In Progress", note)
+            reporter.info(f"In pull request #{item.pr.number}: {item.pr.url}, {cost}")
+        elif item.status == WorkStatus.COMPLETED:
             self.board.set_status(item.task_id, "Done")
             reporter.info(f"Landed on '{item.base}' ({(item.merge_commit or '')[:12]}), {cost}")
         elif item.status == WorkStatus.FAILED:
@@ -107,6 +111,11 @@ class _Events:
 
 
 def landed_line(item: WorkItem) -> str:
+    if item.pr is not None and item.pr.url:
+        return (
+            f"{item.task_id} is in pull request {item.pr.url}; "
+            f"fks forge run --force {item.task_id} processes it again"
+        )
     return (
         f"{item.task_id} already landed on '{item.base}' ({(item.merge_commit or '?')[:12]}); "
         f"fks forge run --force {item.task_id} processes it again"

@@ -29,6 +29,7 @@ from sandbox_runner.plan.config_file import read_config_json, shown_path
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
 from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.notify import NotifyEntry, url_or_entry
+from sandbox_runner.plan.pr import PrSettings
 from sandbox_runner.plan.sandbox import SandboxSettings
 
 DEFAULT_CONFIG = CONFIG_FILE
@@ -155,6 +156,8 @@ class ChainConfig(ConfigModel):
     """Sandbox settings for this chain."""
     no_progress_limit: StrictInt | None = Field(default=None, alias="noProgressLimit", ge=0)
     """Stop a looping step after this many iterations without a commit or file change (0: never)."""
+    pr: PrSettings | None = None
+    """Open a GitHub pull request of this chain's landed branch (over the top-level `pr`)."""
 
 
 class ForgeModels(ConfigModel):
@@ -207,6 +210,9 @@ class ForgeSettings(ConfigModel):
     a task that reaches it fails, naming what it spent."""
     prompts: ForgePrompts = ForgePrompts()
     """System prompt files."""
+    land: Literal["merge", "pr"] = "merge"
+    """What becomes of a reviewed task: `merge` into its base here, or `pr`: its branch pushed
+    and one GitHub pull request per task (settings: the top-level `pr`)."""
 
 
 class ChainsConfig(ConfigModel):
@@ -247,6 +253,8 @@ class ChainsConfig(ConfigModel):
     )
     """Where fks says what happened (a run's end, a forge question or review, a pull request):
     Apprise URLs, or `{url or env, events, level}` entries (see docs/notifications.md)."""
+    pr: PrSettings | None = None
+    """Open a GitHub pull request of a sandboxed run's landed branch (`fks run --pr`)."""
 
     def every_sandbox(self) -> list[SandboxSettings | None]:
         """The sandbox settings at the top, of every chain and of every agent."""

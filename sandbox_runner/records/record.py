@@ -133,6 +133,25 @@ class DeliveryRecord(RecordModel):
     """Why it failed (one line, masked)."""
 
 
+class PullRecord(RecordModel):
+    """The GitHub pull request of a run's landed branch, or why there is none."""
+
+    repo: str
+    """`owner/name`."""
+    head: str
+    """The pushed branch."""
+    base: str
+    number: int | None = None
+    url: str | None = None
+    state: str | None = None
+    """`open`, `draft`, `closed`, `merged` (None: fks opened none)."""
+    error: str | None = None
+    """What failed, in one line (`fks pr RUN` tries again)."""
+    note: str | None = None
+    """Why none was needed (GitHub: no commits between the base and the branch)."""
+    updated: datetime | None = None
+
+
 class RunOptions(RecordModel):
     """How the run was started: enough to resume it."""
 
@@ -157,6 +176,8 @@ class RunOptions(RecordModel):
     """The forge-tasks id of a `fks forge run` task (its stages are the run's steps)."""
     forge_session: str | None = None
     """The `fks forge run` this task's run was part of (`fks runs` groups them)."""
+    pr: bool = False
+    """`--pr`: the run's landed branch becomes a GitHub pull request."""
 
 
 class RunRecord(RecordModel):
@@ -183,6 +204,8 @@ class RunRecord(RecordModel):
     """The times between its sessions (see `--resume`): not part of its duration."""
     deliveries: list[DeliveryRecord] = Field(default_factory=list)
     """Notifications sent about the run, in order."""
+    pr: PullRecord | None = None
+    """Its GitHub pull request (`--pr`)."""
 
     @property
     def label(self) -> str:

@@ -23,6 +23,7 @@ from sandbox_runner.records.projects import remember_project
 from sandbox_runner.records.record import (
     DeliveryRecord,
     IterationRecord,
+    PullRecord,
     RunRecord,
     StepRecord,
     now,
@@ -294,6 +295,11 @@ class ActiveRun(RecordWriter):
         self.record.failed_at = failed_at
         self.record.reason = reason
         self.record.ended = now()
+        self.save()
+
+    def set_pr(self, pull: PullRecord) -> None:
+        """The run's pull request, or why it has none (`--pr`, `fks pr RUN`)."""
+        self.record.pr = pull
         self.save()
 
     def end(self, status: Ended, reason: Reason | str | None) -> None:

@@ -36,6 +36,7 @@ from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.steps.reporter import Reporter
 
 if TYPE_CHECKING:
+    from sandbox_runner.pulls.target import PrTarget
     from sandbox_runner.steps.chain import ChainResult
     from sandbox_runner.steps.runner import StepSettings
 
@@ -86,14 +87,17 @@ def checked_backend(spec: BackendSpec, steps: Sequence[Step]) -> CheckedBackend:
     return CheckedBackend(backend, commands)
 
 
-def chain_backend(planned: Planned, *, dry_run: bool = False) -> CheckedBackend:
-    """The checked backend of an `fks run`: containers with `--sandbox`, else host processes."""
+def chain_backend(
+    planned: Planned, *, dry_run: bool = False, land_on: str | None = None
+) -> CheckedBackend:
+    """The checked backend of an `fks run`: containers with `--sandbox`, else host processes
+    (`land_on`: the branch the steps land on instead of the base, a pull request's)."""
     options = planned.options
     spec = BackendSpec(
         cwd=planned.cwd,
         agents=planned.agents,
         sandbox=planned.sandbox_settings() if options.sandbox else None,
-        base=options.base,
+        base=land_on or options.base,
         dry_run=dry_run,
         secret_files=files_read(
             planned.config.every_sandbox() if planned.config else (), project_root(planned.cwd)
@@ -123,14 +127,16 @@ def run_planned(
     *,
     reporter_for: Callable[[CheckedBackend], Reporter],
     more: int = 0,
+    pr: PrTarget | None = None,
 ) -> ChainEnd:
     """Run the planned chain from its backend to its record's end; `resumed` is the record of
-    the run it continues, `reporter_for` how the run is shown once its backend is checked.
+    the run it continues, `reporter_for` how the run is shown once its backend is checked,
+    `pr` where its landed branch goes as a pull request.
 
     The run holds its branch's lock while it goes; a new run that fails before its first
     iteration leaves no record. An interruption is an end, not an error."""
     notifier = notify_events.configured(planned.config)
-    checked = chain_backend(planned)
+    checked = chain_backend(planned, land_on=pr.branch if pr else None)
     backend, reporter = checked.backend, reporter_for(checked)
     store = RunStore(project_root(planned.cwd))
     exclude_forge_dir(store.project)
@@ -139,6 +145,8 @@ def run_planned(
         _announce(active, lock, reporter, resumed=resumed is not None)
         try:
             result = _run_chain(planned, backend, active, reporter, more)
+            if pr is not None and any(step.merged for step in active.record.steps):
+                _open_pr(pr, store.project, active, reporter)
         except (Interrupted, KeyboardInterrupt) as exc:
             name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
             notify_events.run_ended(notifier, active, store.project, reporter.warn)
@@ -178,6 +186,17 @@ def _run_chain(
             reason=None if result.success else last,
         )
     return result
+
+
+def _open_pr(pr: PrTarget, project: Path, run: ActiveRun, reporter: Reporter) -> None:
+    """Push the landed branch and open (or update) its pull request; a failure is one line and
+    the record's, never the run's end."""
+    from sandbox_runner.pulls.for_run import describe, publish_run
+
+    pull = publish_run(pr, project=project, record=run.record, notice=reporter.info)
+    run.set_pr(pull)
+    failed, line = describe(pull)
+    (reporter.warn if failed else reporter.info)(line)
 
 
 def _run_lock(

@@ -31,10 +31,12 @@ COLUMNS = (
     ("implementing", "implementing"),
     ("review", "in review"),
     (WorkStatus.WAITING, "waiting for an answer"),
+    (WorkStatus.IN_PR, "in a pull request"),
     ("landed", "landed"),
     (WorkStatus.FAILED, WorkStatus.FAILED),
 )
 _BY_STATUS = {
+    WorkStatus.IN_PR: WorkStatus.IN_PR,
     WorkStatus.COMPLETED: "landed",
     WorkStatus.FAILED: WorkStatus.FAILED,
     WorkStatus.WAITING: WorkStatus.WAITING,

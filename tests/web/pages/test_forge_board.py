@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from sandbox_runner.commands.forge_task import ANSWER_LIMIT
 from sandbox_runner.forge.models import ReviewResult
 from sandbox_runner.forge.work import WorkItem, WorkStore
+from sandbox_runner.records.record import PullRecord
 from sandbox_runner.web.app import create_app
 from sandbox_runner.web.security import Guard
 from sandbox_runner.web.sources import Sources
@@ -84,7 +85,7 @@ def test_the_board_shows_each_task_in_its_stage(
     repo: Path, client: TestClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
     tasks = {name: new_task(repo, f"the {name} one", capsys) for name in (
-        "todo", "analyzing", "implementing", "review", "waiting", "landed", "failed"
+        "todo", "analyzing", "implementing", "review", "waiting", "in_pr", "landed", "failed"
     )}  # fmt: skip
     item(repo, tasks["analyzing"], status="interrupted", stage="analyze")
     rejected = ReviewResult(approved=False, issues=["a.txt must say 'two'"], suggestions=["x"])
@@ -94,6 +95,9 @@ def test_the_board_shows_each_task_in_its_stage(
     waiting(repo, tasks["waiting"], "Red or blue?", cost_usd=0.5)
     item(repo, tasks["landed"], status="completed", stage="done", attempts=1, cost_usd=1.5,
          review=ReviewResult.model_validate(APPROVED), question="Tabs?", answer="Spaces.")  # fmt: skip
+    pull = PullRecord(repo="acme/widgets", head="fks/forge/x", base="main", number=3,
+                      url="https://github.com/acme/widgets/pull/3", state="draft")  # fmt: skip
+    item(repo, tasks["in_pr"], status="completed", stage="done", pr=pull)
     item(
         repo, tasks["failed"], status="failed", stage="implement", error="Implement made no commit"
     )
@@ -102,8 +106,9 @@ def test_the_board_shows_each_task_in_its_stage(
     assert page.status_code == 200, page.text
     board = columns(page.text)
     assert list(board) == [
-        "todo", "analyzing", "implementing", "review", "waiting", "landed", "failed"
+        "todo", "analyzing", "implementing", "review", "waiting", "in_pr", "landed", "failed"
     ]  # fmt: skip
+    assert 'href="https://github.com/acme/widgets/pull/3"' in board["in_pr"]
     for column, task_id in tasks.items():
         assert task_id in board[column], column
         assert f"the {column} one" in board[column]
