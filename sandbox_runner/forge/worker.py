@@ -56,6 +56,14 @@ class _Events:
             note = f"fks forge: in pull request {item.pr.url}"
             self.board.set_status(item.task_id, "In Progress", note)
             reporter.info(f"In pull request #{item.pr.number}: {item.pr.url}, {cost}")
+            if item.pr.url:
+                notify_events.pull_request(
+                    self.ctx.notifier,
+                    self.stages.active_run if self.stages else None,
+                    url=item.pr.url,
+                    title=f"{item.task_id}: {item.title}",
+                    say=reporter.warn,
+                )
         elif item.status == WorkStatus.COMPLETED:
             self.board.set_status(item.task_id, "Done")
             reporter.info(f"Landed on '{item.base}' ({(item.merge_commit or '')[:12]}), {cost}")

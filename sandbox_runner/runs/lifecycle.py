@@ -36,6 +36,7 @@ from sandbox_runner.signals import signals_as_interrupts
 from sandbox_runner.steps.reporter import Reporter
 
 if TYPE_CHECKING:
+    from sandbox_runner.notify.send import Notifier
     from sandbox_runner.pulls.target import PrTarget
     from sandbox_runner.steps.chain import ChainResult
     from sandbox_runner.steps.runner import StepSettings
@@ -146,7 +147,7 @@ def run_planned(
         try:
             result = _run_chain(planned, backend, active, reporter, more)
             if pr is not None and any(step.merged for step in active.record.steps):
-                _open_pr(pr, store.project, active, reporter)
+                _open_pr(pr, store.project, active, reporter, notifier)
         except (Interrupted, KeyboardInterrupt) as exc:
             name = exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
             notify_events.run_ended(notifier, active, store.project, reporter.warn)
@@ -188,15 +189,20 @@ def _run_chain(
     return result
 
 
-def _open_pr(pr: PrTarget, project: Path, run: ActiveRun, reporter: Reporter) -> None:
-    """Push the landed branch and open (or update) its pull request; a failure is one line and
-    the record's, never the run's end."""
+def _open_pr(
+    pr: PrTarget, project: Path, run: ActiveRun, reporter: Reporter, notifier: Notifier
+) -> None:
+    """Push the landed branch and open (or update) its pull request, and say so (`notify`'s
+    `pr`); a failure is one line and the record's, never the run's end."""
     from sandbox_runner.pulls.for_run import describe, publish_run
 
     pull = publish_run(pr, project=project, record=run.record, notice=reporter.info)
     run.set_pr(pull)
     failed, line = describe(pull)
     (reporter.warn if failed else reporter.info)(line)
+    if pull.url and not failed:
+        title = f"{run.record.id}: {pull.head} into {pull.base}"
+        notify_events.pull_request(notifier, run, url=pull.url, title=title, say=reporter.warn)
 
 
 def _run_lock(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fks_testing.github import REPO, TOKEN, FakeGitHub, github_remote, token_env
 from fks_testing.helpers import fks, git, init_repo, one_line_error
+from fks_testing.notifysink import notify_sink
 from fks_testing.sandboxed import add_script, configure, sandbox
 from fks_testing.webui import ui_server
 
@@ -65,8 +66,12 @@ def test_a_sandboxed_run_opens_one_draft_and_the_next_updates_it(
     assert f"Pull request #1 (draft): {pull['html_url']}" in retried.stdout
     assert git(repo, "rev-parse", "main") == git(repo, "rev-parse", "origin/main")  # untouched
 
-    second = sandbox("./scripts/agent.sh:3", "--pr", env=env)
+    configure(repo, {"notify": [{"env": "PR_HOOK", "events": ["pr"]}]})
+    with notify_sink() as sink:
+        second = sandbox("./scripts/agent.sh:3", "--pr", env={**env, "PR_HOOK": sink.url()})
+        (told,) = sink.wait_for(1)
     assert second.code == 0, second.output
+    assert pull["html_url"] in told.text  # the `pr` event, with the link
     (again,) = github.pulls(REPO)
     assert again["number"] == 1 and again["body"] != pull["body"]
     assert again["head"]["sha"] == git(repo, "rev-parse", BRANCH) != pull["head"]["sha"]
