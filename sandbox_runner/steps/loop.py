@@ -91,6 +91,8 @@ class StepContext:
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
     """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
     log_limits: LogLimits = field(default_factory=LogLimits)
+    cli_home: Path | None = None
+    """`PreparedStep.cli_home`: where the CLI's settings files go in a sandbox apart from here."""
     """How much output the iteration logs keep (per iteration, per run)."""
 
     @property
@@ -234,7 +236,7 @@ class StepLoop:
         try:
             with (
                 tap,
-                cli_home(ctx.agent) as home,
+                cli_home(ctx.agent, ctx.cli_home) as home,
                 ctx.sandbox.start(self._spec(budget, home)) as execution,
                 iteration_guard(execution, ctx.agent, budget, ctx.stall_after) as guard,
             ):
@@ -275,6 +277,7 @@ class StepLoop:
             Asked(ctx.args, ctx.prompt.read(), ctx.env, ctx.timeout, ctx.labels),
             budget,
             home,
+            carried=ctx.cli_home is not None,
         )
 
     def _tap(self, monitor: Monitor, log_path: Path | None) -> OutputTap:

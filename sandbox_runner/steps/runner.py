@@ -176,6 +176,7 @@ def _context(
         stall_after=settings.stall_after,
         after_iteration=prepared.after_iteration,
         log_limits=settings.log_limits,
+        cli_home=prepared.cli_home,
     )
 
 

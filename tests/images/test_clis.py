@@ -5,14 +5,19 @@ records them, and the refusal, before anything starts, of a step whose CLI its i
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from fks_testing.helpers import fks, git, init_repo, write_config
 
-from sandbox_runner.errors import UsageError
+from sandbox_runner.backends.docker.preflight import check_clis
+from sandbox_runner.errors import SandboxError, UsageError
 from sandbox_runner.images import build
 from sandbox_runner.images.clis import clis_in, parse_clis, with_clis
 from sandbox_runner.images.versions import AGENT_CLI_PACKAGES
+from sandbox_runner.plan.agents import AgentCommand
+from sandbox_runner.plan.config import AgentConfig
 
 
 def test_with_takes_names_and_lists_in_the_images_order() -> None:
@@ -46,6 +51,30 @@ def test_the_label_says_which_clis_an_image_holds() -> None:
     assert clis_in({"fks.agent-clis": "codex,opencode"}) == {"codex", "opencode"}
     assert clis_in({"org.opencontainers.image.title": "fks-agent"}) == frozenset()
     assert clis_in({}) is None  # not fks's image: its PATH tells
+
+
+def _step(cli: str, name: str = "coder") -> AgentCommand:
+    return AgentCommand(
+        name=name, kind="cli", program=cli, cwd=Path("/w"), config=AgentConfig(cli=cli)
+    )
+
+
+def _client(labels: dict[str, str]) -> Any:
+    return SimpleNamespace(images=SimpleNamespace(get=lambda _name: SimpleNamespace(labels=labels)))
+
+
+def test_a_step_whose_cli_its_image_lacks_is_refused_naming_the_build() -> None:
+    client = _client({"fks.agent-clis": "opencode"})
+    check_clis(client, [("fks-agent:latest", _step("opencode"))])
+    with pytest.raises(SandboxError) as refused:
+        check_clis(client, [("fks-agent:latest", _step("codex"))])
+    assert str(refused.value) == (
+        "step 'coder' runs Codex, which image fks-agent:latest does not hold; put it in with "
+        "'fks image build --with codex,opencode'"
+    )
+    with pytest.raises(SandboxError, match="'fks image build --tag mine:1 --with gemini'"):
+        check_clis(_client({"fks.agent-clis": ""}), [("mine:1", _step("gemini"))])
+    check_clis(_client({}), [("someone-elses:1", _step("codex"))])  # its PATH is asked
 
 
 def test_image_with_in_the_config_is_checked_and_unknown_with_is_a_usage_error(

@@ -44,8 +44,10 @@ from sandbox_runner.backends.docker.landing import (
     review_lines,
     start_branch,
 )
+from sandbox_runner.backends.docker.model_apis import as_proxy_client, step_api_env
 from sandbox_runner.backends.docker.preflight import (
     check_agents,
+    check_clis,
     check_credentials,
     check_networks,
     prepare_image,
@@ -201,6 +203,9 @@ class SandboxBackend:
                     client, self._target, image, self._image_warnings
                 )
             programs.setdefault(image, set()).add(self.resolve(step).program)
+        check_clis(
+            client, [(self._image(self.settings_for(s.agent)), self.resolve(s)) for s in steps]
+        )
         check_agents(client, programs)
         if any(self.settings_for(step.agent).runtime for step in steps):
             self._gvisor = gvisor_runtimes(client.info().get("Runtimes") or {})
@@ -332,12 +337,13 @@ class SandboxBackend:
         gvisor = settings.runtime in self._gvisor
         container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
         began = time.monotonic()
-        proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
+        credentials = self._credentials.get(step.agent)
+        proxy = self._proxies.for_step(as_proxy_client(agent), settings, repo, credentials)
         if proxy is None:
             return container, env, None
         self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
-        return container, env, proxy
+        return container, {**env, **step_api_env(agent)}, proxy
 
 
 def _new_workspace(
