@@ -26,6 +26,8 @@ class Asked:
     env: Mapping[str, str]
     timeout: float | None
     labels: Mapping[str, str]
+    schema: str | None = None
+    """The JSON Schema the answer must fit, for a CLI that has a way to ask for one."""
 
 
 def iteration_spec(
@@ -40,7 +42,7 @@ def iteration_spec(
     CLI's settings files written under `home`, or, `carried` (`home` is in a sandbox apart
     from here, whose agent sees only `asked.env`), sent with the spec."""
     environ = dict(asked.env) if carried else {**os.environ, **asked.env}
-    launch = agent.launch(asked.args, asked.prompt, environ, home)
+    launch = agent.launch(asked.args, asked.prompt, environ, home, asked.schema)
     files: dict[str, str] = {}
     if home is not None and carried:
         files = {str(home / name): text for name, text in launch.files.items()}
