@@ -12,7 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fks_testing.agentclis import DONE_TEXT, SHELL_COMMIT, cli_project, last_iteration
+from fks_testing.agentclis import (
+    DONE_TEXT,
+    SHELL_COMMIT,
+    assert_transcript,
+    cli_project,
+    last_iteration,
+)
 from fks_testing.claude import containers
 from fks_testing.fakeapi import FakeAnthropic
 from fks_testing.helpers import fks, git
@@ -77,11 +83,15 @@ def test_the_image_holds_each_cli_pinned_and_says_so(clis_image: str) -> None:
     assert labels.stdout.strip() == "codex,gemini,opencode"
 
 
-def _sandboxed(repo: Path, image: str, fake: FakeAnthropic, dsl: str) -> tuple[int, str]:
-    env = {
+def _env(fake: FakeAnthropic) -> dict[str, str]:
+    return {
         "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{fake.port}",
         "ANTHROPIC_API_KEY": KEY,
     }
+
+
+def _sandboxed(repo: Path, image: str, fake: FakeAnthropic, dsl: str) -> tuple[int, str]:
+    env = _env(fake)
     done = fks(
         "run", dsl, "--prompt", "Add f.txt and commit it.", "--sandbox", "--image", image,
         cwd=repo, env=env, timeout=300,
@@ -106,6 +116,7 @@ def test_an_opencode_step_in_the_sandbox_completes_on_the_marker_and_lands(
     assert first.body["model"] == MODEL
     assert "FORKHESTRA_COMPLETE" in str(first.body), "fks's instructions reach the model"
     assert KEY not in output
+    assert_transcript(repo, _env(api), "OpenCode", command="echo hi")  # as for a local run
 
 
 @pytest.mark.timeout(420)
