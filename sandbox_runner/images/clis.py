@@ -25,6 +25,9 @@ COPIES_MARK = "# fks: agent CLIs"
 """The line of the agent Dockerfile the copies of the chosen CLIs replace."""
 _LAUNCHED_BY_NODE = frozenset({"codex", "gemini"})
 """Gemini CLI is a Node program; Codex's native binary is started by a Node launcher."""
+_CHECK_TIMEOUT_S = 600
+"""A bound on a CLI's `--version` in the build, against a hang (Gemini CLI's takes 20 s and more
+on a busy machine)."""
 _LEFT_OUT = {"opencode": "lib/node_modules/opencode-ai/node_modules"}
 """What a CLI's install holds twice: OpenCode's install links its platform package's binary
 into its own bin/ (the package is then not needed)."""
@@ -103,7 +106,7 @@ RUN set -eux; \\
         --loglevel=error {package}; \\
     {left_out}mkdir -p /out/usr/local/bin; \\
     ln -s /opt/fks-clis/{name}/bin/{program} /out/usr/local/bin/{program}; \\
-    HOME=/tmp timeout 120 {prefix}/bin/{program} --version; \\
+    HOME=/tmp timeout {_CHECK_TIMEOUT_S} {prefix}/bin/{program} --version; \\
     rm -rf /tmp/npm-home
 
 """
