@@ -127,3 +127,19 @@ def test_a_refused_key_ends_a_sandboxed_opencode_step_as_auth_error(
         code, output = _sandboxed(repo, clis_image, api, "worker:3")
     assert code == 1, output[-3000:]
     assert last_iteration(repo)["reason"] == "auth_error", output[-3000:]
+
+
+def test_a_step_whose_cli_its_image_lacks_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, build_command
+
+    repo = cli_project(tmp_path / "repo", "codex", model="gpt-5")
+    env = {"OPENAI_API_KEY": "sk-fake-" + "x" * 20}
+    done = fks("run", "worker", "--prompt", "Go.", "--sandbox", cwd=repo, env=env, timeout=120)
+    assert done.code == 2, done.output
+    assert done.stderr == (
+        f"fks: step 'worker' runs Codex, which image {DEFAULT_AGENT_IMAGE} does not hold; put it "
+        f"in with '{build_command(DEFAULT_AGENT_IMAGE)} --with codex'\n"
+    )
+    assert not (repo / ".forge" / "runs").exists()

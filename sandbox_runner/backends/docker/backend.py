@@ -178,7 +178,8 @@ class SandboxBackend:
         return planned_agent(command, self._repo, self._base, self._cwd)
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
-        return planned_network(self.settings_for(step.agent), command, self._repo.top)
+        shown = as_proxy_client(command)
+        return planned_network(self.settings_for(step.agent), shown, self._repo.top)
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
@@ -191,7 +192,7 @@ class SandboxBackend:
                 self._credentials[step.agent] = read_credentials(settings, self._repo.top)
             agent = self.resolve(step)
             check_committed(agent, step.agent, self._repo, self._base)
-            self._target.check_step(settings, where, agent)
+            self._target.check_step(settings, where, as_proxy_client(agent))
         self._client = client = self._target.connect()
         programs: dict[str, set[str]] = {}
         for step in steps:

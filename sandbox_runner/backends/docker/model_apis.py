@@ -31,9 +31,10 @@ def step_api_env(agent: AgentCommand) -> dict[str, str]:
 
 
 def as_proxy_client(agent: AgentCommand) -> AgentCommand:
-    """The step's agent as the egress proxy's pool chooses its upstream by: it serves the
-    model API to Claude steps, so an agent CLI that speaks Anthropic's API (OpenCode) is
-    shown to it as one (until the pool chooses by each CLI's `api` itself)."""
+    """The step's agent as the egress proxy's pool chooses its upstream by, and as the checks
+    of that API's address see it: the pool serves the model API to Claude steps, so an agent
+    CLI that speaks Anthropic's API (OpenCode) is shown to it as one (until the pool chooses
+    by each CLI's `api` itself)."""
     cli = agent.cli
     if agent.kind == "cli" and cli is not None and cli.api == ANTHROPIC:
         return replace(agent, kind="claude")
