@@ -200,13 +200,7 @@ def build_agent_image(
     with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
         agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs, clis=clis)
         proxy_context = assemble_proxy_context(Path(tmp) / "proxy", ca_certs=ca_certs)
-        pinned = " (pinned by this fks)" if claude_version == CLAUDE_CODE_VERSION else ""
-        also = f", {', '.join(clis)}" if clis else ""
-        print(
-            f"Claude Code {claude_version}{pinned}{also}, fks {__version__}",
-            file=stream,
-            flush=True,
-        )
+        print(_what_goes_in(claude_version, clis), file=stream, flush=True)
         client = docker_client()
         base = resolve_base_image(
             base_image,
@@ -239,6 +233,12 @@ def build_agent_image(
         # Only now that both are built does either tag move.
         tag_image(client, proxy_id, proxy_tag)
         return tag_image(client, agent_id, tag)
+
+
+def _what_goes_in(claude_version: str, clis: Sequence[str]) -> str:
+    pinned = " (pinned by this fks)" if claude_version == CLAUDE_CODE_VERSION else ""
+    also = f", {', '.join(clis)}" if clis else ""
+    return f"Claude Code {claude_version}{pinned}{also}, fks {__version__}"
 
 
 def build_context(
