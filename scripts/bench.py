@@ -51,6 +51,9 @@ Benchmarks:
              of one doing nothing against `docker run --rm IMAGE true`   (targets: <= 0.6x, <= 0.4x)
   image      the agent image built from scratch (no layer cache; base present): its size against
              the base's, the cold build time, and a rebuild with nothing changed   (target: <= 350 MB)
+  clis       each other agent CLI started in the image with every CLI (FKS_AGENT_CLIS_IMAGE,
+             default fks-agent:clis) for one turn against a fake of its API, against Claude Code
+                                                                                   (reported)
 
 The machines are noisy: every number is the median of --repeat runs after warm-up runs, and
 baselines run interleaved with what they are compared to.
@@ -66,6 +69,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benches.bigrepo import bench_bigrepo
+from benches.clis import bench_clis
 from benches.forge import bench_forge, bench_swarm, bench_swarm_iteration
 from benches.host import bench_hostile, bench_local, bench_startup
 from benches.remote import bench_remote
@@ -89,6 +93,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "exit": bench_exit,
     "forge": bench_forge,
     "image": bench_image,
+    "clis": bench_clis,
     "bigrepo": bench_bigrepo,
     "ui": bench_ui,
     "remote": bench_remote,

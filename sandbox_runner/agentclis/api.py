@@ -93,6 +93,9 @@ class AgentCli(Protocol):
     """The variables its users authenticate it with."""
     base_url_var: str
     """The variable that points it at another API address (a gateway, a proxy)."""
+    api: str
+    """The model API it speaks (`anthropic`, `openai`, `gemini`): in a sandbox, the egress
+    proxy's upstream it goes out through."""
     fks_counts_turns: bool
     """The CLI has no turn limit of its own: fks counts turns in its stream and stops it."""
 

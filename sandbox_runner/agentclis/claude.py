@@ -46,6 +46,7 @@ class Claude:
     install = "npm install -g @anthropic-ai/claude-code"
     key_vars: tuple[str, ...] = CREDENTIAL_VARS
     base_url_var = "ANTHROPIC_BASE_URL"
+    api = "anthropic"
     fks_counts_turns = False
 
     def launch(self, call: Invocation) -> Launch:

@@ -43,6 +43,7 @@ class Codex:
     install = "npm install -g @openai/codex"
     key_vars: tuple[str, ...] = ("OPENAI_API_KEY",)
     base_url_var = "OPENAI_BASE_URL"
+    api = "openai"
     fks_counts_turns = True
 
     def launch(self, call: Invocation) -> Launch:

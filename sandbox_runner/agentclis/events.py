@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, TypeAlias
 
+from sandbox_runner.bounded import load_json
 from sandbox_runner.console.units import usd
 
 MARKER = "FORKHESTRA_COMPLETE"
@@ -171,6 +173,22 @@ def text_of(value: Any) -> str | None:
 
 def object_of(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
+
+
+_JSON_BLOCK = re.compile(r"```(?:json)?[ \t]*\n(.*?)\n[ \t]*```", re.DOTALL)
+
+
+def answer_in(text: str | None) -> dict[str, Any] | None:
+    """The JSON object a model answered with in its last text: its last ```json block, else
+    the whole text (a CLI asked for a schema's answer gives only it); None: no object."""
+    if not text:
+        return None
+    blocks = _JSON_BLOCK.findall(text)
+    try:
+        found = load_json(blocks[-1] if blocks else text.strip(), max_bytes=LINE_BYTES)
+    except ValueError:
+        return None
+    return object_of(found)
 
 
 MAX_COST = 1e6

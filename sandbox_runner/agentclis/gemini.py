@@ -41,6 +41,7 @@ class Gemini:
     install = "npm install -g @google/gemini-cli (it needs Node 20 or later)"
     key_vars: tuple[str, ...] = ("GEMINI_API_KEY",)
     base_url_var = "GOOGLE_GEMINI_BASE_URL"
+    api = "gemini"
     fks_counts_turns = False
 
     def launch(self, call: Invocation) -> Launch:

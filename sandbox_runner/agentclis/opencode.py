@@ -40,6 +40,7 @@ class OpenCode:
     install = "npm install -g opencode-ai"
     key_vars: tuple[str, ...] = ("ANTHROPIC_API_KEY",)
     base_url_var = "ANTHROPIC_BASE_URL"
+    api = "anthropic"
     fks_counts_turns = True
 
     def launch(self, call: Invocation) -> Launch:

@@ -65,6 +65,9 @@ class ExecSpec:
     """Seconds before the process is killed and the iteration counts as timed out."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Metadata (container labels in Docker)."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    """Settings files of the agent's CLI, by absolute path where it runs, written before it
+    starts (only by a sandbox with a `PreparedStep.cli_home`)."""
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,11 @@ class PreparedStep:
     """Where the step's work goes (None: it works in place)."""
     head: Callable[[], str | None] | None = None
     """The tip of the step's branch now (after an interruption: with what was saved of it)."""
+    cli_home: Path | None = None
+    """Where the agent runs apart from this machine (a container): the directory there, empty
+    for each iteration, that holds its CLI's settings files (sent in `ExecSpec.files`); the
+    agent then sees only the spec's environment. None: a temporary directory here, written by
+    fks, and this machine's environment."""
 
 
 class Backend(Protocol):

@@ -52,6 +52,24 @@ DevcontainerOption = Annotated[
         ".devcontainer/), with the agent layer on top.",
     ),
 ]
+WithOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--with",
+        metavar="CLIS",
+        help="Agent CLIs to put in besides Claude Code, pinned by fks: codex, gemini, opencode "
+        "(comma-separated or repeated; default: the project's sandbox.imageWith, else none).",
+    ),
+]
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="Config file whose sandbox.imageWith names the CLIs to put in by default (default: "
+        "the project's forge/chains.json, as fks run finds it).",
+    ),
+]
 PathArgument = Annotated[
     Path | None,
     typer.Argument(
@@ -69,6 +87,8 @@ def build_cmd(
     claude_version: ClaudeVersionOption = None,
     from_image: FromOption = None,
     devcontainer: DevcontainerOption = False,
+    with_clis: WithOption = None,
+    config: ConfigOption = None,
     path: PathArgument = None,
 ) -> int:
     from sandbox_runner.commands import image
@@ -82,6 +102,8 @@ def build_cmd(
         claude_version=claude_version,
         from_image=from_image,
         devcontainer=(path or Path.cwd()) if devcontainer else None,
+        with_clis=with_clis,
+        config=config,
     )
     return image.build(options)
 

@@ -18,8 +18,8 @@ from sandbox_runner.backends.docker.target import DeadRun, DeadStep, Leftovers
 from sandbox_runner.backends.docker.targets import clean_dead_runs
 from sandbox_runner.console.output import plural
 from sandbox_runner.errors import EXIT_COMPLETE, FksError, UsageError
-from sandbox_runner.forge.stages import WORKTREES
 from sandbox_runner.forge.work import WorkStore
+from sandbox_runner.forge.worktrees import WORKTREES
 from sandbox_runner.git.bundles import drop_run_refs
 from sandbox_runner.git.repo import branch_exists, leftover_ref, open_repo
 from sandbox_runner.git.runner import git, git_common_dir, git_ok

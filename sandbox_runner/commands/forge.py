@@ -23,6 +23,7 @@ from sandbox_runner.errors import (
     Interrupted,
     UsageError,
 )
+from sandbox_runner.forge.agents import stage_agents
 from sandbox_runner.forge.board import TaskBoard
 from sandbox_runner.forge.report import item_json, summary_line, write_junit
 from sandbox_runner.forge.scheduler import Conductor, ForgeView, session_config, worker_argv
@@ -33,7 +34,7 @@ from sandbox_runner.forge.selection import (
     picker,
     ready_tasks,
 )
-from sandbox_runner.forge.stages import ForgeContext, stage_agents
+from sandbox_runner.forge.stages import ForgeContext
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.forge.worker import Mode, process_task
 from sandbox_runner.git.repo import open_repo
@@ -41,13 +42,9 @@ from sandbox_runner.images.devcontainer import DEVCONTAINER, ensure_for_run
 from sandbox_runner.notify import events as notify_events
 from sandbox_runner.outcomes import WorkStatus
 from sandbox_runner.paths import project_dir
-from sandbox_runner.plan.config import (
-    ChainsConfig,
-    ForgeSettings,
-    config_path,
-    load_config,
-)
+from sandbox_runner.plan.config import ChainsConfig, config_path, load_config
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.forge_settings import ForgeSettings
 from sandbox_runner.plan.notify import entry_urls, url_secrets
 from sandbox_runner.plan.pr import PrSettings
 from sandbox_runner.plan.sandbox import SandboxSettings, files_read, merge_sandbox_settings
@@ -139,6 +136,7 @@ def _context(setup: _Setup, session: str, options: ForgeOptions) -> ForgeContext
         ),
         notifier=notify_events.configured(setup.config, [setup.sandbox]),
         pr=_pr_target(setup),
+        agents=setup.config.agents if setup.config is not None else {},
     )
 
 

@@ -12,6 +12,7 @@ from sandbox_runner.backends.docker.engine.connect import engine_client
 from sandbox_runner.errors import UsageError
 from sandbox_runner.images import versions
 from sandbox_runner.images.build import build_agent_image
+from sandbox_runner.images.clis import parse_clis
 from sandbox_runner.images.derived import build_derived_image
 from sandbox_runner.images.devcontainer import build_devcontainer_image
 from sandbox_runner.images.lookup import DEFAULT_AGENT_IMAGE, DEFAULT_PROXY_IMAGE
@@ -31,11 +32,16 @@ class BuildOptions:
     """Put the agent layer on this image instead."""
     devcontainer: Path | None = None
     """Build from this devcontainer.json (or the folder holding it) instead."""
+    with_clis: Sequence[str] | None = None
+    """`--with`: the other agent CLIs to put in (None: the project's `sandbox.imageWith`)."""
+    config: Path | None = None
+    """The project's config, whose `sandbox.imageWith` is the default of `--with`."""
 
 
 def build(options: BuildOptions) -> int:
     _check(options)
     ca_certs, tag = list(options.ca_certs), options.tag
+    clis = _clis(options)
     version = versions.resolve_claude_version(options.claude_version, ca_certs=ca_certs)
     if options.devcontainer is not None:
         build_devcontainer_image(
@@ -50,8 +56,37 @@ def build(options: BuildOptions) -> int:
         ca_certs=ca_certs,
         tag=tag or DEFAULT_AGENT_IMAGE,
         claude_version=version,
+        clis=clis,
     )
     return 0
+
+
+def _clis(options: BuildOptions) -> tuple[str, ...]:
+    """The agent CLIs to put in: `--with`'s, else the project's `sandbox.imageWith`; only the
+    default image takes them for now."""
+    if options.with_clis is not None:
+        clis = parse_clis(options.with_clis)
+    else:
+        clis = parse_clis(_configured_clis(options.config), where="sandbox.imageWith")
+    if clis and (options.from_image is not None or options.devcontainer is not None):
+        raise UsageError(
+            f"{'--from' if options.from_image is not None else '--devcontainer'} images carry "
+            f"Claude Code only for now; build fks's image with {', '.join(clis)} instead "
+            f"(fks image build --with {','.join(clis)})"
+        )
+    return clis
+
+
+def _configured_clis(config: Path | None) -> tuple[str, ...]:
+    """The top-level `sandbox.imageWith` of the project's config (found as `fks run` finds
+    it), if there is one."""
+    from sandbox_runner.paths import project_dir
+    from sandbox_runner.plan.config import config_path, load_config
+
+    cwd = project_dir(None, config=config)
+    loaded = load_config(config_path(cwd, config), cwd=cwd, required=config is not None)
+    sandbox = loaded.sandbox if loaded is not None else None
+    return sandbox.image_with if sandbox is not None else ()
 
 
 def _check(options: BuildOptions) -> None:

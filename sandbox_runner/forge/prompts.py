@@ -13,7 +13,7 @@ from sandbox_runner.errors import ConfigError
 from sandbox_runner.forge.models import ReviewResult
 from sandbox_runner.forge.work import WorkItem
 from sandbox_runner.paths import read_in_project
-from sandbox_runner.plan.config import ForgeSettings
+from sandbox_runner.plan.forge_settings import ForgeSettings
 
 STAGES = ("analyze", "architect", "implement", "review")
 PROJECT_PROMPTS = Path("system-prompts") / "forge"
@@ -169,3 +169,13 @@ _Dumper.add_representer(str, _text)
 
 def _yaml(data: object) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+
+
+def json_block(prompt: str, schema: str, *, wrong: str | None = None) -> str:
+    """A stage's prompt for an agent CLI that cannot be given a JSON Schema: its answer is the
+    JSON block it ends with (`wrong`: why its last one did not fit)."""
+    again = f"\n\nYour last answer did not fit ({wrong}); answer again." if wrong else ""
+    return (
+        f"{prompt}{again}\n\nEnd with your answer: one JSON object that fits the JSON Schema "
+        f"below, in a ```json block, with nothing after it.\n\nJSON Schema: {schema}"
+    )

@@ -1,5 +1,5 @@
-"""The stages of one task, for real: each stage is one Claude run (a one-iteration step of the
-task's run record) on the task's branch `fks/forge/<task-id>`, in a git worktree of its own or,
+"""The stages of one task, for real: each stage is one agent run (Claude, or the agent of any
+CLI `forge.agents` names for it; a one-iteration step of the task's run record) on the task's branch `fks/forge/<task-id>`, in a git worktree of its own or,
 with `--sandbox`, in containers on a workspace of its own (whose commits come home as checked
 bundles, like every sandboxed step's)."""
 
@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sandbox_runner import nofollow
+from sandbox_runner.agentclis.registry import agent_cli
 from sandbox_runner.backends.api import Sandbox
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge import prompts
+from sandbox_runner.forge.agents import stage_agents, tools
 from sandbox_runner.forge.models import (
     AnalysisResult,
     ArchitectResult,
@@ -29,6 +30,7 @@ from sandbox_runner.forge.models import (
 from sandbox_runner.forge.pipeline import Answered, Implemented, Integrated
 from sandbox_runner.forge.pulls import open_task_pr
 from sandbox_runner.forge.work import WorkItem
+from sandbox_runner.forge.worktrees import task_worktree
 from sandbox_runner.git.landing import merge_back
 from sandbox_runner.git.repo import (
     Repo,
@@ -41,8 +43,10 @@ from sandbox_runner.git.repo import (
 )
 from sandbox_runner.git.runner import git, git_head
 from sandbox_runner.notify.send import Notifier
-from sandbox_runner.plan.config import AgentConfig, ForgeSettings
+from sandbox_runner.plan.agents import CLAUDE
+from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.dsl import Step
+from sandbox_runner.plan.forge_settings import ForgeSettings
 from sandbox_runner.plan.prompts import PromptSource
 from sandbox_runner.plan.sandbox import SandboxSettings
 from sandbox_runner.pulls.target import PrTarget
@@ -59,8 +63,6 @@ from sandbox_runner.steps.tap import LogLimits
 
 A = TypeVar("A", bound=StructuredAnswer)
 TASK_BRANCH_PREFIX = "fks/forge"
-WORKTREES = "task-worktrees"
-DEFAULT_MAX_TURNS = 100
 
 
 def task_branch(task_id: str) -> str:
@@ -95,36 +97,12 @@ class ForgeContext:
     pr: PrTarget | None = None
     """`forge.land: "pr"`: where each task's branch goes as a pull request (its `branch` is
     the task's)."""
+    agents: Mapping[str, AgentConfig] = field(default_factory=dict)
+    """The config's agents: those `forge.agents` names run their stages."""
 
     @property
     def project(self) -> Path:
         return self.repo.top
-
-
-def stage_agents(ctx: ForgeContext) -> dict[str, AgentConfig]:
-    """The forge agents as Claude agent configs (Implement twice: by complexity)."""
-    s = ctx.settings
-    turns = s.max_turns or DEFAULT_MAX_TURNS
-    agents = {
-        "analyze": ("analyze", s.models.triage_deep),
-        "architect": ("architect", s.models.triage_deep),
-        "implement": ("implement", s.models.default),
-        "implement-complex": ("implement", s.models.complex),
-        "review": ("review", s.models.default),
-    }
-    return {
-        f"forge:{name}": AgentConfig(
-            systemPromptText=prompts.system_prompt(stage, s, ctx.project),
-            model=model,
-            maxTurns=turns,
-        )
-        for name, (stage, model) in agents.items()
-    }
-
-
-def _tools(ctx: ForgeContext, stage: str) -> list[str]:
-    tools = ctx.settings.worker_tools if stage == "implement" else ctx.settings.triage_tools
-    return ["--tools", ",".join(tools)]
 
 
 @dataclass
@@ -139,6 +117,8 @@ class TaskStages:
     _stack: ExitStack = field(default_factory=ExitStack)
     _task: TaskRun | None = None
     _worktree: Path | None = None
+    _unfit: dict[str, str] = field(default_factory=dict)
+    """Why a stage's last JSON-block answer did not fit, for the prompt that asks again."""
 
     def __enter__(self) -> TaskStages:
         exclude_forge_dir(self.ctx.project)  # .forge/ (task.yaml in worktrees) is never committed
@@ -155,7 +135,7 @@ class TaskStages:
         if self._task is None:
             with ExitStack() as stack:
                 if self.ctx.sandbox is None:  # local stages run in a worktree of the task's branch
-                    self._worktree = stack.enter_context(_worktree(self.ctx.repo, self.item))
+                    self._worktree = stack.enter_context(task_worktree(self.ctx.repo, self.item))
                 self._task = stack.enter_context(
                     task_run(
                         self._backend_spec(),
@@ -215,16 +195,25 @@ class TaskStages:
 
     # --- one stage ----------------------------------------------------------------------------
 
-    def _stage(
-        self, stage: str, prompt: str, args: Sequence[str], env: dict[str, str] | None = None
-    ) -> tuple[StepRecord, StepOutcome]:
-        """Run the stage's agent once; its commits land on the task's branch."""
-        task = self.task_run
-        agent = f"forge:{stage}"
+    def _agent(self, stage: str) -> str:
         if stage == "implement" and self._complexity == "high":
-            agent = "forge:implement-complex"
+            return "forge:implement-complex"
+        return f"forge:{stage}"
+
+    def _stage(
+        self,
+        stage: str,
+        prompt: str,
+        schema: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[StepRecord, StepOutcome]:
+        """Run the stage's agent once (asked for an answer that fits `schema`, if given); its
+        commits land on the task's branch."""
+        task = self.task_run
+        agent = self._agent(stage)
+        config = stage_agents(self.ctx)[agent]
         record, outcome = task.stage(
-            Step(agent=agent, args=(*_tools(self.ctx, stage), *args)),
+            Step(agent=agent, args=tuple(tools(self.ctx.settings, stage, config))),
             PromptSource(origin="forge", text=prompt),
             StepSettings(
                 env=env or {},
@@ -233,6 +222,7 @@ class TaskStages:
                 budget=self.budget,
                 stall_after=self.ctx.stall_after,
                 log_limits=self.ctx.log_limits,
+                schema=schema,
             ),
         )
         if record.branch and record.merged and record.start_commit == record.head_commit:
@@ -240,9 +230,21 @@ class TaskStages:
         self.item.runs = sorted({*self.item.runs, task.run.record.id})
         return record, outcome
 
-    def _ask(self, stage: str, model: type[A], prompt: str) -> Answered[A]:
-        record, outcome = self._stage(stage, prompt, ["--json-schema", json_schema(model)])
-        return self._answer(model, record, outcome)
+    def _ask(
+        self, stage: str, model: type[A], prompt: str, env: dict[str, str] | None = None
+    ) -> Answered[A]:
+        """The stage's answer: asked of the CLI with the schema where it has a way (Claude,
+        Codex), else as the JSON block the prompt asks for, saying why the last one did not fit
+        when the pipeline asks once more."""
+        schema = json_schema(model)
+        cli = agent_cli(stage_agents(self.ctx)[self._agent(stage)].cli or CLAUDE)
+        block = cli.structured(schema, Path("~")) is None
+        if block:
+            prompt = prompts.json_block(prompt, schema, wrong=self._unfit.pop(stage, None))
+        answered = self._answer(model, *self._stage(stage, prompt, schema, env))
+        if block and answered.answer is None and answered.problem:
+            self._unfit[stage] = answered.problem
+        return answered
 
     def _answer(self, model: type[A], record: StepRecord, outcome: StepOutcome) -> Answered[A]:
         last = outcome.last
@@ -275,7 +277,7 @@ class TaskStages:
         self._write_forge_files(files)
         env = {"FKS_TASK_YAML": files["task.yaml"], "FKS_REVIEW_YAML": files.get("review.yaml", "")}
         record, outcome = self._stage(
-            "implement", prompts.implement_prompt(self.task, item), [], env
+            "implement", prompts.implement_prompt(self.task, item), env=env
         )
         after = rev(self.ctx.repo, item.branch)
         commits = 0 if after == before else _count(self.ctx.repo, before, after)
@@ -299,11 +301,7 @@ class TaskStages:
         diff, cut = prompts.review_diff(raw, more)
         self._write_forge_files({"review.diff": diff})
         prompt = prompts.review_prompt(self.task, item, item.start_commit, cut)
-        schema = json_schema(ReviewResult)
-        record, outcome = self._stage(
-            "review", prompt, ["--json-schema", schema], {"FKS_REVIEW_DIFF": diff}
-        )
-        return self._answer(ReviewResult, record, outcome)
+        return self._ask("review", ReviewResult, prompt, {"FKS_REVIEW_DIFF": diff})
 
     def _write_forge_files(self, files: dict[str, str]) -> None:
         """`.forge/<name>` in a local stage's worktree (a sandboxed stage's container writes
@@ -379,25 +377,6 @@ def _run_options(ctx: ForgeContext, item: WorkItem) -> RunOptions:
         base=ctx.base,
         max_cost=ctx.max_cost,
     )
-
-
-@contextlib.contextmanager
-def _worktree(repo: Repo, item: WorkItem) -> Iterator[Path]:
-    """A git worktree on the task's branch, removed when the task leaves this process."""
-    assert item.branch is not None
-    path = ForgeLayout(repo.top).root / WORKTREES / item.task_id
-    git(repo.top, "worktree", "prune")
-    if path.exists():
-        git(repo.top, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(path, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    git(repo.top, "worktree", "add", "-q", str(path), item.branch)
-    try:
-        yield path
-    finally:
-        git(repo.top, "worktree", "remove", "--force", str(path), check=False)
-        shutil.rmtree(path, ignore_errors=True)
-        git(repo.top, "worktree", "prune", check=False)
 
 
 def _merge_queue(ctx: ForgeContext) -> AbstractContextManager[None]:

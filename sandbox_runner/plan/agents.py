@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -101,15 +101,20 @@ class AgentCommand:
         prompt: str | None,
         environ: Mapping[str, str] | None = None,
         home: Path | None = None,
+        schema: str | None = None,
     ) -> Launch:
         """The command of one iteration, with the variables and files its CLI needs (written
-        under `home`, a directory of the caller's; `environ`: what the agent will see)."""
+        under `home`, a directory of the caller's; `environ`: what the agent will see), asking
+        for an answer that fits the JSON Schema `schema` where the CLI has a way to."""
         if self.kind == "binary":
             return Launch([self.program, *args, *([prompt] if prompt else [])])
         if self.kind == "claude-agent":
             return Launch(self._claude_agent_argv(args, prompt))
         cli, cfg = self.cli, self.config
         assert cli is not None and cfg is not None
+        home = home or Path("~fks-home")
+        structured = cli.structured(schema, home) if schema is not None else None
+        asked = structured.args if structured is not None else []
         call = Invocation(
             program=self.program,
             prompt=prompt or NO_PROMPT_TEXT,
@@ -117,11 +122,19 @@ class AgentCommand:
             max_turns=self.max_turns or DEFAULT_MAX_TURNS,
             cwd=self.cwd,
             model=cfg.model,
-            args=[*(self._config_flags() if self.kind == "claude" else []), *cfg.args, *args],
+            args=[
+                *(self._config_flags() if self.kind == "claude" else []),
+                *cfg.args,
+                *args,
+                *asked,
+            ],
             environ=environ if environ is not None else os.environ,
-            home=home or Path("~fks-home"),
+            home=home,
         )
-        return cli.launch(call)
+        launch = cli.launch(call)
+        if structured is not None and structured.files:
+            launch = replace(launch, files={**launch.files, **structured.files})
+        return launch
 
     def _claude_agent_argv(self, args: Sequence[str], prompt: str | None) -> list[str]:
         # The prompt goes right after -p: the tool flags are variadic and would swallow it.

@@ -24,9 +24,15 @@ from pydantic import (
 from sandbox_runner.agentclis.registry import CLIS
 from sandbox_runner.errors import ConfigError, UsageError
 from sandbox_runner.paths import CONFIG_FILE, path_kind
-from sandbox_runner.plan.checks import problems_error, undefined_agents, validation_problems
+from sandbox_runner.plan.checks import (
+    did_you_mean,
+    problems_error,
+    undefined_agents,
+    validation_problems,
+)
 from sandbox_runner.plan.config_file import read_config_json, shown_path
 from sandbox_runner.plan.dsl import MAX_ITERATIONS, MAX_STEPS, Step, agent_name_problem
+from sandbox_runner.plan.forge_settings import ForgeSettings
 from sandbox_runner.plan.model import ConfigModel
 from sandbox_runner.plan.notify import NotifyEntry, url_or_entry
 from sandbox_runner.plan.pr import PrSettings
@@ -160,61 +166,6 @@ class ChainConfig(ConfigModel):
     """Open a GitHub pull request of this chain's landed branch (over the top-level `pr`)."""
 
 
-class ForgeModels(ConfigModel):
-    """Which model each `fks forge` stage uses."""
-
-    triage_deep: str = Field(default="sonnet", alias="triageDeep", min_length=1)
-    """Analyze and Architect."""
-    default: str = Field(default="sonnet", min_length=1)
-    """Implement for low/medium complexity, and Review."""
-    complex: str = Field(default="opus", min_length=1)
-    """Implement for high complexity."""
-
-
-class ForgePrompts(ConfigModel):
-    """System prompt files of the `fks forge` agents (relative to the project; `fks init` writes them)."""
-
-    analyze: str | None = None
-    """Default: system-prompts/forge/analyze.md if it exists, else the packaged text."""
-    architect: str | None = None
-    """Default: system-prompts/forge/architect.md if it exists, else the packaged text."""
-    implement: str | None = None
-    """Default: system-prompts/forge/implement.md if it exists, else the packaged text."""
-    review: str | None = None
-    """Default: system-prompts/forge/review.md if it exists, else the packaged text."""
-
-
-class ForgeSettings(ConfigModel):
-    """`fks forge`: the analyze → implement → review pipeline over forge-tasks."""
-
-    models: ForgeModels = ForgeModels()
-    """Model per stage."""
-    triage_tools: tuple[str, ...] = Field(
-        default=("Read", "Glob", "Grep"), alias="triageTools", min_length=1
-    )
-    """Tools of the read-only agents (Analyze, Architect, Review)."""
-    worker_tools: tuple[str, ...] = Field(
-        default=("Bash", "Read", "Write", "Edit", "Glob", "Grep"), alias="workerTools", min_length=1
-    )
-    """Tools of the Implement agent."""
-    max_review_retries: StrictInt = Field(default=2, alias="maxReviewRetries", ge=0, le=20)
-    """How often a rejected (or conflicting) task goes back to Implement before it is in error."""
-    parallel: StrictInt = Field(default=1, gt=0, le=64)
-    """Tasks processed at once (`--parallel` overrides)."""
-    max_turns: StrictInt | None = Field(default=None, alias="maxTurns", gt=0)
-    """Turn limit of every forge agent (default 100)."""
-    max_task_cost: StrictFloat | None = Field(
-        default=None, alias="maxTaskCost", gt=0, allow_inf_nan=False
-    )
-    """USD one task may spend across its stages and attempts (`--max-task-cost` overrides);
-    a task that reaches it fails, naming what it spent."""
-    prompts: ForgePrompts = ForgePrompts()
-    """System prompt files."""
-    land: Literal["merge", "pr"] = "merge"
-    """What becomes of a reviewed task: `merge` into its base here, or `pr`: its branch pushed
-    and one GitHub pull request per task (settings: the top-level `pr`)."""
-
-
 class ChainsConfig(ConfigModel):
     """The whole of forge/chains.json."""
 
@@ -255,6 +206,16 @@ class ChainsConfig(ConfigModel):
     Apprise URLs, or `{url or env, events, level}` entries (see docs/notifications.md)."""
     pr: PrSettings | None = None
     """Open a GitHub pull request of a sandboxed run's landed branch (`fks run --pr`)."""
+
+    @model_validator(mode="after")
+    def _forge_agents_defined(self) -> ChainsConfig:
+        for stage, name in self.forge.agents.named().items():
+            if name not in self.agents:
+                hint = did_you_mean(name, self.agents)
+                raise ValueError(
+                    f"forge.agents.{stage}: no agent {name!r} in agents{hint}; define it there"
+                )
+        return self
 
     def every_sandbox(self) -> list[SandboxSettings | None]:
         """The sandbox settings at the top, of every chain and of every agent."""

@@ -44,6 +44,9 @@ class SandboxSettings(ConfigModel):
     image: str | None = None
     """Agent image (default: fks-agent:latest); `devcontainer` builds and uses the repository's
     .devcontainer/devcontainer.json."""
+    image_with: tuple[str, ...] = Field(default=(), alias="imageWith")
+    """The agent CLIs besides Claude Code (`codex`, `gemini`, `opencode`) that `fks image
+    build`, run in this project without `--with`, puts in the agent image (top level only)."""
     network: str | None = None
     """`allowlist` (default: only `allow` and, for Claude steps, the model API, through fks's
     egress proxy), `open` (any address; `bridge` is the same), `none` (nothing but the model
@@ -96,6 +99,17 @@ class SandboxSettings(ConfigModel):
     only): the next run's first step checks out only the files that differ from the last
     run's checkout, instead of every file into a new volume. Nothing an agent left in it is
     trusted (see docs/sandbox.md); `fks clean` removes it."""
+
+    @field_validator("image_with")
+    @classmethod
+    def _known_clis(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from sandbox_runner.images.clis import parse_clis
+
+        try:
+            parse_clis(value, where="imageWith")
+        except UsageError as exc:
+            raise ValueError(str(exc).removeprefix("imageWith: ")) from None
+        return value
 
     @field_validator("memory")
     @classmethod
@@ -185,7 +199,7 @@ class SandboxSettings(ConfigModel):
         }
         for name in override.model_fields_set & _FIELDS:
             value = getattr(override, name)
-            if name in ("env", "mounts", "allow", "deny", "ca_certs"):
+            if name in ("env", "mounts", "allow", "deny", "ca_certs", "image_with"):
                 data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
             elif name == "secrets":
                 data[name] = merge_secrets(data.get(name, ()), value)

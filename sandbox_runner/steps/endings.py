@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sandbox_runner.agentclis.events import answer_in
 from sandbox_runner.backends.api import ExecResult
 from sandbox_runner.outcomes import ALIKE, UNCOUNTED, Exit, IterationEnd, Reason, parse_reason
+from sandbox_runner.results.reported import ClaudeStats
 from sandbox_runner.steps.guards import Budget, Stop
 
 if TYPE_CHECKING:
@@ -195,3 +197,21 @@ def _duration(seconds: float) -> str:
     if seconds >= 120 and seconds % 60 == 0:
         return f"{seconds / 60:g} minutes"
     return f"{seconds:g}s"
+
+
+def claude_stats(result: Result, *, answer: bool = False) -> ClaudeStats:
+    """What the CLI reported; `answer`: the step asked for a structured answer, which a CLI
+    without a way to give one wrote as a JSON block of its last text."""
+    structured = result.structured_output
+    if answer and structured is None and not result.is_error:
+        structured = answer_in(result.text)
+    return ClaudeStats(
+        cost_usd=result.cost_usd,
+        input_tokens=result.input_tokens,
+        output_tokens=result.output_tokens,
+        turns=result.num_turns,
+        subtype=result.subtype,
+        session_id=result.session_id,
+        duration_ms=result.duration_ms,
+        structured_output=structured,
+    )

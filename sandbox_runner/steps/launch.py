@@ -26,29 +26,51 @@ class Asked:
     env: Mapping[str, str]
     timeout: float | None
     labels: Mapping[str, str]
+    schema: str | None = None
+    """The JSON Schema the answer must fit, for a CLI that has a way to ask for one."""
 
 
 def iteration_spec(
-    agent: AgentCommand, asked: Asked, budget: Budget | None, home: Path | None
+    agent: AgentCommand,
+    asked: Asked,
+    budget: Budget | None,
+    home: Path | None,
+    *,
+    carried: bool = False,
 ) -> ExecSpec:
     """What the iteration runs: the agent's command (with what is left of the budget), its
-    CLI's settings files written under `home`."""
-    environ = {**os.environ, **asked.env}
-    launch = agent.launch(asked.args, asked.prompt, environ, home)
-    if home is not None:
+    CLI's settings files written under `home`, or, `carried` (`home` is in a sandbox apart
+    from here, whose agent sees only `asked.env`), sent with the spec."""
+    environ = dict(asked.env) if carried else {**os.environ, **asked.env}
+    launch = agent.launch(asked.args, asked.prompt, environ, home, asked.schema)
+    files: dict[str, str] = {}
+    if home is not None and carried:
+        files = {str(home / name): text for name, text in launch.files.items()}
+    elif home is not None:
         write_files(home, launch.files)
     argv = launch.argv
     if budget is not None and agent.stream_json:
         argv += budget.claude_flag()
     env = {**asked.env, **launch.env}
-    return ExecSpec(tuple(argv), cwd=agent.cwd, env=env, timeout=asked.timeout, labels=asked.labels)
+    return ExecSpec(
+        tuple(argv),
+        cwd=agent.cwd,
+        env=env,
+        timeout=asked.timeout,
+        labels=asked.labels,
+        files=files,
+    )
 
 
-def cli_home(agent: AgentCommand) -> contextlib.AbstractContextManager[Path | None]:
+def cli_home(
+    agent: AgentCommand, placed: Path | None = None
+) -> contextlib.AbstractContextManager[Path | None]:
     """A directory of fks's own for one iteration of a CLI that reads settings files (Claude
-    reads none of fks's)."""
+    reads none of fks's): `placed`, the sandbox's, else a temporary one here."""
     if agent.kind != "cli":
         return contextlib.nullcontext()
+    if placed is not None:
+        return contextlib.nullcontext(placed)
     return _temporary_home()
 
 

@@ -36,7 +36,7 @@ from sandbox_runner.records.record import IterationRecord, StepRecord, now
 from sandbox_runner.records.store import ActiveRun, RecordWriter
 from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.results.reported import ClaudeStats
-from sandbox_runner.steps.endings import Seen, alike, ending
+from sandbox_runner.steps.endings import Seen, alike, claude_stats, ending
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.launch import (
     Asked,
@@ -91,6 +91,11 @@ class StepContext:
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
     """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
     log_limits: LogLimits = field(default_factory=LogLimits)
+    cli_home: Path | None = None
+    """`PreparedStep.cli_home`: where the CLI's settings files go in a sandbox apart from here."""
+    schema: str | None = None
+    """The JSON Schema of the answer the step asks for (forge's stages); the answer is taken
+    from the CLI's structured output, else from the model's last text."""
     """How much output the iteration logs keep (per iteration, per run)."""
 
     @property
@@ -234,7 +239,7 @@ class StepLoop:
         try:
             with (
                 tap,
-                cli_home(ctx.agent) as home,
+                cli_home(ctx.agent, ctx.cli_home) as home,
                 ctx.sandbox.start(self._spec(budget, home)) as execution,
                 iteration_guard(execution, ctx.agent, budget, ctx.stall_after) as guard,
             ):
@@ -272,9 +277,10 @@ class StepLoop:
         ctx = self.ctx
         return iteration_spec(
             ctx.agent,
-            Asked(ctx.args, ctx.prompt.read(), ctx.env, ctx.timeout, ctx.labels),
+            Asked(ctx.args, ctx.prompt.read(), ctx.env, ctx.timeout, ctx.labels, ctx.schema),
             budget,
             home,
+            carried=ctx.cli_home is not None,
         )
 
     def _tap(self, monitor: Monitor, log_path: Path | None) -> OutputTap:
@@ -338,7 +344,11 @@ class StepLoop:
             ended=now(),
             counted=end.counted,
             container_id=seen.status.container_id,
-            claude=_claude_stats(result_event) if result_event is not None else _estimated(seen),
+            claude=(
+                claude_stats(result_event, answer=self.ctx.schema is not None)
+                if result_event is not None
+                else _estimated(seen)
+            ),
             changed=changed,
             error_tail=error_tail or None,
             note=end.note,
@@ -360,19 +370,6 @@ def _remove_empty_log(path: Path) -> None:
 def _agent_ran(exc: Exception) -> bool:
     """Whether the agent ran before `exc` (the container started, but not its agent: no)."""
     return not isinstance(exc, AgentNotFoundError)
-
-
-def _claude_stats(result: Result) -> ClaudeStats:
-    return ClaudeStats(
-        cost_usd=result.cost_usd,
-        input_tokens=result.input_tokens,
-        output_tokens=result.output_tokens,
-        turns=result.num_turns,
-        subtype=result.subtype,
-        session_id=result.session_id,
-        duration_ms=result.duration_ms,
-        structured_output=result.structured_output,
-    )
 
 
 def _error_tail(tap: OutputTap, result: Result | None) -> str | None:

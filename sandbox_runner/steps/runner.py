@@ -51,6 +51,9 @@ class StepSettings:
     stall_after: float | None = DEFAULT_STALL_TIMEOUT
     """Seconds without output before an iteration is stopped as stalled (None: never)."""
     log_limits: LogLimits = field(default_factory=LogLimits)
+    schema: str | None = None
+    """The JSON Schema the step's answer must fit (forge's stages): asked of the CLI where it
+    has a way; its answer is recorded as the iteration's `structured_output`."""
 
 
 def run_step(
@@ -176,6 +179,8 @@ def _context(
         stall_after=settings.stall_after,
         after_iteration=prepared.after_iteration,
         log_limits=settings.log_limits,
+        cli_home=prepared.cli_home,
+        schema=settings.schema,
     )
 
 

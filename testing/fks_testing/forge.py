@@ -16,7 +16,7 @@ from sandbox_runner.backends.api import ExecSpec
 from sandbox_runner.console.output import PlainReporter
 from sandbox_runner.forge.stages import ForgeContext
 from sandbox_runner.git.repo import open_repo
-from sandbox_runner.plan.config import ForgeSettings
+from sandbox_runner.plan.forge_settings import ForgeSettings
 from sandbox_runner.tasks.commands import create
 
 ANALYSIS = {

@@ -76,7 +76,9 @@ def test_structured_answers_are_asked_as_each_cli_can() -> None:
     assert CLIS["opencode"].structured("{}", home) is None
 
 
-def test_a_sandboxed_step_of_another_cli_is_refused_before_anything_starts(tmp_path: Path) -> None:
+def test_a_sandboxed_step_of_another_cli_needs_its_key_on_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sandbox_runner.backends.docker.preflight import check_credentials
     from sandbox_runner.errors import SandboxError
     from sandbox_runner.plan.agents import resolve_agent
@@ -84,5 +86,8 @@ def test_a_sandboxed_step_of_another_cli_is_refused_before_anything_starts(tmp_p
 
     agents = {"worker": AgentConfig(cli="gemini")}
     agent = resolve_agent("worker", agents=agents, cwd=tmp_path, on_host=False)
-    with pytest.raises(SandboxError, match="runs gemini, which runs only without --sandbox"):
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    with pytest.raises(SandboxError, match="runs Gemini CLI in a container, which needs its key"):
         check_credentials([agent])
+    monkeypatch.setenv("GEMINI_API_KEY", "k")
+    check_credentials([agent])

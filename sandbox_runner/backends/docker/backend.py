@@ -44,8 +44,10 @@ from sandbox_runner.backends.docker.landing import (
     review_lines,
     start_branch,
 )
+from sandbox_runner.backends.docker.model_apis import as_proxy_client, step_api_env
 from sandbox_runner.backends.docker.preflight import (
     check_agents,
+    check_clis,
     check_credentials,
     check_networks,
     prepare_image,
@@ -176,7 +178,8 @@ class SandboxBackend:
         return planned_agent(command, self._repo, self._base, self._cwd)
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
-        return planned_network(self.settings_for(step.agent), command, self._repo.top)
+        shown = as_proxy_client(command)
+        return planned_network(self.settings_for(step.agent), shown, self._repo.top)
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
@@ -189,7 +192,7 @@ class SandboxBackend:
                 self._credentials[step.agent] = read_credentials(settings, self._repo.top)
             agent = self.resolve(step)
             check_committed(agent, step.agent, self._repo, self._base)
-            self._target.check_step(settings, where, agent)
+            self._target.check_step(settings, where, as_proxy_client(agent))
         self._client = client = self._target.connect()
         programs: dict[str, set[str]] = {}
         for step in steps:
@@ -201,6 +204,9 @@ class SandboxBackend:
                     client, self._target, image, self._image_warnings
                 )
             programs.setdefault(image, set()).add(self.resolve(step).program)
+        check_clis(
+            client, [(self._image(self.settings_for(s.agent)), self.resolve(s)) for s in steps]
+        )
         check_agents(client, programs)
         if any(self.settings_for(step.agent).runtime for step in steps):
             self._gvisor = gvisor_runtimes(client.info().get("Runtimes") or {})
@@ -332,12 +338,13 @@ class SandboxBackend:
         gvisor = settings.runtime in self._gvisor
         container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
         began = time.monotonic()
-        proxy = self._proxies.for_step(agent, settings, repo, self._credentials.get(step.agent))
+        credentials = self._credentials.get(step.agent)
+        proxy = self._proxies.for_step(as_proxy_client(agent), settings, repo, credentials)
         if proxy is None:
             return container, env, None
         self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
-        return container, env, proxy
+        return container, {**env, **step_api_env(agent)}, proxy
 
 
 def _new_workspace(

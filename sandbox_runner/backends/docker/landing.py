@@ -25,6 +25,7 @@ from sandbox_runner.backends.api import (
 from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
 from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
+from sandbox_runner.backends.docker.settings import CLI_HOME
 from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
 from sandbox_runner.errors import FksError, WorkspaceError
 from sandbox_runner.git.bundles import apply_leftover
@@ -78,6 +79,7 @@ class StepLanding:
             land=self.land,
             binding=self.binding,
             head=self.head,
+            cli_home=Path(CLI_HOME),
         )
 
     def head(self) -> str | None:

@@ -22,6 +22,8 @@ ALLOWLIST = "allowlist"
 OPEN = "open"
 # The root filesystem is read-only: these (and the workspace) are where an agent may write.
 TMPFS = {"/tmp": "rw,exec,mode=1777", "/home/fks": "rw,exec,mode=1777"}
+CLI_HOME = "/home/fks/.fks-cli"
+"""Where an agent CLI's settings files go in an iteration's container (new with each one)."""
 
 
 def network_mode(settings: SandboxSettings) -> str:

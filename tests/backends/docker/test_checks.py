@@ -95,3 +95,15 @@ def test_gvisor_registered_without_the_flags_fks_needs_is_refused_naming_them(
         "sandbox",
     )
     check_runtime({"kata": {"path": "/usr/bin/kata-runtime"}}, "kata", "sandbox")  # not gVisor
+
+
+def test_a_loopback_api_url_is_refused_for_an_opencode_step_as_for_claude(tmp_path: Path) -> None:
+    """OpenCode's Anthropic provider goes out through the egress proxy as Claude does."""
+    repo = init_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    write_config(repo, {"agents": {"w": {"cli": "opencode"}}})
+    git(repo, "add", "forge")
+    git(repo, "commit", "-qm", "fks config")
+    env = {"ANTHROPIC_API_KEY": API_KEY, "ANTHROPIC_BASE_URL": "http://127.0.0.1:8765"}
+    done = fks("run", "w", "--prompt", "Go.", "--sandbox", cwd=repo, env=env, timeout=60)
+    assert done.code == 2, done.output
+    assert "use http://host.docker.internal:8765" in done.stderr

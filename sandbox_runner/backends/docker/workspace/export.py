@@ -11,7 +11,7 @@ import contextlib
 import os
 import re
 import tarfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -51,6 +51,23 @@ def script() -> str:
 def wrapped(argv: Iterable[str]) -> list[str]:
     """The container command: the workspace script around the agent's argv."""
     return ["sh", "-c", script(), "fks-iteration", *argv]
+
+
+_FILE_PATH = re.compile(r"/[A-Za-z0-9._/-]+")
+
+
+def files_env(files: Mapping[str, str]) -> dict[str, str]:
+    """An agent CLI's settings files (`ExecSpec.files`) as the variables the workspace script
+    writes them from before the agent starts: FKS_CLI_FILES, their paths; FKS_CLI_FILE_<n>,
+    the n-th one's text."""
+    if not files:
+        return {}
+    for path in files:
+        if not _FILE_PATH.fullmatch(path) or ".." in path.split("/"):
+            raise SandboxError(f"an agent CLI's settings file has a path fks cannot send: {path!r}")
+    env = {"FKS_CLI_FILES": " ".join(files)}
+    env.update({f"FKS_CLI_FILE_{n}": text for n, text in enumerate(files.values())})
+    return env
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@
 #   FKS_TASK_YAML, FKS_REVIEW_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml
 #               and .forge/review.yaml (kept out of git)
 #   FKS_REVIEW_DIFF  for its Review stage: written to .forge/review.diff
+#   FKS_CLI_FILES  the agent CLI's settings files: their paths (fks's, in this container's
+#               home, a tmpfs of its own); FKS_CLI_FILE_<n> the n-th one's text
 #
 # The workspace is a Docker volume at /workspace: a git repository whose object store borrows
 # the user's objects (read-only at /fks/objects) as an alternate. What leaves it is data in
@@ -358,6 +360,14 @@ if [ -n "${FKS_TASK_YAML:-}${FKS_REVIEW_DIFF:-}" ]; then
         printf '%s\n' "$FKS_REVIEW_DIFF" >.forge/review.diff || exit 125
     fi
 fi
+n=0
+for path in ${FKS_CLI_FILES:-}; do
+    eval "text=\${FKS_CLI_FILE_$n}"
+    mkdir -p "${path%/*}" && printf '%s' "$text" >"$path" || exit 125
+    unset "FKS_CLI_FILE_$n"
+    n=$((n + 1))
+done
+unset FKS_CLI_FILES text
 if ! command -v "$1" >/dev/null 2>&1; then
     say "missing=1"
     echo "fks: agent '$1' not found in the image" >&2

@@ -22,6 +22,7 @@ from sandbox_runner.backends.docker.workspace.export import (
     Export,
     ExportError,
     PreparedLine,
+    files_env,
     wrapped,
 )
 from sandbox_runner.backends.docker.workspace.exporting import Exporting
@@ -120,12 +121,12 @@ class WorkspaceSandbox:
     def start(self, spec: ExecSpec) -> Iterator[Exporting]:
         began = time.monotonic()
         nonce = secrets.token_hex(8)
-        env = {**spec.env, **self._env("run"), "FKS_NONCE": nonce}
+        env = {**spec.env, **files_env(spec.files), **self._env("run"), "FKS_NONCE": nonce}
         if self._new_step or not self._provided:  # later iterations find their branch there
             self.workspace.provide(env["FKS_START"])
             self._provided = True
         channel = self.workspace.export_channel(env, nonce, self.scratch)
-        inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env)
+        inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env, files={})
         self._last, self._error = None, None
         with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
             self.timed("container", began)
