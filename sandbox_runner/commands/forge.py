@@ -162,7 +162,7 @@ def _preflight(setup: _Setup, ctx: ForgeContext) -> None:
     """Everything a worker would find wrong, found before any worker starts."""
     if ctx.pr is not None:
         check_target(ctx.pr)
-    agents = stage_agents(ctx)
+    agents = stage_agents(ctx.settings, ctx.agents, ctx.project)
     spec = BackendSpec(setup.project, agents, setup.sandbox, base=setup.base, checked_base=True)
     checked_backend(spec, [Step(agent=name) for name in agents])
 

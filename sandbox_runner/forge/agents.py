@@ -3,23 +3,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from pathlib import Path
 
 from sandbox_runner.forge import prompts
 from sandbox_runner.plan.agents import CLAUDE
 from sandbox_runner.plan.config import AgentConfig
 from sandbox_runner.plan.forge_settings import ForgeSettings
 
-if TYPE_CHECKING:
-    from sandbox_runner.forge.stages import ForgeContext
-
 DEFAULT_MAX_TURNS = 100
 
 
-def stage_agents(ctx: ForgeContext) -> dict[str, AgentConfig]:
+def stage_agents(
+    s: ForgeSettings, config_agents: Mapping[str, AgentConfig], project: Path
+) -> dict[str, AgentConfig]:
     """The forge agents as agent configs (Implement twice: by complexity): Claude, or the
-    agent `forge.agents` names for the stage, with the stage's system prompt."""
-    s = ctx.settings
+    agent `forge.agents` names for the stage (of `config_agents`), with the stage's system
+    prompt (`project`'s own, if it has one)."""
     turns = s.max_turns or DEFAULT_MAX_TURNS
     named = s.agents.named()
     agents = {
@@ -31,11 +31,11 @@ def stage_agents(ctx: ForgeContext) -> dict[str, AgentConfig]:
     }
     made = {}
     for name, (stage, model) in agents.items():
-        own = ctx.agents[named[stage]] if stage in named else AgentConfig()
+        own = config_agents[named[stage]] if stage in named else AgentConfig()
         made[f"forge:{name}"] = AgentConfig(
             path=own.path,
             cli=own.cli,
-            systemPromptText=prompts.system_prompt(stage, s, ctx.project),
+            systemPromptText=prompts.system_prompt(stage, s, project),
             model=own.model or model,
             args=own.args,
             maxTurns=own.max_turns or turns,

@@ -182,7 +182,7 @@ class TaskStages:
     def _backend_spec(self) -> BackendSpec:
         return BackendSpec(
             cwd=self._worktree or self.ctx.project,
-            agents=stage_agents(self.ctx),
+            agents=self._stage_agents(),
             sandbox=self.ctx.sandbox,
             base=self.item.branch,
             keep_interrupted=False,
@@ -194,6 +194,9 @@ class TaskStages:
         return self.item.analysis.complexity if self.item.analysis is not None else None
 
     # --- one stage ----------------------------------------------------------------------------
+
+    def _stage_agents(self) -> dict[str, AgentConfig]:
+        return stage_agents(self.ctx.settings, self.ctx.agents, self.ctx.project)
 
     def _agent(self, stage: str) -> str:
         if stage == "implement" and self._complexity == "high":
@@ -211,7 +214,7 @@ class TaskStages:
         commits land on the task's branch."""
         task = self.task_run
         agent = self._agent(stage)
-        config = stage_agents(self.ctx)[agent]
+        config = self._stage_agents()[agent]
         record, outcome = task.stage(
             Step(agent=agent, args=tuple(tools(self.ctx.settings, stage, config))),
             PromptSource(origin="forge", text=prompt),
@@ -237,7 +240,7 @@ class TaskStages:
         Codex), else as the JSON block the prompt asks for, saying why the last one did not fit
         when the pipeline asks once more."""
         schema = json_schema(model)
-        cli = agent_cli(stage_agents(self.ctx)[self._agent(stage)].cli or CLAUDE)
+        cli = agent_cli(self._stage_agents()[self._agent(stage)].cli or CLAUDE)
         block = cli.structured(schema, Path("~")) is None
         if block:
             prompt = prompts.json_block(prompt, schema, wrong=self._unfit.pop(stage, None))

@@ -91,12 +91,12 @@ class StepContext:
     after_iteration: Callable[[IterationResult], IterationResult] | None = None
     """Hook run after every iteration (e.g. ref checks); may turn it into a failure."""
     log_limits: LogLimits = field(default_factory=LogLimits)
+    """How much output the iteration logs keep (per iteration, per run)."""
     cli_home: Path | None = None
     """`PreparedStep.cli_home`: where the CLI's settings files go in a sandbox apart from here."""
     schema: str | None = None
     """The JSON Schema of the answer the step asks for (forge's stages); the answer is taken
     from the CLI's structured output, else from the model's last text."""
-    """How much output the iteration logs keep (per iteration, per run)."""
 
     @property
     def maximum(self) -> int:
@@ -344,11 +344,7 @@ class StepLoop:
             ended=now(),
             counted=end.counted,
             container_id=seen.status.container_id,
-            claude=(
-                claude_stats(result_event, answer=self.ctx.schema is not None)
-                if result_event is not None
-                else _estimated(seen)
-            ),
+            claude=_stats(result_event, seen, answer=self.ctx.schema is not None),
             changed=changed,
             error_tail=error_tail or None,
             note=end.note,
@@ -370,6 +366,11 @@ def _remove_empty_log(path: Path) -> None:
 def _agent_ran(exc: Exception) -> bool:
     """Whether the agent ran before `exc` (the container started, but not its agent: no)."""
     return not isinstance(exc, AgentNotFoundError)
+
+
+def _stats(result: Result | None, seen: Seen, *, answer: bool) -> ClaudeStats | None:
+    """The iteration's figures: its result's, else estimated from what was seen."""
+    return claude_stats(result, answer=answer) if result is not None else _estimated(seen)
 
 
 def _error_tail(tap: OutputTap, result: Result | None) -> str | None:
