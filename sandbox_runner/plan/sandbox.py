@@ -10,7 +10,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
 
@@ -60,6 +60,12 @@ class SandboxSettings(ConfigModel):
     """Credentials the egress proxy adds to the agent's HTTPS requests to one destination
     each; their values never enter the container. An agent's entry replaces the chain's for
     the same destination."""
+    model_apis: tuple[Literal["anthropic", "openai", "gemini"], ...] = Field(
+        default=(), alias="modelApis"
+    )
+    """Model APIs a plain program (an agent that is no agent CLI) reaches through the egress
+    proxy, which adds the key set on this machine (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
+    `GEMINI_API_KEY`) and meters its spend; an agent CLI reaches its own API only."""
     hosts: dict[str, str] = Field(default_factory=dict)
     """Host name -> IP address (or `host-gateway`, this machine) for the proxy's lookups, for
     names public DNS does not know."""
@@ -185,7 +191,7 @@ class SandboxSettings(ConfigModel):
         }
         for name in override.model_fields_set & _FIELDS:
             value = getattr(override, name)
-            if name in ("env", "mounts", "allow", "deny", "ca_certs"):
+            if name in ("env", "mounts", "allow", "deny", "ca_certs", "model_apis"):
                 data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
             elif name == "secrets":
                 data[name] = merge_secrets(data.get(name, ()), value)

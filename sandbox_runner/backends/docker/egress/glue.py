@@ -10,7 +10,6 @@ from typing import NamedTuple
 
 from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
-    API_PORT,
     CA_DIR,
     CA_PEM,
     CACHE_LOG,
@@ -18,10 +17,11 @@ from sandbox_runner.backends.docker.egress.squid import (
     ERROR_PAGES_SCRIPT,
     FORWARD_PORT,
 )
+from sandbox_runner.backends.docker.egress.upstream import API_KINDS, Kind
 
 SOCKET_DIR = "/fks-proxy"
 FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
-API_SOCKET = f"{SOCKET_DIR}/api.sock"
+API_SOCKET = f"{SOCKET_DIR}/api.sock"  # Anthropic's; another API's is api-<kind>.sock
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
 RUN_CA = f"{SOCKET_DIR}/ca.crt"
 """The run's CA certificate (not its key), for the agent to trust: in the socket volume."""
@@ -59,8 +59,8 @@ def _forwarding(port: int) -> str:
 class Glue(NamedTuple):
     """What the shell glue of both containers sets up besides the allow-list proxy."""
 
-    api: bool = False
-    """The model API's port."""
+    apis: tuple[Kind, ...] = ()
+    """The model APIs' ports, by kind."""
     ca: bool = False
     """The run's CA (for secrets): made by the proxy, trusted by the agent."""
 
@@ -145,4 +145,11 @@ def wait_script(glue: Glue, starting: str = "") -> str:
 
 def _pairs(glue: Glue) -> list[tuple[str, int]]:
     """(socket, port) of each forwarder."""
-    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if glue.api else [])
+    return [(FORWARD_SOCKET, FORWARD_PORT)] + [
+        (api_socket(k), API_KINDS[k].port) for k in glue.apis
+    ]
+
+
+def api_socket(kind: Kind) -> str:
+    """The socket of the API port of `kind` in the shared volume."""
+    return API_SOCKET if kind == "anthropic" else f"{SOCKET_DIR}/api-{kind}.sock"

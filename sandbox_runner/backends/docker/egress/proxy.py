@@ -34,13 +34,9 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
     wait_script,
 )
-from sandbox_runner.backends.docker.egress.squid import (
-    API_PORT,
-    FORWARD_PORT,
-    ORIGIN_CAS,
-    squid_config,
-)
-from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
+from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT, ORIGIN_CAS, squid_config
+from sandbox_runner.backends.docker.egress.upstream import PLACEHOLDER as PLACEHOLDER
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream, agent_env
 from sandbox_runner.backends.docker.engine.client import create_container, with_retries
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
@@ -54,7 +50,6 @@ if TYPE_CHECKING:
 
     from sandbox_runner.plan.secrets import Secret
 
-PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 
 # --- The proxy container ------------------------------------------------------------------------
@@ -76,6 +71,7 @@ class EgressProxy(FollowedLog):
         run_id: str,
         allow: Sequence[AllowEntry],
         api: ApiUpstream | None = None,
+        apis: Sequence[ApiUpstream] = (),
         deny: Sequence[AllowEntry] = (),
         secrets: Sequence[Secret] = (),
         origin_cas: str = "",
@@ -88,12 +84,14 @@ class EgressProxy(FollowedLog):
         super().__init__()
         self._client = client
         self._allow = tuple(allow)
-        self._api = api
+        # One per kind: the first given of each.
+        given = [*([api] if api is not None else []), *apis]
+        self._apis = tuple({a.kind: a for a in reversed(given)}.values())[::-1]
         self._deny = tuple(deny)
         self._secrets = tuple(secrets)
         self._origin_cas = origin_cas
         self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:60]
-        self._glue = Glue(api=api is not None, ca=bool(secrets))
+        self._glue = Glue(apis=tuple(a.kind for a in self._apis), ca=bool(secrets))
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
@@ -154,13 +152,13 @@ class EgressProxy(FollowedLog):
         )
 
     def env(self) -> dict[str, str]:
-        """The agent's proxy variables, and with an API its base URL and placeholder credential."""
+        """The agent's proxy variables, and for each model API its base URL and placeholder
+        credential (`upstream.agent_env`)."""
         proxy = f"http://127.0.0.1:{FORWARD_PORT}"
         env = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
         env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
-        if self._api is not None:
-            env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{API_PORT}"
-            env[self._api.env_name] = PLACEHOLDER
+        for upstream in self._apis:
+            env |= agent_env(upstream)
         if self._glue.ca:
             env |= dict.fromkeys(CA_VARIABLES, CA_BUNDLE) | {"NODE_EXTRA_CA_CERTS": RUN_CA}
         env |= {s.env: SECRET_PLACEHOLDER for s in self._secrets if s.env is not None}
@@ -184,7 +182,7 @@ class EgressProxy(FollowedLog):
         """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: path -> text."""
         config = squid_config(
             self._allow,
-            self._api,
+            self._apis,
             deny=self._deny,
             secrets=self._secrets,
             origin_cas=bool(self._origin_cas),
