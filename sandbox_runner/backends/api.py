@@ -65,6 +65,9 @@ class ExecSpec:
     """Seconds before the process is killed and the iteration counts as timed out."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Metadata (container labels in Docker)."""
+    max_cost: float | None = None
+    """What the iteration may still spend at the model APIs (None: no limit); where a meter
+    sees its calls (the Docker backend's egress proxy) it refuses those past it."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,11 @@ class Execution(Protocol):
 
     def kill(self) -> None:
         """Stop the process now (from any thread); `chunks()` then ends."""
+        ...
+
+    def metered_cost(self) -> float | None:
+        """What a meter outside the agent's reach counted of its model API calls so far (None:
+        none sees them)."""
         ...
 
 

@@ -41,7 +41,14 @@ def iteration_spec(
     if budget is not None and agent.stream_json:
         argv += budget.claude_flag()
     env = {**asked.env, **launch.env}
-    return ExecSpec(tuple(argv), cwd=agent.cwd, env=env, timeout=asked.timeout, labels=asked.labels)
+    return ExecSpec(
+        tuple(argv),
+        cwd=agent.cwd,
+        env=env,
+        timeout=asked.timeout,
+        labels=asked.labels,
+        max_cost=budget.left if budget is not None else None,
+    )
 
 
 def cli_home(agent: AgentCommand) -> contextlib.AbstractContextManager[Path | None]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.api import ExecResult, ExecSpec, Sandbox
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
 from sandbox_runner.console.units import byte_limit
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.outcomes import (
@@ -36,7 +36,7 @@ from sandbox_runner.records.record import IterationRecord, StepRecord, now
 from sandbox_runner.records.store import ActiveRun, RecordWriter
 from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.results.reported import ClaudeStats
-from sandbox_runner.steps.endings import Seen, alike, ending
+from sandbox_runner.steps.endings import Seen, alike, ending, with_metered
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.launch import (
     Asked,
@@ -242,9 +242,11 @@ class StepLoop:
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
-                    guard.output(monitor_cost(monitor), monitor_turns(monitor))
+                    guard.output(_cost(monitor, execution), monitor_turns(monitor))
                 tap.finish()
                 exit_status = execution.wait()
+                metered = execution.metered_cost()
+                guard.ended(metered)
                 if exit_status.container_id:  # known only now on a swarm (its task's)
                     self._writer.set_container(record, exit_status.container_id)
         except BaseException as exc:
@@ -259,7 +261,7 @@ class StepLoop:
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
         self._writer.set_log_size(record, tap.written, tap.dropped)
-        seen = self._seen(number, exit_status, monitor, guard, budget)
+        seen = replace(self._seen(number, exit_status, monitor, guard, budget), metered=metered)
         result = self._classify(seen, record.started, tap, _changed(probe, before))
         if ctx.after_iteration is not None:
             result = ctx.after_iteration(result)
@@ -338,16 +340,17 @@ class StepLoop:
             ended=now(),
             counted=end.counted,
             container_id=seen.status.container_id,
-            claude=_claude_stats(result_event) if result_event is not None else _estimated(seen),
+            claude=with_metered(seen, _claude_stats(result_event) if result_event else None),
             changed=changed,
             error_tail=error_tail or None,
             note=end.note,
         )
 
 
-def _estimated(seen: Seen) -> ClaudeStats | None:
-    """For an iteration stopped before its result: the cost its stream showed (a lower bound)."""
-    return ClaudeStats(cost_usd=seen.running_cost) if seen.running_cost > 0 else None
+def _cost(monitor: Monitor, execution: Execution) -> float | None:
+    """What the iteration has spent so far, at least: the meter's figure or its stream's."""
+    costs = [c for c in (monitor_cost(monitor), execution.metered_cost()) if c is not None]
+    return max(costs) if costs else None
 
 
 def _remove_empty_log(path: Path) -> None:

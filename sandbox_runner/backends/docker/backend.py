@@ -292,6 +292,7 @@ class SandboxBackend:
                     new_step=not resumed,
                     warm=_warm(self._target, settings, step),
                     notices=self._reporter,
+                    meter=proxy,
                 )
                 landing = StepLanding(
                     run_id=self._run_id,

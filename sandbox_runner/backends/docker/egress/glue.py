@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sandbox_runner.backends.docker.egress.metering import (
+    METER_BUDGET,
+    METER_CONFIG,
+    METER_PORT,
+    METER_SCRIPT,
+)
 from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
     CA_DIR,
@@ -63,6 +69,29 @@ class Glue(NamedTuple):
     """The model APIs' ports, by kind."""
     ca: bool = False
     """The run's CA (for secrets): made by the proxy, trusted by the agent."""
+    meter: bool = False
+    """The meter behind the API ports (mitmproxy), started beside Squid."""
+
+
+METER_DIR = "/dev/shm/fks-meter"  # mitmproxy's own directory (its unused CA among it)
+
+
+def _meter_script(glue: Glue) -> str:
+    """The meter in the background, its lines on the container's output (the host reads
+    them); Squid waits for it no longer than for itself."""
+    if not glue.meter:
+        return ""
+    return (
+        f"FKS_METER_CONFIG={METER_CONFIG} FKS_METER_BUDGET={METER_BUDGET} "
+        f"mitmdump -q --mode reverse:http://127.0.0.1:9 --listen-host 127.0.0.1 "
+        f"--listen-port {METER_PORT} --set keep_host_header=true --set confdir={METER_DIR} "
+        "--set connection_strategy=lazy --set http2=false "
+        "--set ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt "
+        f"-s {METER_SCRIPT} 2>&1 & meter=$!; "
+        # Squid starts once it listens: a peer Squid found down is not asked at first.
+        f'until {_listening(METER_PORT)}; do kill -0 "$meter" 2>/dev/null || exit 1; '
+        "sleep 0.02; done; "
+    )
 
 
 def _make_ca(run_id: str) -> str:
@@ -95,6 +124,7 @@ def proxy_script(glue: Glue, run_id: str) -> str:
         f"{ERROR_PAGES_SCRIPT}; "
         f"{_make_ca(run_id) if glue.ca else ''}"
         f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
+        f"{_meter_script(glue)}"
         f"squid -N -f {SQUID_CONF} & squid=$!; "
         f"until {listening}; do "
         f'kill -0 "$squid" 2>/dev/null || {{ tail -n 20 {CACHE_LOG} >&2; exit 1; }}; '

@@ -94,6 +94,7 @@ class ProxyPool:
                 deny=[AllowEntry.parse(entry) for entry in settings.deny],
                 secrets=secrets,
                 origin_cas=origin_cas,
+                meter=True,
                 labels={LABEL_REPO: str(repo.top)},
                 # Only the proxy resolves names: a local gateway's, allowed host services, and
                 # the names of sandbox.hosts.

@@ -34,6 +34,13 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
     wait_script,
 )
+from sandbox_runner.backends.docker.egress.metering import (
+    METER_BUDGET,
+    METER_PORT,
+    Metered,
+    budget_text,
+    meter_files,
+)
 from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT, ORIGIN_CAS, squid_config
 from sandbox_runner.backends.docker.egress.upstream import PLACEHOLDER as PLACEHOLDER
 from sandbox_runner.backends.docker.egress.upstream import ApiUpstream, agent_env
@@ -75,6 +82,7 @@ class EgressProxy(FollowedLog):
         deny: Sequence[AllowEntry] = (),
         secrets: Sequence[Secret] = (),
         origin_cas: str = "",
+        meter: bool = False,
         labels: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
         network: str = "bridge",
@@ -91,11 +99,14 @@ class EgressProxy(FollowedLog):
         self._secrets = tuple(secrets)
         self._origin_cas = origin_cas
         self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:60]
-        self._glue = Glue(apis=tuple(a.kind for a in self._apis), ca=bool(secrets))
+        kinds = tuple(a.kind for a in self._apis)
+        self._glue = Glue(apis=kinds, ca=bool(secrets), meter=meter and bool(kinds))
+        self._iterations = 0
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
-        self._ready_timeout = ready_timeout
+        # mitmproxy reads ~1,000 files as it starts: a minute or more on a busy disk.
+        self._ready_timeout = max(ready_timeout, 180.0) if self._glue.meter else ready_timeout
         self._labels = {
             **(labels or {}),
             LABEL_RUN: run_id,
@@ -186,8 +197,31 @@ class EgressProxy(FollowedLog):
             deny=self._deny,
             secrets=self._secrets,
             origin_cas=bool(self._origin_cas),
+            meter_port=METER_PORT if self._glue.meter else None,
         )
-        return {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+        files = {SQUID_CONF: config}
+        if self._glue.meter:
+            files |= meter_files(self._apis) | {METER_BUDGET: budget_text(0, None)}
+        return files | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+
+    @property
+    def metering(self) -> bool:
+        """Whether the meter reads the model APIs' responses (and holds a budget)."""
+        return self._glue.meter
+
+    def open_iteration(self, left: float | None) -> int:
+        """An iteration begins that may spend `left` (None: no limit) at the model APIs: the
+        meter's spend starts from nothing. Its number, for `metered` and `spends.watch`."""
+        self._iterations += 1
+        number = self._iterations
+        self.spends.watch(number, None)
+        tar = _files_tar({METER_BUDGET.removeprefix("/etc/"): budget_text(number, left)})
+        with_retries("put budget", lambda: self._container.put_archive("/etc", tar))
+        return number
+
+    def metered(self, number: int) -> Metered:
+        """What the meter counted of iteration `number` so far."""
+        return self.spends.of(number)
 
     def _config_tar(self) -> bytes:
         """The config files, into /etc."""

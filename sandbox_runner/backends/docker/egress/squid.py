@@ -128,6 +128,13 @@ def squid_config(
         lines += ["http_access allow fks_api_call", "http_access allow fks_api_warm_up"]
     # Before the allow-list: the API's host may be on it, but not through this port.
     lines.append("http_access deny fks_api")
+    if meter_port is not None:
+        # The meter is the accelerators' alone: never a destination of the agent's.
+        lines += [
+            "acl fks_loopback dst 127.0.0.0/8 ::1",
+            f"acl fks_meter_port port {meter_port}",
+            "http_access deny fks_loopback fks_meter_port",
+        ]
     # A deny entry without a port covers every port.
     lines += [
         f"http_access deny deny{n}_host" + (f" deny{n}_port" if entry.port else "")
