@@ -191,6 +191,14 @@ class Reading:
         self.final = self.final or final
 
 
+_BILLED = re.compile(r"(/messages|/responses|:streamGenerateContent|:generateContent)(\?.*)?$")
+
+
+def billed(method: str, path: str) -> bool:
+    """A call that makes the model generate (listing models and counting tokens cost nothing)."""
+    return method == "POST" and _BILLED.search(path) is not None
+
+
 def kind_of(path: str) -> str:
     """The API a call path belongs to (Squid passed only its kinds' calls)."""
     if re.search(r":(stream)?[gG]enerateContent", path):
@@ -249,7 +257,7 @@ class Meter:
     def responseheaders(self, flow: Any) -> None:
         if flow.response is None or flow.metadata.get("fks_reading") is not None:
             return
-        if not self._read:
+        if not self._read or not billed(flow.request.method, flow.request.path):
             flow.response.stream = True
             return
         sse = "event-stream" in flow.response.headers.get("content-type", "")

@@ -27,6 +27,7 @@ def _flow(path: str, body: dict[str, Any], content_type: str) -> Any:
         path=path,
         content=json.dumps(body).encode(),
         headers={},
+        method="GET" if path.endswith("/models") else "POST",
         scheme="http",
         host="",
         port=0,
@@ -52,7 +53,8 @@ class _Run:
             return flow
         flow.response = flow._response
         self.meter.responseheaders(flow)
-        passed = [flow.response.stream(chunk) for chunk in [*chunks, b""]]
+        read = flow.response.stream
+        passed = chunks if read is True else [read(chunk) for chunk in [*chunks, b""]]
         assert b"".join(passed) == b"".join(chunks)  # streamed on as it came
         self.meter.response(flow)
         return flow
@@ -96,6 +98,9 @@ def test_usage_of_each_api_streamed_and_whole(tmp_path: Path) -> None:
     run.call("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", {}, _sse(gemini, last))
     whole = {"type": "message", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 10}}
     run.call("/v1/messages", sonnet, [json.dumps(whole).encode()], sse=False)
+    # Listing models and counting tokens cost nothing, whatever their answer's size.
+    run.call("/v1/models", {}, [b"x" * 10_000], sse=False)
+    run.call("/v1/messages/count_tokens", {}, [b'{"input_tokens": 9000}'], sse=False)
     costs = [line["cost"] for line in run.lines()]
     assert costs == pytest.approx(
         [
