@@ -84,7 +84,8 @@ class ProxyPool:
         hosts = tuple(sorted(settings.hosts.items()))
         # Steps get a proxy with their own model APIs only: another's socket would be a way to
         # its key; steps without a secret get one without that secret.
-        key = (allow, apis, tuple(settings.deny), secrets, hosts, origin_cas)
+        prices = tuple((family, i, o) for family, (i, o) in sorted(settings.model_prices.items()))
+        key = (allow, apis, tuple(settings.deny), secrets, hosts, origin_cas, prices)
         if key not in self._proxies:
             proxy = self._make(
                 self._client,
@@ -95,6 +96,7 @@ class ProxyPool:
                 secrets=secrets,
                 origin_cas=origin_cas,
                 meter=True,
+                prices=prices,
                 labels={LABEL_REPO: str(repo.top)},
                 # Only the proxy resolves names: a local gateway's, allowed host services, and
                 # the names of sandbox.hosts.

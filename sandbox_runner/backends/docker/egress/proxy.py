@@ -83,6 +83,7 @@ class EgressProxy(FollowedLog):
         secrets: Sequence[Secret] = (),
         origin_cas: str = "",
         meter: bool = False,
+        prices: Sequence[tuple[str, float, float]] = (),
         labels: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
         network: str = "bridge",
@@ -102,6 +103,7 @@ class EgressProxy(FollowedLog):
         kinds = tuple(a.kind for a in self._apis)
         self._glue = Glue(apis=kinds, ca=bool(secrets), meter=meter and bool(kinds))
         self._iterations = 0
+        self._prices = tuple(prices)
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
@@ -201,7 +203,8 @@ class EgressProxy(FollowedLog):
         )
         files = {SQUID_CONF: config}
         if self._glue.meter:
-            files |= meter_files(self._apis) | {METER_BUDGET: budget_text(0, None)}
+            files |= meter_files(self._apis, self._prices)
+            files |= {METER_BUDGET: budget_text(0, None)}
         return files | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
 
     @property

@@ -190,3 +190,16 @@ def test_reading_keeps_no_more_than_one_event(tmp_path: Path) -> None:
         reading.feed(b"x" * (EVENT_LIMIT // 4))
     assert len(reading._pending) <= EVENT_LIMIT
     assert reading.size == 50 * (EVENT_LIMIT // 4)
+
+
+def test_config_prices_come_before_the_table(tmp_path: Path) -> None:
+    from sandbox_runner.backends.docker.egress.metering import METER_CONFIG, meter_files
+    from sandbox_runner.backends.docker.egress.upstream import upstreams_for
+
+    apis = upstreams_for(("openai",), {"OPENAI_API_KEY": "k"})
+    config = json.loads(meter_files(apis, [("my-model", 1.0, 4.0)])[METER_CONFIG])
+    assert config["routes"] == {"api.openai.com": ["https", "api.openai.com", 443]}
+    assert config["prices"][0] == ["my-model", 1.0, 4.0]
+    meter = Meter(config, str(tmp_path / "none"), io.StringIO())
+    assert meter.prices.of("my-model-large") == (1.0, 4.0)
+    assert meter.prices.of("gpt-5-mini") == (0.25, 2.0)
