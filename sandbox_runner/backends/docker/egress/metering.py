@@ -26,7 +26,7 @@ METER_SCRIPT = "/etc/fks-meter.py"
 METER_CONFIG = "/etc/fks-meter.json"
 METER_BUDGET = "/etc/fks-meter-budget.json"
 SPEND_LIMIT = 1e6
-"""Dollars a meter line may say at most (more is not a figure of the meter's)."""
+"""Dollars a meter line's figure is taken as at most (more is past any budget anyway)."""
 _KEPT = 64  # iterations whose spend is kept
 
 
@@ -75,9 +75,9 @@ def meter_line(line: str) -> tuple[int, float, bool] | None:
         return None
     if isinstance(spent, bool) or not isinstance(spent, int | float):
         return None
-    if not math.isfinite(spent) or not 0 <= spent <= SPEND_LIMIT:
+    if not math.isfinite(spent) or spent < 0:
         return None
-    return number, float(spent), fields.get("refused") is True
+    return number, min(float(spent), SPEND_LIMIT), fields.get("refused") is True
 
 
 class Spends:
