@@ -27,6 +27,7 @@ EVENT_LIMIT = 1 << 20
 by its size only."""
 TOKEN_LIMIT = 10**9  # tokens of one count at most (a larger one is not the API's)
 _FIELDS = ("input", "output", "cache_write", "cache_read")
+_USAGE = b"sage"  # of usage and usageMetadata: a line without it holds no usage
 
 
 def count(value: Any) -> int:
@@ -143,6 +144,7 @@ class Reading:
         self.size = 0
         self._pending = bytearray()
         self._overlong = False
+        self._usage_pending = False
 
     def feed(self, data: bytes) -> bytes:
         """mitmproxy's stream callable: `data` passed on as it is, read on the side."""
@@ -158,11 +160,20 @@ class Reading:
         return data
 
     def _lines(self, data: bytes) -> None:
+        if not self._usage_pending and _USAGE not in bytes(self._pending[-3:]) + data:
+            # No line that ends here can hold usage: keep only the line still open.
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                self._pending.clear()
+                self._overlong = False
+            self._line(data[cut + 1 :], complete=False)
+            return
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
             self._line(data[start:end])
             start = end + 1
         self._line(data[start:], complete=False)
+        self._usage_pending = _USAGE in self._pending
 
     def _line(self, piece: bytes, *, complete: bool = True) -> None:
         if len(self._pending) + len(piece) > EVENT_LIMIT:
@@ -176,7 +187,7 @@ class Reading:
                 self._take(line[5:])
 
     def _take(self, raw: bytes) -> None:
-        if b"sage" not in raw:  # usage, usageMetadata: most events have none
+        if _USAGE not in raw:  # most events have no usage
             return
         try:
             event = json.loads(raw)

@@ -208,3 +208,13 @@ def test_config_prices_come_before_the_table(tmp_path: Path) -> None:
     meter = Meter(config, str(tmp_path / "none"), io.StringIO())
     assert meter.prices.of("my-model-large") == (1.0, 4.0)
     assert meter.prices.of("gpt-5-mini") == (0.25, 2.0)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64])
+def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -> None:
+    run = _Run(tmp_path)
+    joined = b"".join(ANTHROPIC)
+    chunks = [joined[i : i + size] for i in range(0, len(joined), size)]
+    run.call("/v1/messages", {"model": "claude-sonnet-4-5"}, chunks)
+    assert run.lines()[-1]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
+    assert run.lines()[-1]["final"] is True
