@@ -219,3 +219,19 @@ def test_an_agent_reaches_its_own_api_only_and_never_anothers_key(
     sent = {k.lower(): v for k, v in anthropic.seen[0]["headers"].items()}
     assert sent["x-api-key"] == KEYS["ANTHROPIC_API_KEY"]
     assert KEYS["OPENAI_API_KEY"] not in str(anthropic.seen)
+
+
+def test_config_with_the_meter_sends_every_api_through_it_and_the_agent_never_to_it() -> None:
+    apis = upstreams_for(("anthropic", "openai"), KEYS)
+    lines = squid_config([], apis, meter_port=3130).splitlines()
+    peers = [line for line in lines if line.startswith("cache_peer ")]
+    assert peers == [
+        "cache_peer 127.0.0.1 parent 3130 0 no-query no-digest no-netdb-exchange originserver "
+        f"forceddomain={site} name=fks_upstream_{kind}"
+        for site, kind in (("api.anthropic.com", "anthropic"), ("api.openai.com", "openai"))
+    ]
+    rules = [line for line in lines if line.startswith("http_access ")]
+    assert rules.index("http_access deny fks_meter_port fks_loopback") < rules.index(
+        "http_access deny all"
+    )
+    assert "acl fks_loopback dst 127.0.0.0/8 ::1" in lines
