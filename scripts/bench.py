@@ -20,6 +20,8 @@ Benchmarks:
   secrets    per request to a local HTTPS origin with a secret (TLS ended in the proxy) against
              one tunnelled untouched (reported); per iteration with a secret configured against
              `open`                                                                (target: <= 1.10x)
+  meter      per request, a streamed model API answer with its usage read by the egress proxy's
+             meter against the same hop passing it through unread       (target: <= 1.05x)
   workspace  preparing a step's workspace volume on a 20,000-file repo, timed inside the real
              iteration container: step 2+ (recycled volume) against step 1 (full checkout)
                                                                                    (target: <= 10%)
@@ -72,6 +74,7 @@ from benches.bigrepo import bench_bigrepo
 from benches.clis import bench_clis
 from benches.forge import bench_forge, bench_swarm, bench_swarm_iteration
 from benches.host import bench_hostile, bench_local, bench_startup
+from benches.meter import bench_meter
 from benches.remote import bench_remote
 from benches.runtime import bench_runtime
 from benches.sandbox import bench_exit, bench_image, bench_network, bench_output, bench_sandbox
@@ -86,6 +89,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "network": bench_network,
     "runtime": bench_runtime,
     "secrets": bench_secrets,
+    "meter": bench_meter,
     "workspace": bench_workspace,
     "import": bench_import,
     "output": bench_output,

@@ -28,6 +28,10 @@ _PRICES = (
     ("gemini-2.5-pro", 1.25, 10.0),
 )
 _CACHE_WRITE, _CACHE_READ = 1.25, 0.1
+PRICES = _PRICES
+"""(family, input, output) USD per million tokens: the first family a model's name contains."""
+CACHE_PRICES = (_CACHE_WRITE, _CACHE_READ)
+"""Cache writes and reads, as fractions of the input price."""
 
 
 def estimate(model: str, input_tokens: int, output_tokens: int, cached: int = 0) -> float | None:

@@ -68,6 +68,9 @@ class ExecSpec:
     files: Mapping[str, str] = field(default_factory=dict)
     """Settings files of the agent's CLI, by absolute path where it runs, written before it
     starts (only by a sandbox with a `PreparedStep.cli_home`)."""
+    max_cost: float | None = None
+    """What the iteration may still spend at the model APIs (None: no limit); where a meter
+    sees its calls (the Docker backend's egress proxy) it refuses those past it."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,11 @@ class Execution(Protocol):
 
     def kill(self) -> None:
         """Stop the process now (from any thread); `chunks()` then ends."""
+        ...
+
+    def metered_cost(self) -> float | None:
+        """What a meter outside the agent's reach counted of its model API calls so far (None:
+        none sees them)."""
         ...
 
 

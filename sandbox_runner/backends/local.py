@@ -95,6 +95,10 @@ class LocalExecution:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(INTERRUPT_GRACE)
 
+    def metered_cost(self) -> float | None:
+        """No meter sees this process's calls (the egress proxy's is the workspace's)."""
+        return None
+
     def kill(self) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after a grace period."""
         if self._proc.poll() is None:

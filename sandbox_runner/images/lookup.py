@@ -14,9 +14,10 @@ from sandbox_runner.labels import LABEL_FROM, LABEL_USER
 if TYPE_CHECKING:
     import docker
 
-# FKS_AGENT_IMAGE names another default (CI jobs of several checkouts on one engine).
+# FKS_AGENT_IMAGE and FKS_PROXY_IMAGE name other defaults (CI jobs of several checkouts on
+# one engine).
 DEFAULT_AGENT_IMAGE = os.environ.get("FKS_AGENT_IMAGE") or "fks-agent:latest"
-DEFAULT_PROXY_IMAGE = "fks-proxy:latest"
+DEFAULT_PROXY_IMAGE = os.environ.get("FKS_PROXY_IMAGE") or "fks-proxy:latest"
 
 # A pull that gets no answer for this long is given up (the daemon fails at once when DNS
 # cannot resolve the registry; this bounds a hanging one).

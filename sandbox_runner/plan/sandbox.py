@@ -10,9 +10,16 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, field_validator
+from pydantic import (
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+)
 
 from sandbox_runner.errors import UsageError
 from sandbox_runner.plan.allow import AllowEntry, parse_host
@@ -63,6 +70,19 @@ class SandboxSettings(ConfigModel):
     """Credentials the egress proxy adds to the agent's HTTPS requests to one destination
     each; their values never enter the container. An agent's entry replaces the chain's for
     the same destination."""
+    model_apis: tuple[Literal["anthropic", "openai", "gemini"], ...] = Field(
+        default=(), alias="modelApis"
+    )
+    """Model APIs a plain program (an agent that is no agent CLI) reaches through the egress
+    proxy, which adds the key set on this machine (`ANTHROPIC_API_KEY`, `OPENAI_API_KEY`,
+    `GEMINI_API_KEY`) and meters its spend; an agent CLI reaches its own API only."""
+    model_prices: dict[
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,99}$")],
+        tuple[Annotated[float, Field(ge=0, le=10_000)], Annotated[float, Field(ge=0, le=10_000)]],
+    ] = Field(default_factory=dict, alias="modelPrices")
+    """Model family (a part of the model's name) -> [input, output] USD per million tokens,
+    for the egress proxy's meter, before its own table (`{"my-model": [1.0, 4.0]}`); a model
+    of no family known costs the dearest price."""
     hosts: dict[str, str] = Field(default_factory=dict)
     """Host name -> IP address (or `host-gateway`, this machine) for the proxy's lookups, for
     names public DNS does not know."""
@@ -199,11 +219,11 @@ class SandboxSettings(ConfigModel):
         }
         for name in override.model_fields_set & _FIELDS:
             value = getattr(override, name)
-            if name in ("env", "mounts", "allow", "deny", "ca_certs", "image_with"):
+            if name in ("env", "mounts", "allow", "deny", "ca_certs", "image_with", "model_apis"):
                 data[name] = tuple(dict.fromkeys((*data.get(name, ()), *value)))
             elif name == "secrets":
                 data[name] = merge_secrets(data.get(name, ()), value)
-            elif name == "hosts":
+            elif name in ("hosts", "model_prices"):
                 data[name] = {**data.get(name, {}), **value}
             else:
                 data[name] = value

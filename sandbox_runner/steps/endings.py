@@ -66,9 +66,13 @@ class Seen:
     budget: Budget | None = None
     running_cost: float = 0.0
     stall_after: float | None = None
+    metered: float | None = None
+    """What the egress proxy's meter counted (None: no meter saw the iteration's calls)."""
 
     @property
     def cost(self) -> float:
+        if self.metered is not None:
+            return self.metered
         if self.result is not None and self.result.cost_usd is not None:
             return self.result.cost_usd
         return self.running_cost
@@ -215,3 +219,14 @@ def claude_stats(result: Result, *, answer: bool = False) -> ClaudeStats:
         duration_ms=result.duration_ms,
         structured_output=structured,
     )
+
+
+def with_metered(seen: Seen, stats: ClaudeStats | None) -> ClaudeStats | None:
+    """The CLI's figures (None: it reported none, and its stream's cost, a lower bound, if it
+    showed one), with the meter's cost where a meter saw the calls: the same for every agent
+    (the CLI's own is an estimate)."""
+    if stats is None and seen.running_cost > 0:
+        stats = ClaudeStats(cost_usd=seen.running_cost)
+    if seen.metered is None:
+        return stats
+    return (stats or ClaudeStats()).model_copy(update={"cost_usd": seen.metered})

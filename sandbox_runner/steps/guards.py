@@ -95,6 +95,14 @@ class Guard:
         elif self._max_turns is not None and turns > self._max_turns:
             self._stop(IterationEnd.MAX_TURNS)
 
+    def ended(self, metered: float | None) -> None:
+        """The iteration ended; `metered` is what a meter outside it counted (it stopped the
+        agent itself when the budget was reached): the budget's end if that reached it."""
+        budget = self._budget
+        if budget is not None and metered is not None and metered >= budget.left:
+            with self._lock:
+                self.stopped = self.stopped or IterationEnd.BUDGET
+
     def _watch(self) -> None:
         assert self._stall_after is not None
         while not self._done.wait(max(0.05, self._last + self._stall_after - time.monotonic())):

@@ -59,6 +59,7 @@ def iteration_spec(
         timeout=asked.timeout,
         labels=asked.labels,
         files=files,
+        max_cost=budget.left if budget is not None else None,
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from sandbox_runner.backends.api import ExecResult, ExecSpec, Sandbox
+from sandbox_runner.backends.api import ExecResult, ExecSpec, Execution, Sandbox
 from sandbox_runner.console.units import byte_limit
 from sandbox_runner.errors import AgentNotFoundError
 from sandbox_runner.outcomes import (
@@ -36,7 +36,7 @@ from sandbox_runner.records.record import IterationRecord, StepRecord, now
 from sandbox_runner.records.store import ActiveRun, RecordWriter
 from sandbox_runner.results.ended import IterationResult, StepOutcome
 from sandbox_runner.results.reported import ClaudeStats
-from sandbox_runner.steps.endings import Seen, alike, claude_stats, ending
+from sandbox_runner.steps.endings import Seen, alike, claude_stats, ending, with_metered
 from sandbox_runner.steps.guards import DEFAULT_STALL_TIMEOUT, Budget, Guard
 from sandbox_runner.steps.launch import (
     Asked,
@@ -247,9 +247,11 @@ class StepLoop:
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
-                    guard.output(monitor_cost(monitor), monitor_turns(monitor))
+                    guard.output(_cost(monitor, execution), monitor_turns(monitor))
                 tap.finish()
                 exit_status = execution.wait()
+                metered = execution.metered_cost()
+                guard.ended(metered)
                 if exit_status.container_id:  # known only now on a swarm (its task's)
                     self._writer.set_container(record, exit_status.container_id)
         except BaseException as exc:
@@ -264,7 +266,7 @@ class StepLoop:
             self._writer.abort_iteration(record, interrupted=not isinstance(exc, Exception))
             raise
         self._writer.set_log_size(record, tap.written, tap.dropped)
-        seen = self._seen(number, exit_status, monitor, guard, budget)
+        seen = replace(self._seen(number, exit_status, monitor, guard, budget), metered=metered)
         result = self._classify(seen, record.started, tap, _changed(probe, before))
         if ctx.after_iteration is not None:
             result = ctx.after_iteration(result)
@@ -351,9 +353,10 @@ class StepLoop:
         )
 
 
-def _estimated(seen: Seen) -> ClaudeStats | None:
-    """For an iteration stopped before its result: the cost its stream showed (a lower bound)."""
-    return ClaudeStats(cost_usd=seen.running_cost) if seen.running_cost > 0 else None
+def _cost(monitor: Monitor, execution: Execution) -> float | None:
+    """What the iteration has spent so far, at least: the meter's figure or its stream's."""
+    costs = [c for c in (monitor_cost(monitor), execution.metered_cost()) if c is not None]
+    return max(costs) if costs else None
 
 
 def _remove_empty_log(path: Path) -> None:
@@ -370,7 +373,7 @@ def _agent_ran(exc: Exception) -> bool:
 
 def _stats(result: Result | None, seen: Seen, *, answer: bool) -> ClaudeStats | None:
     """The iteration's figures: its result's, else estimated from what was seen."""
-    return claude_stats(result, answer=answer) if result is not None else _estimated(seen)
+    return with_metered(seen, claude_stats(result, answer=answer) if result is not None else None)
 
 
 def _error_tail(tap: OutputTap, result: Result | None) -> str | None:

@@ -49,6 +49,10 @@ class FakeExecution:
         if self._run.stderr:
             yield "stderr", self._run.stderr.encode()
 
+    def metered_cost(self) -> float | None:
+        """No meter sees this process's calls (the egress proxy's is the workspace's)."""
+        return None
+
     def kill(self) -> None:
         return None
 

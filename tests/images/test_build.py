@@ -190,7 +190,8 @@ def test_proxy_dockerfile_defaults() -> None:
     assert "FROM ${BASE_IMAGE}" in text
     assert text.index("COPY ca-certs/") < text.index("update-ca-certificates")
     assert re.search(
-        r"apt-get install -y --no-install-recommends ca-certificates openssl socat squid-openssl;",
+        r"apt-get install -y --no-install-recommends ca-certificates openssl socat squid-openssl "
+        r"mitmproxy;",
         text,
     )
     assert "chown proxy:proxy /fks-proxy" in text

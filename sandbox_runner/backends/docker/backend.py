@@ -44,7 +44,6 @@ from sandbox_runner.backends.docker.landing import (
     review_lines,
     start_branch,
 )
-from sandbox_runner.backends.docker.model_apis import as_proxy_client, step_api_env
 from sandbox_runner.backends.docker.preflight import (
     check_agents,
     check_clis,
@@ -178,8 +177,7 @@ class SandboxBackend:
         return planned_agent(command, self._repo, self._base, self._cwd)
 
     def planned_network(self, step: Step, command: AgentCommand) -> str | None:
-        shown = as_proxy_client(command)
-        return planned_network(self.settings_for(step.agent), shown, self._repo.top)
+        return planned_network(self.settings_for(step.agent), command, self._repo.top)
 
     def preflight(self, steps: list[Step]) -> None:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
@@ -192,7 +190,7 @@ class SandboxBackend:
                 self._credentials[step.agent] = read_credentials(settings, self._repo.top)
             agent = self.resolve(step)
             check_committed(agent, step.agent, self._repo, self._base)
-            self._target.check_step(settings, where, as_proxy_client(agent))
+            self._target.check_step(settings, where, agent)
         self._client = client = self._target.connect()
         programs: dict[str, set[str]] = {}
         for step in steps:
@@ -298,6 +296,7 @@ class SandboxBackend:
                     new_step=not resumed,
                     warm=_warm(self._target, settings, step),
                     notices=self._reporter,
+                    meter=proxy,
                 )
                 landing = StepLanding(
                     run_id=self._run_id,
@@ -339,12 +338,12 @@ class SandboxBackend:
         container = container_settings(image, mounts, labels, settings, user, gvisor=gvisor)
         began = time.monotonic()
         credentials = self._credentials.get(step.agent)
-        proxy = self._proxies.for_step(as_proxy_client(agent), settings, repo, credentials)
+        proxy = self._proxies.for_step(agent, settings, repo, credentials)
         if proxy is None:
             return container, env, None
         self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
-        return container, {**env, **step_api_env(agent)}, proxy
+        return container, env, proxy
 
 
 def _new_workspace(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
+from sandbox_runner.backends.docker.egress.upstream import API_KINDS, api_kinds, upstreams_for
 from sandbox_runner.backends.docker.settings import config_files
 from sandbox_runner.bounded import load_json
 from sandbox_runner.errors import AgentNotFoundError, ConfigError, SandboxError
@@ -192,12 +192,12 @@ def check_off_machine(
             f"agent '{agent.name}': its Claude config file {files[0]} would be mounted from "
             f"this machine, which engine {engine} cannot see; run it on the local engine"
         )
-    api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
-    if api is not None and is_loopback(api.host):
-        raise SandboxError(
-            f"ANTHROPIC_BASE_URL {api.url} is on this machine, which containers on engine "
-            f"{engine} cannot reach; give an address that engine reaches"
-        )
+    for api in upstreams_for(api_kinds(agent, settings), os.environ):
+        if is_loopback(api.host):
+            raise SandboxError(
+                f"{API_KINDS[api.kind].base_url_var} {api.url} is on this machine, which "
+                f"containers on engine {engine} cannot reach; give an address that engine reaches"
+            )
 
 
 def check_agents_in_image(client: docker.DockerClient, image: str, programs: Iterable[str]) -> None:

@@ -40,9 +40,11 @@ def docker_network(settings: SandboxSettings) -> str:
 
 def needs_proxy(settings: SandboxSettings, agent: AgentCommand) -> bool:
     """Whether the step goes out through the egress proxy: for its allow-list, or, with no
-    network, for Claude's model API."""
+    network, for its model APIs."""
+    from sandbox_runner.backends.docker.egress.upstream import api_kinds
+
     mode = network_mode(settings)
-    return mode == ALLOWLIST or (mode == "none" and agent.stream_json)
+    return mode == ALLOWLIST or (mode == "none" and bool(api_kinds(agent, settings)))
 
 
 def container_settings(
@@ -135,7 +137,10 @@ def planned_network(settings: SandboxSettings, agent: AgentCommand, top: Path) -
     from sandbox_runner.backends.docker.secret_checks import describe_secret
 
     mode = network_mode(settings)
-    api = " and the model API (key added by the proxy)" if agent.stream_json else ""
+    from sandbox_runner.backends.docker.egress.upstream import api_kinds
+
+    kinds = api_kinds(agent, settings)
+    api = f" and the {' and '.join(kinds)} model API (key added by the proxy)" if kinds else ""
     if mode == ALLOWLIST:
         secrets = ", ".join(describe_secret(e, os.environ, top) for e in settings.secrets)
         allowed = ", ".join(settings.allow) or (

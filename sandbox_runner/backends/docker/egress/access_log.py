@@ -8,7 +8,8 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from sandbox_runner.backends.docker.egress.squid import API_CALLS, API_PORT, FORWARD_PORT
+from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT
+from sandbox_runner.backends.docker.egress.upstream import API_KINDS
 
 MODEL_API = "model API"
 """The secret of the model API's calls (the proxy adds its credential to them)."""
@@ -19,7 +20,9 @@ with 200 (every other allowed CONNECT is a TCP_TUNNEL, passed through untouched)
 TEXT_LIMIT = 253  # characters kept of a host or a secret's destination (a DNS name's most)
 _WORD_LIMIT = 40  # characters kept of a method or Squid's result
 _NUMBER_DIGITS = 18  # digits of a byte count read at most (more is not a Squid number)
-_API_METHODS = frozenset(method for _, method, _ in API_CALLS)
+_API_CALLS = {
+    api.port: frozenset(method for _, method, _ in api.calls) for api in API_KINDS.values()
+}
 LINE_LIMIT = 64 * 1024
 """Bytes of one log line read at most (Squid's are far shorter)."""
 
@@ -40,7 +43,7 @@ class AccessLine:
     host: str
     port: int | None
     local_port: int | None
-    """FORWARD_PORT: the agent's proxy; API_PORT: the model API."""
+    """FORWARD_PORT: the agent's proxy; an API kind's port: that model API."""
     sent: int
     """Bytes from the agent."""
     received: int
@@ -125,7 +128,8 @@ def _opened_for_a_secret(line: AccessLine) -> bool:
 def _api_call(line: AccessLine) -> bool:
     """A call the API port let through: the proxy added the credential (its warm-up HEAD and
     what it refuses get none)."""
-    return line.local_port == API_PORT and not _denied(line.result) and line.method in _API_METHODS
+    methods = _API_CALLS.get(line.local_port or 0, frozenset())
+    return not _denied(line.result) and line.method in methods
 
 
 def _denied(result: str) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from sandbox_runner.backends.docker.egress.access_log import AccessLine, access_line, read_lines
 from sandbox_runner.backends.docker.egress.audit import Traffic, TrafficCounter
+from sandbox_runner.backends.docker.egress.metering import Spends
 from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.errors import SandboxError
 
@@ -27,6 +28,8 @@ class FollowedLog:
         self._log_lock = threading.Lock()
         self._traffic = TrafficCounter()  # the access log's requests since the last take
         self._log_stream: Any = None
+        self.spends = Spends()
+        """The meter's figures, from its lines on the same output."""
 
     def take_denied(self, *, settled_at: float | None = None) -> Refusals:
         """Requests the allow-list refused since the last take (or the start): those of
@@ -66,10 +69,13 @@ class FollowedLog:
             read_lines(self._log_stream, self._take_line)
 
     def _take_line(self, line: str) -> None:
-        """Count the request of one line of the access log (any other line is ignored)."""
+        """Count the request of one line of the access log, or take a meter's line (any other
+        line is ignored)."""
         found = access_line(line)
         if found is not None:
             self._count(found)
+        else:
+            self.spends.take_line(line)
 
     def _count(self, request: AccessLine) -> None:
         """Count a request of the access log (TrafficCounter: in bounded memory)."""

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sandbox_runner.backends.docker.egress.metering import (
+    METER_BUDGET,
+    METER_CONFIG,
+    METER_PORT,
+    METER_SCRIPT,
+)
 from sandbox_runner.backends.docker.egress.squid import (
     ACCESS_LOG,
-    API_PORT,
     CA_DIR,
     CA_PEM,
     CACHE_LOG,
@@ -18,10 +23,11 @@ from sandbox_runner.backends.docker.egress.squid import (
     ERROR_PAGES_SCRIPT,
     FORWARD_PORT,
 )
+from sandbox_runner.backends.docker.egress.upstream import API_KINDS, Kind
 
 SOCKET_DIR = "/fks-proxy"
 FORWARD_SOCKET = f"{SOCKET_DIR}/proxy.sock"
-API_SOCKET = f"{SOCKET_DIR}/api.sock"
+API_SOCKET = f"{SOCKET_DIR}/api.sock"  # Anthropic's; another API's is api-<kind>.sock
 SQUID_CONF = "/etc/fks-squid.conf"  # in /etc: put_archive needs an existing directory
 RUN_CA = f"{SOCKET_DIR}/ca.crt"
 """The run's CA certificate (not its key), for the agent to trust: in the socket volume."""
@@ -59,10 +65,33 @@ def _forwarding(port: int) -> str:
 class Glue(NamedTuple):
     """What the shell glue of both containers sets up besides the allow-list proxy."""
 
-    api: bool = False
-    """The model API's port."""
+    apis: tuple[Kind, ...] = ()
+    """The model APIs' ports, by kind."""
     ca: bool = False
     """The run's CA (for secrets): made by the proxy, trusted by the agent."""
+    meter: bool = False
+    """The meter behind the API ports (mitmproxy), started beside Squid."""
+
+
+METER_DIR = "/dev/shm/fks-meter"  # mitmproxy's own directory (its unused CA among it)
+
+
+def _meter_script(glue: Glue) -> str:
+    """The meter in the background, its lines on the container's output (the host reads
+    them); Squid waits for it no longer than for itself."""
+    if not glue.meter:
+        return ""
+    return (
+        f"FKS_METER_CONFIG={METER_CONFIG} FKS_METER_BUDGET={METER_BUDGET} "
+        f"mitmdump -q --mode reverse:http://127.0.0.1:9 --listen-host 127.0.0.1 "
+        f"--listen-port {METER_PORT} --set keep_host_header=true --set confdir={METER_DIR} "
+        "--set connection_strategy=lazy --set http2=false "
+        "--set ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt "
+        f"-s {METER_SCRIPT} 2>&1 & meter=$!; "
+        # Squid starts once it listens: a peer Squid found down is not asked at first.
+        f'until {_listening(METER_PORT)}; do kill -0 "$meter" 2>/dev/null || exit 1; '
+        "sleep 0.02; done; "
+    )
 
 
 def _make_ca(run_id: str) -> str:
@@ -95,6 +124,7 @@ def proxy_script(glue: Glue, run_id: str) -> str:
         f"{ERROR_PAGES_SCRIPT}; "
         f"{_make_ca(run_id) if glue.ca else ''}"
         f"(: >> {ACCESS_LOG}) 2>/dev/null; "  # before tail follows it (a missing file is polled slowly)
+        f"{_meter_script(glue)}"
         f"squid -N -f {SQUID_CONF} & squid=$!; "
         f"until {listening}; do "
         f'kill -0 "$squid" 2>/dev/null || {{ tail -n 20 {CACHE_LOG} >&2; exit 1; }}; '
@@ -145,4 +175,11 @@ def wait_script(glue: Glue, starting: str = "") -> str:
 
 def _pairs(glue: Glue) -> list[tuple[str, int]]:
     """(socket, port) of each forwarder."""
-    return [(FORWARD_SOCKET, FORWARD_PORT)] + ([(API_SOCKET, API_PORT)] if glue.api else [])
+    return [(FORWARD_SOCKET, FORWARD_PORT)] + [
+        (api_socket(k), API_KINDS[k].port) for k in glue.apis
+    ]
+
+
+def api_socket(kind: Kind) -> str:
+    """The socket of the API port of `kind` in the shared volume."""
+    return API_SOCKET if kind == "anthropic" else f"{SOCKET_DIR}/api-{kind}.sock"

@@ -12,9 +12,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sandbox_runner.backends.docker.egress.glue import SOCKET_DIR
 from sandbox_runner.backends.docker.egress.proxy import EgressProxy
-from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
+from sandbox_runner.backends.docker.egress.upstream import (
+    API_ENV,
+    api_kinds,
+    upstreams_for,
+)
 from sandbox_runner.backends.docker.runners.container import ContainerSettings, Mount
-from sandbox_runner.backends.docker.settings import ALLOWLIST, CLAUDE_ENV, needs_proxy, network_mode
+from sandbox_runner.backends.docker.settings import ALLOWLIST, needs_proxy, network_mode
 from sandbox_runner.labels import LABEL_REPO
 from sandbox_runner.plan.allow import AllowEntry
 from sandbox_runner.plan.secrets import read_ca_certs, resolve_secrets
@@ -75,21 +79,24 @@ class ProxyPool:
             return None
         allowlist = network_mode(settings) == ALLOWLIST
         allow = tuple(settings.allow) if allowlist else ()
-        api = ApiUpstream.from_env(os.environ) if agent.stream_json else None
+        apis = upstreams_for(api_kinds(agent, settings), os.environ)
         secrets, origin_cas = credentials or read_credentials(settings, repo.top)
         hosts = tuple(sorted(settings.hosts.items()))
-        # Steps without the model API get a proxy without it: its socket would be a way to the
-        # key; steps without a secret get one without that secret.
-        key = (allow, api is not None, tuple(settings.deny), secrets, hosts, origin_cas)
+        # Steps get a proxy with their own model APIs only: another's socket would be a way to
+        # its key; steps without a secret get one without that secret.
+        prices = tuple((family, i, o) for family, (i, o) in sorted(settings.model_prices.items()))
+        key = (allow, apis, tuple(settings.deny), secrets, hosts, origin_cas, prices)
         if key not in self._proxies:
             proxy = self._make(
                 self._client,
                 run_id=self._run_id,
                 allow=[AllowEntry.parse(entry) for entry in allow],
-                api=api,
+                apis=apis,
                 deny=[AllowEntry.parse(entry) for entry in settings.deny],
                 secrets=secrets,
                 origin_cas=origin_cas,
+                meter=True,
+                prices=prices,
                 labels={LABEL_REPO: str(repo.top)},
                 # Only the proxy resolves names: a local gateway's, allowed host services, and
                 # the names of sandbox.hosts.
@@ -112,7 +119,7 @@ def through_proxy(
         entry=tuple(proxy.wrap_argv([])),
         join_entry=tuple(proxy.wait_argv([])),
     )
-    env = {k: v for k, v in env.items() if k not in CLAUDE_ENV or k in listed}
+    env = {k: v for k, v in env.items() if k not in API_ENV or k in listed}
     # A secret's source never enters the container, whatever sandbox.env lists.
     env = {k: v for k, v in env.items() if k not in proxy.secret_variables}
     return container, {**proxy.env(), **env}

@@ -34,13 +34,16 @@ from sandbox_runner.backends.docker.egress.glue import (
     proxy_script,
     wait_script,
 )
-from sandbox_runner.backends.docker.egress.squid import (
-    API_PORT,
-    FORWARD_PORT,
-    ORIGIN_CAS,
-    squid_config,
+from sandbox_runner.backends.docker.egress.metering import (
+    METER_BUDGET,
+    METER_PORT,
+    Metered,
+    budget_text,
+    meter_files,
 )
-from sandbox_runner.backends.docker.egress.upstream import ApiUpstream
+from sandbox_runner.backends.docker.egress.squid import FORWARD_PORT, ORIGIN_CAS, squid_config
+from sandbox_runner.backends.docker.egress.upstream import PLACEHOLDER as PLACEHOLDER
+from sandbox_runner.backends.docker.egress.upstream import ApiUpstream, agent_env
 from sandbox_runner.backends.docker.engine.client import create_container, with_retries
 from sandbox_runner.errors import SandboxError
 from sandbox_runner.images.lookup import DEFAULT_PROXY_IMAGE
@@ -54,7 +57,6 @@ if TYPE_CHECKING:
 
     from sandbox_runner.plan.secrets import Secret
 
-PLACEHOLDER = "fks-placeholder-the-egress-proxy-adds-the-real-credential"
 PROXY_ROLE = "egress-proxy"  # label fks.role of its container and its socket volume
 
 # --- The proxy container ------------------------------------------------------------------------
@@ -76,9 +78,12 @@ class EgressProxy(FollowedLog):
         run_id: str,
         allow: Sequence[AllowEntry],
         api: ApiUpstream | None = None,
+        apis: Sequence[ApiUpstream] = (),
         deny: Sequence[AllowEntry] = (),
         secrets: Sequence[Secret] = (),
         origin_cas: str = "",
+        meter: bool = False,
+        prices: Sequence[tuple[str, float, float]] = (),
         labels: Mapping[str, str] | None = None,
         image: str = DEFAULT_PROXY_IMAGE,
         network: str = "bridge",
@@ -88,16 +93,22 @@ class EgressProxy(FollowedLog):
         super().__init__()
         self._client = client
         self._allow = tuple(allow)
-        self._api = api
+        # One per kind: the first given of each.
+        given = [*([api] if api is not None else []), *apis]
+        self._apis = tuple({a.kind: a for a in reversed(given)}.values())[::-1]
         self._deny = tuple(deny)
         self._secrets = tuple(secrets)
         self._origin_cas = origin_cas
         self._run_id = re.sub(r"[^A-Za-z0-9_.-]", "-", run_id)[:60]
-        self._glue = Glue(api=api is not None, ca=bool(secrets))
+        kinds = tuple(a.kind for a in self._apis)
+        self._glue = Glue(apis=kinds, ca=bool(secrets), meter=meter and bool(kinds))
+        self._iterations = 0
+        self._prices = tuple(prices)
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
-        self._ready_timeout = ready_timeout
+        # mitmproxy reads ~1,000 files as it starts: a minute or more on a busy disk.
+        self._ready_timeout = max(ready_timeout, 180.0) if self._glue.meter else ready_timeout
         self._labels = {
             **(labels or {}),
             LABEL_RUN: run_id,
@@ -154,13 +165,13 @@ class EgressProxy(FollowedLog):
         )
 
     def env(self) -> dict[str, str]:
-        """The agent's proxy variables, and with an API its base URL and placeholder credential."""
+        """The agent's proxy variables, and for each model API its base URL and placeholder
+        credential (`upstream.agent_env`)."""
         proxy = f"http://127.0.0.1:{FORWARD_PORT}"
         env = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
         env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
-        if self._api is not None:
-            env["ANTHROPIC_BASE_URL"] = f"http://127.0.0.1:{API_PORT}"
-            env[self._api.env_name] = PLACEHOLDER
+        for upstream in self._apis:
+            env |= agent_env(upstream)
         if self._glue.ca:
             env |= dict.fromkeys(CA_VARIABLES, CA_BUNDLE) | {"NODE_EXTRA_CA_CERTS": RUN_CA}
         env |= {s.env: SECRET_PLACEHOLDER for s in self._secrets if s.env is not None}
@@ -184,12 +195,36 @@ class EgressProxy(FollowedLog):
         """squid.conf and, with sandbox.caCerts, the CAs Squid trusts for origins: path -> text."""
         config = squid_config(
             self._allow,
-            self._api,
+            self._apis,
             deny=self._deny,
             secrets=self._secrets,
             origin_cas=bool(self._origin_cas),
+            meter_port=METER_PORT if self._glue.meter else None,
         )
-        return {SQUID_CONF: config} | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+        files = {SQUID_CONF: config}
+        if self._glue.meter:
+            files |= meter_files(self._apis, self._prices)
+            files |= {METER_BUDGET: budget_text(0, None)}
+        return files | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
+
+    @property
+    def metering(self) -> bool:
+        """Whether the meter reads the model APIs' responses (and holds a budget)."""
+        return self._glue.meter
+
+    def open_iteration(self, left: float | None) -> int:
+        """An iteration begins that may spend `left` (None: no limit) at the model APIs: the
+        meter's spend starts from nothing. Its number, for `metered` and `spends.watch`."""
+        self._iterations += 1
+        number = self._iterations
+        self.spends.watch(number, None)
+        tar = _files_tar({METER_BUDGET.removeprefix("/etc/"): budget_text(number, left)})
+        with_retries("put budget", lambda: self._container.put_archive("/etc", tar))
+        return number
+
+    def metered(self, number: int) -> Metered:
+        """What the meter counted of iteration `number` so far."""
+        return self.spends.of(number)
 
     def _config_tar(self) -> bytes:
         """The config files, into /etc."""

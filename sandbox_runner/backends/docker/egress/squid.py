@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from sandbox_runner.backends.docker.egress.upstream import API_KINDS, Kind
 from sandbox_runner.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -19,8 +20,12 @@ if TYPE_CHECKING:
 
 
 class ApiUpstream(Protocol):
-    """What the accelerator needs of the model API (`egress.ApiUpstream` is one)."""
+    """What the accelerator needs of a model API (`egress.ApiUpstream` is one)."""
 
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def path(self) -> str: ...
     @property
     def host(self) -> str: ...
     @property
@@ -40,7 +45,7 @@ CA_PEM = f"{CA_DIR}/ca.pem"  # key and certificate, for Squid
 CERT_DB = "/dev/shm/fks-ssl_db"  # certificates Squid made for the destinations, this run's
 ORIGIN_CAS = "/etc/fks-origin-cas.pem"  # sandbox.caCerts: CAs the proxy trusts besides the system's
 FORWARD_PORT = 3128  # on 127.0.0.1 in both containers: the allow-list proxy
-API_PORT = 8080  # on 127.0.0.1 in both containers: the model API, credential added
+API_PORT = API_KINDS["anthropic"].port  # on 127.0.0.1 in both: Anthropic's API, credential added
 QUOTED_LIMIT = 2048
 """Characters of a quoted squid.conf value at most: Squid refuses a longer one, and its error
 shows it (a secret's header value among them)."""
@@ -66,34 +71,40 @@ ERROR_PAGES_SCRIPT = (
     f": > {ERROR_DIR}/error-details.txt"
 )
 
-# What the API port passes on: (name, method, path and query). Anything else gets 403 before
-# the credential is added, so a method or path that reflects a request (TRACE, an echo or
-# debug endpoint of a gateway, an error page) never gets a request holding the credential.
-API_CALLS: tuple[tuple[str, str, str], ...] = (
-    ("messages", "POST", r"^/v1/messages(/count_tokens)?(\?beta=true)?$"),
-    ("models", "GET", r"^/v1/models(/[A-Za-z0-9][A-Za-z0-9._:@-]*)?(\?[A-Za-z0-9_=&.-]*)?$"),
+# What the Anthropic API port passes on (name, method, path and query), as Squid matches it.
+API_CALLS: tuple[tuple[str, str, str], ...] = tuple(
+    (name, method, f"^{path}$") for name, method, path in API_KINDS["anthropic"].calls
 )
-# Claude Code's connection warm-up (HEAD on the base URL, its answer unused): passed on
-# without the credential.
+# A client's connection warm-up (Claude Code's HEAD on the base URL, its answer unused): passed
+# on without the credential.
 API_WARM_UP = ("warm_up", "HEAD", r"^/$")
+_HEADER_NAMES = {"x-api-key": "X-Api-Key", "authorization": "Authorization"}
+_HEADER_NAMES["x-goog-api-key"] = "X-Goog-Api-Key"
+
+
+def api_port_name(kind: str) -> str:
+    """Squid's name of the API port of `kind` (Anthropic's is `api`, as it always was)."""
+    return "api" if kind == "anthropic" else f"api_{kind}"
 
 
 def squid_config(
     allow: Sequence[AllowEntry],
-    api: ApiUpstream | None,
+    api: ApiUpstream | Sequence[ApiUpstream] | None,
     *,
     deny: Sequence[AllowEntry] = (),
     secrets: Sequence[Secret] = (),
     origin_cas: bool = False,
     forward_port: int = FORWARD_PORT,
-    api_port: int = API_PORT,
+    meter_port: int | None = None,
 ) -> str:
     """squid.conf for one run: a forward proxy on 127.0.0.1:`forward_port` that lets through
     requests and CONNECTs to the allowed host:port pairs and the secrets' destinations only,
     never to `deny` (403 for the rest); with `secrets`, TLS to their destinations ends in the
-    proxy, only their methods pass and each gets its header (`bump_lines`); and with `api` an
-    accelerator on 127.0.0.1:`api_port` that sends the API calls (API_CALLS) to the API with
-    the real credential in place of whatever the client sent (403 for the rest)."""
+    proxy, only their methods pass and each gets its header (`bump_lines`); and for each
+    model API in `api` an accelerator on 127.0.0.1 (its kind's port) that sends its calls
+    (`ApiKind.calls`) to it with the real credential in place of whatever the client sent (403
+    for the rest), through the meter on 127.0.0.1:`meter_port` when there is one."""
+    apis = _apis(api)
     secrets = ordered_secrets(secrets)
     _check_values(secrets)
     bump = " ssl-bump tls-cert=" + CA_PEM + " generate-host-certificates=on" if secrets else ""
@@ -102,7 +113,7 @@ def squid_config(
         f"http_port 127.0.0.1:{forward_port} name=forward{bump}",
         *_settings(),
         "acl CONNECT method CONNECT",
-        "acl fks_api myportname api",
+        f"acl fks_api myportname {' '.join(_port_names(apis))}",
     ]
     unique = list(dict.fromkeys(allow))
     denied = list(dict.fromkeys(deny))
@@ -112,11 +123,19 @@ def squid_config(
     lines += _secret_acls(secrets)
     # The cache manager would show this config, credential included, to anyone who asks.
     lines.append("http_access deny manager")
-    if api is not None:
-        lines += _api_acls()
+    if apis:
+        lines += _api_acls(apis)
         lines += ["http_access allow fks_api_call", "http_access allow fks_api_warm_up"]
     # Before the allow-list: the API's host may be on it, but not through this port.
     lines.append("http_access deny fks_api")
+    if meter_port is not None:
+        # The meter is the accelerators' alone: never a destination of the agent's.
+        lines += [
+            "acl fks_loopback dst 127.0.0.0/8 ::1",
+            f"acl fks_meter_port port {meter_port}",
+            # The port first: only a request to it costs a lookup of its destination.
+            "http_access deny fks_meter_port fks_loopback",
+        ]
     # A deny entry without a port covers every port.
     lines += [
         f"http_access deny deny{n}_host" + (f" deny{n}_port" if entry.port else "")
@@ -127,9 +146,22 @@ def squid_config(
     lines.append("http_access deny all")
     if secrets:
         lines += bump_lines(secrets, origin_cas=origin_cas)
-    if api is not None:
-        lines += _accelerator(api, api_port)
+    for upstream in apis:
+        lines += _accelerator(upstream, meter_port)
+    if apis:
+        lines += _credentials(apis)
     return "\n".join(lines) + "\n"
+
+
+def _apis(api: ApiUpstream | Sequence[ApiUpstream] | None) -> list[ApiUpstream]:
+    """One API per kind (the first of each)."""
+    given = [] if api is None else list(api) if isinstance(api, Sequence) else [api]
+    return list({upstream.kind: upstream for upstream in reversed(given)}.values())[::-1]
+
+
+def _port_names(apis: Sequence[ApiUpstream]) -> list[str]:
+    # With no API the ACL names a port no request arrives on, as it always did.
+    return [api_port_name(upstream.kind) for upstream in apis] or ["api"]
 
 
 def _check_values(secrets: Sequence[Secret]) -> None:
@@ -260,42 +292,65 @@ def _settings() -> list[str]:
     ]
 
 
-def _api_acls() -> list[str]:
-    """fks_api_call: a request on the API port that is one of API_CALLS; fks_api_warm_up:
-    API_WARM_UP on that port."""
+def _api_acls(apis: Sequence[ApiUpstream]) -> list[str]:
+    """fks_api_call: a request on an API port that is one of its kind's calls;
+    fks_api_<kind>_call: one on that kind's port; fks_api_warm_up: API_WARM_UP on any."""
     lines: list[str] = []
-    for name, method, path in (*API_CALLS, API_WARM_UP):
-        lines += [
-            f"acl fks_{name}_method method {method}",
-            f"acl fks_{name}_path urlpath_regex {path}",
-            f"acl fks_api_{name} all-of fks_api fks_{name}_method fks_{name}_path",
-        ]
-    calls = " ".join(f"fks_api_{name}" for name, _, _ in API_CALLS)
-    return [*lines, f"acl fks_api_call any-of {calls}"]
+    every: list[str] = []
+    for upstream in apis:
+        kind = upstream.kind
+        lines.append(f"acl fks_port_{kind} myportname {api_port_name(kind)}")
+        names: list[str] = []
+        for name, method, path in API_KINDS[kind].calls:
+            prefix = upstream.path.replace(".", "\\.")
+            lines += [
+                f"acl fks_{kind}_{name}_method method {method}",
+                f"acl fks_{kind}_{name}_path urlpath_regex ^{prefix}{path}$",
+                f"acl fks_api_{kind}_{name} all-of fks_port_{kind} "
+                f"fks_{kind}_{name}_method fks_{kind}_{name}_path",
+            ]
+            names.append(f"fks_api_{kind}_{name}")
+        lines.append(f"acl fks_api_{kind}_call any-of {' '.join(names)}")
+        every.append(f"fks_api_{kind}_call")
+    name, method, path = API_WARM_UP
+    lines += [
+        f"acl fks_{name}_method method {method}",
+        f"acl fks_{name}_path urlpath_regex {path}",
+        f"acl fks_api_{name} all-of fks_api fks_{name}_method fks_{name}_path",
+    ]
+    return [*lines, f"acl fks_api_call any-of {' '.join(every)}"]
 
 
-def _accelerator(api: ApiUpstream, api_port: int) -> list[str]:
+def _accelerator(api: ApiUpstream, meter_port: int | None) -> list[str]:
+    """The API port of `api`'s kind and its peer: the API itself, or the meter before it."""
+    kind = api.kind
     default_port = 443 if api.tls else 80
     site = api.host if api.port == default_port else f"{api.host}:{api.port}"
-    if api.header == "x-api-key":
-        name, value = "X-Api-Key", api.credential
-    else:
-        name, value = "Authorization", f"Bearer {api.credential}"
     # forceddomain: the API's own Host header whatever the client sent, so a request with the
     # credential never names another site behind the same address. no-netdb-exchange: Squid
     # asks the API nothing of its own (it would GET /squid-internal-dynamic/netdb).
+    host, port, tls = ("127.0.0.1", meter_port, "") if meter_port else (api.host, api.port, " tls")
     peer = (
-        f"cache_peer {api.host} parent {api.port} 0 no-query no-digest no-netdb-exchange "
-        f"originserver forceddomain={site} name=fks_upstream"
+        f"cache_peer {host} parent {port} 0 no-query no-digest no-netdb-exchange "
+        f"originserver forceddomain={site} name=fks_upstream_{kind}"
     )
     return [
-        f"http_port 127.0.0.1:{api_port} accel defaultsite={site} no-vhost name=api",
-        peer + (" tls" if api.tls else ""),
-        "cache_peer_access fks_upstream allow fks_api",
-        "cache_peer_access fks_upstream deny all",
-        "never_direct allow fks_api",
-        "always_direct allow !fks_api",
-        # Only on the API port: a request to an allowed host must never carry the credential.
-        f"request_header_access {name} deny fks_api",
-        f'request_header_add {name} "{value}" fks_api_call',
+        f"http_port 127.0.0.1:{API_KINDS[kind].port} accel defaultsite={site} no-vhost "
+        f"name={api_port_name(kind)}",
+        peer + (tls if api.tls else ""),
+        f"cache_peer_access fks_upstream_{kind} allow fks_port_{kind}",
+        f"cache_peer_access fks_upstream_{kind} deny all",
     ]
+
+
+def _credentials(apis: Sequence[ApiUpstream]) -> list[str]:
+    """Whatever credential header a client sent removed on every API port, and each API's
+    real one added to its own calls only."""
+    lines = ["never_direct allow fks_api", "always_direct allow !fks_api"]
+    # Only on the API ports: a request to an allowed host must never carry a credential.
+    lines += [f"request_header_access {name} deny fks_api" for name in _HEADER_NAMES.values()]
+    for api in apis:
+        name = _HEADER_NAMES[api.header]
+        value = f"Bearer {api.credential}" if api.header == "authorization" else api.credential
+        lines.append(f'request_header_add {name} "{value}" fks_api_{api.kind}_call')
+    return lines

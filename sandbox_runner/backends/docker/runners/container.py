@@ -257,6 +257,10 @@ class DockerExecution:
         limit = int(self._container.attrs.get("HostConfig", {}).get("Memory") or 0)
         return f"{limit // 2**20}m" if limit else "the machine's memory"
 
+    def metered_cost(self) -> float | None:
+        """No meter sees this process's calls (the egress proxy's is the workspace's)."""
+        return None
+
     def kill(self) -> None:
         with contextlib.suppress(Exception):
             self._container.kill()

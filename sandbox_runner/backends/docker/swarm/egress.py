@@ -50,6 +50,7 @@ class SwarmEgressProxy(EgressProxy):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("ready_timeout", 120.0)  # a node may take its time to start a task
+        kwargs["meter"] = False  # a proxy on each node: no one meter sees a step's spend
         super().__init__(*args, **kwargs)
         self._secret_ids: list[str] = []
         self._ready_nodes: set[str] = set()

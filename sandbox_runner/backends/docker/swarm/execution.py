@@ -195,6 +195,10 @@ class ServiceExecution:
             exit_code=code, timed_out=self._timed_out, container_id=self._task.container
         )
 
+    def metered_cost(self) -> float | None:
+        """No meter sees this process's calls (the egress proxy's is the workspace's)."""
+        return None
+
     def kill(self) -> None:
         """Remove the service: Swarm stops its task (SIGINT, then SIGKILL after the grace)."""
         self._remove_service()

@@ -7,7 +7,7 @@ it ran."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -62,8 +62,11 @@ class Exporting:
         agent: str,
         nonce: str,
         channel: ExportChannel,
+        metered: Callable[[], float | None] | None = None,
     ) -> None:
-        """`nonce`: what the script's own lines carry; `channel`: how its bundle comes."""
+        """`nonce`: what the script's own lines carry; `channel`: how its bundle comes;
+        `metered`: what the egress proxy's meter counted of it so far."""
+        self._metered = metered
         self._execution = execution
         self._owner = owner
         self._agent = agent
@@ -85,6 +88,9 @@ class Exporting:
 
     def kill(self) -> None:
         self._execution.kill()
+
+    def metered_cost(self) -> float | None:
+        return self._metered() if self._metered is not None else None
 
     def chunks(self) -> Iterator[tuple[Stream, bytes]]:
         settled = False

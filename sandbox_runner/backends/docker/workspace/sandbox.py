@@ -6,6 +6,7 @@ else. Where the iteration runs, and how its export reaches the host, the workspa
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Iterator, Mapping
@@ -33,6 +34,12 @@ from sandbox_runner.git.runner import GitError, git
 
 if TYPE_CHECKING:
     import docker
+
+    from sandbox_runner.backends.docker.egress.proxy import EgressProxy
+
+
+def _spent(meter: EgressProxy, number: int) -> float | None:
+    return meter.metered(number).spent
 
 
 def start_of(repo: Repo, branch: str) -> tuple[str, str]:
@@ -71,10 +78,13 @@ class WorkspaceSandbox:
         new_step: bool = False,
         warm: int = 0,
         notices: Notices | None = None,
+        meter: EgressProxy | None = None,
     ) -> None:
         """`warm`: the step's iterations left, if the next ones' containers are to wait,
         started, while one runs (`runners/warm.py`). `notices`: told each phase of an
-        iteration as it ends (container, checkout, export, import)."""
+        iteration as it ends (container, checkout, export, import). `meter`: the step's egress
+        proxy, when it meters the model APIs' calls (and holds each iteration's budget)."""
+        self._meter = meter if meter is not None and meter.metering else None
         self._notices = notices
         self._client = client
         self._settings = settings
@@ -128,9 +138,15 @@ class WorkspaceSandbox:
         channel = self.workspace.export_channel(env, nonce, self.scratch)
         inner = replace(spec, argv=tuple(wrapped(spec.argv)), env=env, files={})
         self._last, self._error = None, None
+        meter = self._meter
+        number = meter.open_iteration(spec.max_cost) if meter is not None else 0
         with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
             self.timed("container", began)
-            exporting = Exporting(execution, self, spec.argv[0], nonce, channel)
+            metered = None
+            if meter is not None:
+                meter.spends.watch(number, execution.kill)  # a refused request ends it
+                metered = functools.partial(_spent, meter, number)
+            exporting = Exporting(execution, self, spec.argv[0], nonce, channel, metered)
             yield exporting
             if exporting.lost is None:
                 self.workspace.placed(execution)

@@ -77,8 +77,9 @@ def test_api_credential_is_never_shown() -> None:
     [
         ("api.anthropic.com", "must be http(s)://host[:port]"),
         ("ftp://api.anthropic.com", "must be http(s)://host[:port]"),
-        ("https://api.anthropic.com/v1", "remove the path"),
-        ("https://u:p@api.anthropic.com", "remove the path, query and user part"),
+        ("https://api.anthropic.com/v1?x=1", "remove the query"),
+        ("https://api.anthropic.com/v1/%2e%2e", "a plain path"),
+        ("https://u:p@api.anthropic.com", "remove the query and user part"),
         ("https://api.anthropic.com:99999", "the port must be 1-65535"),
         ("https://bad_host", "not a host name"),
     ],

@@ -67,13 +67,13 @@ def test_config_accelerator_to_an_http_api_with_x_api_key() -> None:
     )
     assert (
         "cache_peer 10.0.0.5 parent 9000 0 no-query no-digest no-netdb-exchange originserver "
-        "forceddomain=10.0.0.5:9000 name=fks_upstream"
+        "forceddomain=10.0.0.5:9000 name=fks_upstream_anthropic"
     ) in lines
-    assert "cache_peer_access fks_upstream allow fks_api" in lines
-    assert "cache_peer_access fks_upstream deny all" in lines
+    assert "cache_peer_access fks_upstream_anthropic allow fks_port_anthropic" in lines
+    assert "cache_peer_access fks_upstream_anthropic deny all" in lines
     assert "never_direct allow fks_api" in lines
     assert "request_header_access X-Api-Key deny fks_api" in lines
-    assert f'request_header_add X-Api-Key "{REAL_KEY}" fks_api_call' in lines
+    assert f'request_header_add X-Api-Key "{REAL_KEY}" fks_api_anthropic_call' in lines
     assert config.count(REAL_KEY) == 1
     assert _access_rules(config) == [
         *API_RULES,
@@ -93,11 +93,11 @@ def test_config_accelerator_to_a_tls_api_with_a_bearer_token() -> None:
     )
     assert (
         "cache_peer api.anthropic.com parent 443 0 no-query no-digest no-netdb-exchange originserver "
-        "forceddomain=api.anthropic.com name=fks_upstream tls"
+        "forceddomain=api.anthropic.com name=fks_upstream_anthropic tls"
     ) in lines
     assert "request_header_access Authorization deny fks_api" in lines
-    assert f'request_header_add Authorization "Bearer {REAL_TOKEN}" fks_api_call' in lines
-    assert not any("X-Api-Key" in line for line in lines)
+    assert f'request_header_add Authorization "Bearer {REAL_TOKEN}" fks_api_anthropic_call' in lines
+    assert not any(line.startswith("request_header_add X-Api-Key") for line in lines)
 
 
 def test_config_https_api_on_another_port_names_it() -> None:

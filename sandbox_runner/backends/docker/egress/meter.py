@@ -1,0 +1,345 @@
+"""The egress proxy's meter: a mitmproxy addon behind Squid's model API accelerators that
+reads the usage of every model API response as it streams past (chunks passed on as they
+come), prices it, keeps the spend of the iteration the host opened last, and refuses a
+request once that spend has reached what the iteration may spend.
+
+It runs inside the proxy container (`mitmdump -s`), so it imports nothing but the standard
+library (and mitmproxy, there). It reads two files the host writes: its config (routes to
+the APIs, prices) once, and the budget (an iteration number and what it may spend) on each
+request; it writes one `fks-meter {json}` line per response or refusal to its output, which
+the host follows (`metering.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+LINE_PREFIX = "fks-meter "
+REFUSED_STATUS = 402
+EVENT_LIMIT = 1 << 20
+"""Bytes of one server-sent event line (or a JSON body) read at most; a longer one is counted
+by its size only."""
+TOKEN_LIMIT = 10**9  # tokens of one count at most (a larger one is not the API's)
+_FIELDS = ("input", "output", "cache_write", "cache_read")
+_USAGE = b"sage"  # of usage and usageMetadata: a line without it holds no usage
+
+
+def count(value: Any) -> int:
+    """A token count as reported: a finite, non-negative number within reason (else 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, min(int(value), TOKEN_LIMIT))
+
+
+def _usage_of(kind: str, event: dict[str, Any]) -> tuple[dict[str, int], str | None, bool]:
+    """Token counts, model and whether the usage is final, from one event (or body) of an API
+    of `kind`."""
+    if kind == "gemini":
+        meta = event.get("usageMetadata")
+        if not isinstance(meta, dict):
+            return {}, None, False
+        output = count(meta.get("candidatesTokenCount")) + count(meta.get("thoughtsTokenCount"))
+        cached = count(meta.get("cachedContentTokenCount"))
+        tokens = {"input": count(meta.get("promptTokenCount")) - cached, "output": output}
+        final = any(
+            isinstance(c, dict) and c.get("finishReason") for c in _list(event, "candidates")
+        )
+        return tokens | {"cache_read": cached}, _text(event.get("modelVersion")), final
+    if kind == "openai":
+        body = _dict(event.get("response")) or event
+        usage = body.get("usage")
+        if not isinstance(usage, dict):
+            return {}, None, False
+        details = usage.get("input_tokens_details")
+        cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+        tokens = {"input": count(usage.get("input_tokens")) - cached, "cache_read": cached}
+        return (
+            tokens | {"output": count(usage.get("output_tokens"))},
+            _text(body.get("model")),
+            True,
+        )
+    return _anthropic_usage(event)
+
+
+def _anthropic_usage(event: dict[str, Any]) -> tuple[dict[str, int], str | None, bool]:
+    message = _dict(event.get("message")) or event
+    usage = _dict(message.get("usage")) or event.get("usage")
+    if not isinstance(usage, dict):
+        return {}, None, False
+    tokens = {
+        "input": count(usage.get("input_tokens")),
+        "output": count(usage.get("output_tokens")),
+        "cache_write": count(usage.get("cache_creation_input_tokens")),
+        "cache_read": count(usage.get("cache_read_input_tokens")),
+    }
+    # A message_start's output count is a placeholder; message_delta (or a whole body) is final.
+    final = event.get("type") in ("message_delta", "message")
+    return tokens, _text(message.get("model")), final
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(event: dict[str, Any], key: str) -> list[Any]:
+    value = event.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str | None:
+    return value[:200] if isinstance(value, str) else None
+
+
+class Prices:
+    """USD per million tokens by model family (the first family a model's name contains);
+    a model of no family is priced as the dearest one, so no name makes a request free."""
+
+    def __init__(self, table: list[list[Any]], cache_write: float, cache_read: float) -> None:
+        self._table = [(str(f).lower(), float(i), float(o)) for f, i, o in table]
+        self._dearest = (
+            max((i for _, i, _ in self._table), default=0.0),
+            max((o for _, _, o in self._table), default=0.0),
+        )
+        self._cache = (cache_write, cache_read)
+
+    def of(self, model: str | None) -> tuple[float, float]:
+        name = (model or "").lower()
+        found = [(i, o) for family, i, o in self._table if family and family in name]
+        return found[0] if found else self._dearest
+
+    def cost(self, models: list[str | None], tokens: dict[str, int]) -> float:
+        """The cost of `tokens` at the dearest price of `models` (the request's and the
+        response's: the agent chooses the first)."""
+        models = [m for m in models if m] or [None]  # a model not named: the dearest
+        price_in = max(self.of(m)[0] for m in models)
+        price_out = max(self.of(m)[1] for m in models)
+        write, read = self._cache
+        usd = (
+            tokens.get("input", 0) * price_in
+            + tokens.get("cache_write", 0) * price_in * write
+            + tokens.get("cache_read", 0) * price_in * read
+            + tokens.get("output", 0) * price_out
+        )
+        return usd / 1_000_000
+
+
+class Reading:
+    """One response read as it streams: its usage so far (each count the largest seen), its
+    size, whether its usage was final."""
+
+    def __init__(self, kind: str, sse: bool) -> None:
+        self.kind = kind
+        self.sse = sse
+        self.tokens = dict.fromkeys(_FIELDS, 0)
+        self.model: str | None = None
+        self.final = False
+        self.size = 0
+        self._pending = bytearray()
+        self._overlong = False
+        self._usage_pending = False
+
+    def feed(self, data: bytes) -> bytes:
+        """mitmproxy's stream callable: `data` passed on as it is, read on the side."""
+        self.size += len(data)
+        if self.sse:
+            self._lines(data)
+        elif len(self._pending) + len(data) <= EVENT_LIMIT:
+            self._pending += data
+        else:
+            self._overlong = True
+        if not data and not self.sse and not self._overlong:
+            self._take(bytes(self._pending))
+        return data
+
+    def _lines(self, data: bytes) -> None:
+        if not self._usage_pending and _USAGE not in bytes(self._pending[-3:]) + data:
+            # No line that ends here can hold usage: keep only the line still open.
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                self._pending.clear()
+                self._overlong = False
+            self._line(data[cut + 1 :], complete=False)
+            return
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            self._line(data[start:end])
+            start = end + 1
+        self._line(data[start:], complete=False)
+        self._usage_pending = _USAGE in self._pending
+
+    def _line(self, piece: bytes, *, complete: bool = True) -> None:
+        if len(self._pending) + len(piece) > EVENT_LIMIT:
+            self._overlong = True  # counted by its size only
+        elif not self._overlong:
+            self._pending += piece
+        if complete:
+            line, self._pending, overlong = bytes(self._pending), bytearray(), self._overlong
+            self._overlong = False
+            if not overlong and line.startswith(b"data:"):
+                self._take(line[5:])
+
+    def _take(self, raw: bytes) -> None:
+        if _USAGE not in raw:  # most events have no usage
+            return
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        tokens, model, final = _usage_of(self.kind, event)
+        for name, value in tokens.items():
+            self.tokens[name] = max(self.tokens[name], max(0, value))
+        self.model = model or self.model
+        self.final = self.final or final
+
+
+_BILLED = re.compile(r"(/messages|/responses|:streamGenerateContent|:generateContent)(\?.*)?$")
+
+
+def billed(method: str, path: str) -> bool:
+    """A call that makes the model generate (listing models and counting tokens cost nothing)."""
+    return method == "POST" and _BILLED.search(path) is not None
+
+
+def kind_of(path: str) -> str:
+    """The API a call path belongs to (Squid passed only its kinds' calls)."""
+    if re.search(r":(stream)?[gG]enerateContent", path):
+        return "gemini"
+    if path.split("?")[0].endswith("/responses"):
+        return "openai"
+    return "anthropic"
+
+
+class Meter:
+    """The addon: routes each call to its API, meters its response, holds the budget."""
+
+    def __init__(self, config: dict[str, Any], budget_file: str, out: TextIO = sys.stdout) -> None:
+        self._routes: dict[str, list[Any]] = config.get("routes", {})
+        self.prices = Prices(config.get("prices", []), *config.get("cache", [1.25, 0.1]))
+        self._read = config.get("read", True) is not False
+        """False: responses are passed through unread (only to measure what reading costs)."""
+        self._budget_file = budget_file
+        self._out = out
+        self.iteration = 0
+        self.left: float | None = None
+        self.spent = 0.0
+        self._budget_stamp: tuple[int, int] | None = None
+
+    def _budget(self) -> None:
+        """The host's latest budget: a new iteration starts its spend from nothing."""
+        try:
+            stat = Path(self._budget_file).stat()
+        except OSError:
+            return
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        if stamp == self._budget_stamp or stat.st_size > 4096:
+            return
+        self._budget_stamp = stamp
+        try:
+            number, left = json.loads(Path(self._budget_file).read_text(encoding="utf-8"))
+        except (OSError, ValueError, TypeError):
+            return
+        if isinstance(number, int) and number != self.iteration:
+            self.iteration, self.spent = number, 0.0
+        self.left = float(left) if isinstance(left, int | float) and left >= 0 else None
+
+    def request(self, flow: Any) -> None:
+        route = self._routes.get(flow.request.host_header or "")
+        if route is None:
+            flow.response = _make(403, "fks meter: no model API of this run answers here")
+            return
+        flow.request.scheme, flow.request.host, flow.request.port = route
+        flow.request.headers["accept-encoding"] = "identity"  # usage read as it comes
+        self._budget()
+        if self.left is not None and self.spent >= self.left:
+            text = f"fks egress proxy: budget: spent ${self.spent:.4f} of ${self.left:.4f}"
+            flow.response = _make(REFUSED_STATUS, text, kind_of(flow.request.path))
+            self._line({"refused": True})
+
+    def responseheaders(self, flow: Any) -> None:
+        if flow.response is None or flow.metadata.get("fks_reading") is not None:
+            return
+        if not self._read or not billed(flow.request.method, flow.request.path):
+            flow.response.stream = True
+            return
+        sse = "event-stream" in flow.response.headers.get("content-type", "")
+        reading = Reading(kind_of(flow.request.path), sse)
+        flow.metadata["fks_reading"] = reading
+        flow.response.stream = reading.feed
+
+    def response(self, flow: Any) -> None:
+        self._done(flow)
+
+    def error(self, flow: Any) -> None:
+        self._done(flow)
+
+    def _done(self, flow: Any) -> None:
+        reading = flow.metadata.pop("fks_reading", None)
+        if not isinstance(reading, Reading):
+            return
+        asked = _path_model(flow.request.path) or _asked_model(flow.request.content or b"")
+        cost = self.prices.cost([asked, reading.model], reading.tokens)
+        if not reading.final:
+            # Usage hidden or cut short: at least every byte that came back as a token.
+            sent = len(flow.request.content or b"")
+            estimate = self.prices.cost(
+                [asked, reading.model], {"input": sent, "output": reading.size}
+            )
+            cost = max(cost, estimate)
+        self.spent += cost
+        self._line({"cost": cost, "model": asked or reading.model, "final": reading.final})
+
+    def _line(self, fields: dict[str, Any]) -> None:
+        line = {"iteration": self.iteration, "spent": self.spent, **fields}
+        self._out.write(LINE_PREFIX + json.dumps(line) + "\n")
+        self._out.flush()
+
+
+def _path_model(path: str) -> str | None:
+    """Gemini's model, named in its call's path."""
+    found = re.search(r"/models/([^/:?]{1,200}):", path)
+    return found.group(1) if found else None
+
+
+def _asked_model(body: bytes) -> str | None:
+    if not body or len(body) > 64 * EVENT_LIMIT:
+        return None
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return None
+    return _text(request.get("model")) if isinstance(request, dict) else None
+
+
+def _error_body(kind: str, text: str) -> bytes:
+    if kind == "anthropic":
+        return json.dumps({"type": "error", "error": {"type": "budget", "message": text}}).encode()
+    return json.dumps(
+        {"error": {"code": REFUSED_STATUS, "message": text, "status": "budget"}}
+    ).encode()
+
+
+def _make(status: int, text: str, kind: str = "anthropic") -> Any:
+    from mitmproxy import http  # type: ignore[import-not-found]  # in the proxy container
+
+    return http.Response.make(status, _error_body(kind, text), {"content-type": "application/json"})
+
+
+def _load() -> list[Meter]:
+    config_file = os.environ.get("FKS_METER_CONFIG", "")
+    if not config_file:
+        return []
+    config = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    return [Meter(config, os.environ.get("FKS_METER_BUDGET", ""))]
+
+
+addons = _load()

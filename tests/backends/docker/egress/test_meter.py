@@ -1,0 +1,220 @@
+"""The egress proxy's meter (`meter.py`, a mitmproxy addon, driven here with flows of its
+shape) and the host's reading of its lines (`metering.py`): usage read from each API's
+streamed and whole responses, and an agent that forges a model, hides usage, cuts a stream
+short or sends a huge event line cannot spend past the budget."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from sandbox_runner.backends.docker.egress import meter as meter_module
+from sandbox_runner.backends.docker.egress.meter import EVENT_LIMIT, Meter, Reading
+from sandbox_runner.backends.docker.egress.metering import Spends, budget_text, meter_line
+
+ROUTES = {"api.test": ["https", "api.test", 443]}
+PRICES = [["sonnet", 3.0, 15.0], ["gpt-5", 1.25, 10.0], ["gemini-2.5-pro", 1.25, 10.0]]
+
+
+def _flow(path: str, body: dict[str, Any], content_type: str) -> Any:
+    request = SimpleNamespace(
+        host_header="api.test",
+        path=path,
+        content=json.dumps(body).encode(),
+        headers={},
+        method="GET" if path.endswith("/models") else "POST",
+        scheme="http",
+        host="",
+        port=0,
+    )
+    response = SimpleNamespace(headers={"content-type": content_type}, stream=None)
+    return SimpleNamespace(request=request, response=None, metadata={}, _response=response)
+
+
+class _Run:
+    """A meter and its budget file; `call` sends one response through it in `chunks`."""
+
+    def __init__(self, tmp_path: Path, left: float | None = None) -> None:
+        self.budget = tmp_path / "budget.json"
+        self.budget.write_text(budget_text(1, left))
+        self.out = io.StringIO()
+        config = {"routes": ROUTES, "prices": PRICES, "cache": [1.25, 0.1]}
+        self.meter = Meter(config, str(self.budget), self.out)
+
+    def call(self, path: str, body: dict[str, Any], chunks: list[bytes], sse: bool = True) -> Any:
+        flow = _flow(path, body, "text/event-stream" if sse else "application/json")
+        self.meter.request(flow)
+        if flow.response is not None:  # refused
+            return flow
+        flow.response = flow._response
+        self.meter.responseheaders(flow)
+        read = flow.response.stream
+        passed = chunks if read is True else [read(chunk) for chunk in [*chunks, b""]]
+        assert b"".join(passed) == b"".join(chunks)  # streamed on as it came
+        self.meter.response(flow)
+        return flow
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line.split(" ", 1)[1]) for line in self.out.getvalue().splitlines()]
+
+
+def _sse(*events: dict[str, Any]) -> list[bytes]:
+    return [f"event: {e.get('type', 'x')}\ndata: {json.dumps(e)}\n\n".encode() for e in events]
+
+
+ANTHROPIC = _sse(
+    {
+        "type": "message_start",
+        "message": {
+            "model": "claude-sonnet-4-5",
+            "usage": {"input_tokens": 1000, "output_tokens": 1},
+        },
+    },
+    {"type": "content_block_delta", "delta": {"text": "hi"}},
+    {"type": "message_delta", "usage": {"output_tokens": 200}},
+)
+
+
+def test_usage_of_each_api_streamed_and_whole(tmp_path: Path) -> None:
+    run = _Run(tmp_path)
+    sonnet = {"model": "claude-sonnet-4-5"}
+    # An event split across chunks is read whole.
+    joined = b"".join(ANTHROPIC)
+    run.call("/v1/messages", sonnet, [joined[:50], joined[50:77], joined[77:]])
+    completed = {"type": "response.completed", "response": {"model": "gpt-5", "usage": {}}}
+    completed["response"]["usage"] = {
+        "input_tokens": 2000,
+        "input_tokens_details": {"cached_tokens": 1000},
+        "output_tokens": 100,
+    }
+    run.call("/v1/responses", {"model": "gpt-5"}, _sse({"type": "response.created"}, completed))
+    gemini = {"usageMetadata": {"promptTokenCount": 400, "candidatesTokenCount": 50}}
+    last = {**gemini, "candidates": [{"finishReason": "STOP"}]}
+    run.call("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", {}, _sse(gemini, last))
+    whole = {"type": "message", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 10}}
+    run.call("/v1/messages", sonnet, [json.dumps(whole).encode()], sse=False)
+    # Listing models and counting tokens cost nothing, whatever their answer's size.
+    run.call("/v1/models", {}, [b"x" * 10_000], sse=False)
+    run.call("/v1/messages/count_tokens", {}, [b'{"input_tokens": 9000}'], sse=False)
+    costs = [line["cost"] for line in run.lines()]
+    assert costs == pytest.approx(
+        [
+            (1000 * 3 + 200 * 15) / 1e6,
+            (1000 * 1.25 + 1000 * 1.25 * 0.1 + 100 * 10) / 1e6,
+            (400 * 1.25 + 50 * 10) / 1e6,
+            10 * 3 / 1e6,
+        ]
+    )
+    assert all(line["final"] for line in run.lines())
+
+
+def test_the_request_after_the_budget_is_reached_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _Run(tmp_path, left=0.01)
+    made: list[tuple[int, str]] = []
+
+    def make(status: int, text: str, kind: str = "anthropic") -> str:
+        made.append((status, text))
+        return "x"
+
+    monkeypatch.setattr(meter_module, "_make", make)
+    usage = _sse({"type": "message_delta", "usage": {"input_tokens": 2000, "output_tokens": 500}})
+    sonnet = {"model": "claude-sonnet-4-5"}
+    run.call("/v1/messages", sonnet, usage)  # $0.0135: past the limit, not refused
+    assert run.call("/v1/messages", sonnet, usage).response == "x"
+    assert made == [(402, "fks egress proxy: budget: spent $0.0135 of $0.0100")]
+    assert run.lines()[-1] == {"iteration": 1, "spent": pytest.approx(0.0135), "refused": True}
+    # The host opens the next iteration: its spend starts from nothing.
+    run.budget.write_text(budget_text(2, 0.01) + " ")
+    run.call("/v1/messages", sonnet, usage)
+    assert run.lines()[-1]["iteration"] == 2
+
+
+@pytest.mark.parametrize(
+    ("model", "chunks", "at_least"),
+    [
+        # A model name of no family (the agent chooses it) costs the dearest price.
+        ("free-model-0", ANTHROPIC, (1000 * 3 + 200 * 15) / 1e6),
+        # No usage at all: every byte sent and received counted as a token.
+        (
+            "claude-sonnet-4-5",
+            _sse({"type": "content_block_delta", "delta": {"text": "x" * 999}}),
+            1e-3,
+        ),
+        # Cut short after message_start: its input counts, the rest by size.
+        ("claude-sonnet-4-5", ANTHROPIC[:2], 1000 * 3 / 1e6),
+        # A huge event line: passed on, counted by its size, never parsed.
+        ("claude-sonnet-4-5", [b"data: " + b"x" * (EVENT_LIMIT + 10), b"\n\n"], 15.0),
+    ],
+)
+def test_forged_hidden_or_cut_short_usage_is_never_free(
+    tmp_path: Path, model: str, chunks: list[bytes], at_least: float
+) -> None:
+    run = _Run(tmp_path)
+    run.call("/v1/messages", {"model": model}, chunks)
+    assert run.lines()[-1]["cost"] >= at_least
+
+
+def test_the_host_reads_meter_lines_bounded_and_checked() -> None:
+    assert meter_line('fks-meter {"iteration": 3, "spent": 1.5, "refused": true}') == (3, 1.5, True)
+    # A figure past reason is still past the budget: taken at the most, never dropped.
+    assert meter_line('fks-meter {"iteration": 1, "spent": 1e300, "refused": true}') == (
+        1,
+        1e6,
+        True,
+    )
+    for bad in (
+        'fks-meter {"iteration": -1, "spent": 1}',
+        'fks-meter {"iteration": 1, "spent": 1e400}',
+        'fks-meter {"iteration": 1, "spent": NaN}',
+        'fks-meter {"iteration": true, "spent": 1}',
+        "fks-meter [1, 2]",
+        "fks-meter " + "x" * 5000,
+        "1795936193.294 TCP_MISS/200 POST host 1 8080 1 1 -",
+    ):
+        assert meter_line(bad) is None, bad
+    spends, stopped = Spends(), []
+    spends.watch(2, lambda: stopped.append(True))
+    spends.take_line('fks-meter {"iteration": 1, "spent": 0.5, "refused": true}')
+    spends.take_line('fks-meter {"iteration": 2, "spent": 0.7}')
+    spends.take_line('fks-meter {"iteration": 2, "spent": 0.2}')  # late, out of order
+    assert stopped == [] and spends.of(2).spent == 0.7
+    spends.take_line('fks-meter {"iteration": 2, "spent": 0.7, "refused": true}')
+    assert stopped == [True] and spends.of(2).refused
+
+
+def test_reading_keeps_no_more_than_one_event(tmp_path: Path) -> None:
+    reading = Reading("anthropic", sse=True)
+    for _ in range(50):
+        reading.feed(b"x" * (EVENT_LIMIT // 4))
+    assert len(reading._pending) <= EVENT_LIMIT
+    assert reading.size == 50 * (EVENT_LIMIT // 4)
+
+
+def test_config_prices_come_before_the_table(tmp_path: Path) -> None:
+    from sandbox_runner.backends.docker.egress.metering import METER_CONFIG, meter_files
+    from sandbox_runner.backends.docker.egress.upstream import upstreams_for
+
+    apis = upstreams_for(("openai",), {"OPENAI_API_KEY": "k"})
+    config = json.loads(meter_files(apis, [("my-model", 1.0, 4.0)])[METER_CONFIG])
+    assert config["routes"] == {"api.openai.com": ["https", "api.openai.com", 443]}
+    assert config["prices"][0] == ["my-model", 1.0, 4.0]
+    meter = Meter(config, str(tmp_path / "none"), io.StringIO())
+    assert meter.prices.of("my-model-large") == (1.0, 4.0)
+    assert meter.prices.of("gpt-5-mini") == (0.25, 2.0)
+
+
+@pytest.mark.parametrize("size", [1, 3, 7, 64])
+def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -> None:
+    run = _Run(tmp_path)
+    joined = b"".join(ANTHROPIC)
+    chunks = [joined[i : i + size] for i in range(0, len(joined), size)]
+    run.call("/v1/messages", {"model": "claude-sonnet-4-5"}, chunks)
+    assert run.lines()[-1]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
+    assert run.lines()[-1]["final"] is True

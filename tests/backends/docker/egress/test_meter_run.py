@@ -1,0 +1,54 @@
+"""A budget every agent obeys, held at the egress proxy, through the real CLI and engine: a
+plain program that calls the (fake) Anthropic API in a loop is stopped by `--max-cost` with
+reason `budget`, and the cost recorded is the proxy's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.helpers import fks
+from fks_testing.sandboxed import add_script, configure, record, sandbox
+
+pytestmark = pytest.mark.docker
+
+CALLER = """#!/bin/sh
+body='{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true,"messages":[{"role":"user","content":"hi"}]}'
+i=0
+while [ $i -lt 20 ]; do
+  i=$((i + 1))
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "x-api-key: $ANTHROPIC_API_KEY" \\
+    -H 'content-type: application/json' -d "$body" "$ANTHROPIC_BASE_URL/v1/messages")
+  echo "call $i: $code"
+  # Refused: a program that ignores it keeps trying; fks ends the iteration.
+  [ "$code" = 200 ] || sleep 1
+done
+"""
+# claude-sonnet: $3 and $15 per million tokens: $0.45 a call.
+USAGE = {"input_tokens": 100_000, "output_tokens": 10_000}
+
+
+def test_a_plain_program_calling_the_api_is_stopped_by_max_cost(repo: Path) -> None:
+    def answer(request: Any) -> dict[str, Any]:
+        return {"blocks": [{"text": "hello"}], "usage": USAGE}
+
+    with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
+        add_script(repo, "caller.sh", CALLER)
+        configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-REAL-meter-test",
+            "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{api.port}",
+        }
+        result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=env)
+        calls = len(api.main_requests())
+    assert result.code == 1, result.output
+    assert calls == 3, result.output  # $1.35 spent: the fourth call is refused
+    assert "spent $1.35 of --max-cost $1" in result.output, result.output
+    run = record(repo)
+    iteration = run["steps"][0]["iterations"][0]
+    assert iteration["reason"] == "budget", iteration
+    assert iteration["claude"]["cost_usd"] == pytest.approx(1.35, abs=0.01)  # the proxy's figure
+    shown = fks("show", run["id"])
+    assert "budget" in shown.output
