@@ -35,8 +35,15 @@ class FakeModelApi:
     """The fake server; `requests` holds every request's path and body, in order."""
 
     def __init__(
-        self, dialect: Dialect, script: Sequence[Turn] = (), *, forever: Turn | None = None
+        self,
+        dialect: Dialect,
+        script: Sequence[Turn] = (),
+        *,
+        forever: Turn | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        """`host`: where it listens (0.0.0.0 for containers, which reach it as
+        host.docker.internal)."""
         self.dialect = dialect
         self.turns = list(script)
         self.forever = forever
@@ -44,13 +51,17 @@ class FakeModelApi:
         self.main_count = 0
         self._lock = threading.Lock()
         handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer((host, 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeModelApi:
         self._thread.start()
@@ -61,11 +72,13 @@ class FakeModelApi:
         self._thread.join(timeout=5)
         self._server.server_close()
 
-    def env(self, key: str = API_KEY) -> dict[str, str]:
-        """The variables the CLI's users set to reach this API (key and base URL)."""
+    def env(self, key: str = API_KEY, *, host: str = "127.0.0.1") -> dict[str, str]:
+        """The variables the CLI's users set to reach this API (key and base URL) by `host`
+        (host.docker.internal from a container)."""
+        url = f"http://{host}:{self.port}"
         if self.dialect == "openai":
-            return {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": f"{self.url}/v1"}
-        return {"GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": self.url}
+            return {"OPENAI_API_KEY": key, "OPENAI_BASE_URL": f"{url}/v1"}
+        return {"GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": url}
 
     def next_turn(self, path: str, body: Any) -> Turn | None:
         """The turn answering a main request (None: a side request)."""

@@ -21,6 +21,7 @@ from fks_testing.agentclis import (
 )
 from fks_testing.claude import containers
 from fks_testing.fakeapi import FakeAnthropic
+from fks_testing.fakemodels import API_KEY, Dialect, FakeModelApi
 from fks_testing.helpers import fks, git
 
 from sandbox_runner.images.versions import AGENT_CLI_PACKAGES
@@ -143,3 +144,65 @@ def test_a_step_whose_cli_its_image_lacks_is_refused_before_anything_starts(
         f"in with '{build_command(DEFAULT_AGENT_IMAGE)} --with codex'\n"
     )
     assert not (repo / ".forge" / "runs").exists()
+
+
+def _other(tmp_path: Path, kind: str, model: str, **agent: object) -> Path:
+    return cli_project(tmp_path / "repo", kind, model=model, **agent)
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(
+    ("kind", "dialect", "model", "title", "command"),
+    [
+        ("codex", "openai", "gpt-5-mini", "Codex", "/bin/bash -lc"),
+        ("gemini", "gemini", "gemini-2.5-flash", "Gemini CLI", "echo hi"),
+    ],
+)
+def test_codex_and_gemini_in_the_sandbox_complete_on_the_marker_and_land(
+    tmp_path: Path,
+    clis_image: str,
+    kind: str,
+    dialect: Dialect,
+    model: str,
+    title: str,
+    command: str,
+) -> None:
+    """Their APIs reached through the egress proxy (its own port for each, the key put on by
+    it: the container holds a placeholder), the marker, the commit landed, the proxy's cost."""
+    repo = _other(tmp_path, kind, model, maxTurns=8)
+    script = [[{"text": "Working."}, {"shell": SHELL_COMMIT}], [{"text": DONE_TEXT}]]
+    with FakeModelApi(dialect, script, host="0.0.0.0") as api:
+        env = api.env(host="host.docker.internal")
+        done = fks(
+            "run", "worker:2", "--prompt", "Add f.txt and commit it.", "--sandbox",
+            "--image", clis_image, cwd=repo, env=env, timeout=300,
+        )  # fmt: skip
+        keys = [body for _path, body in api.requests]
+    assert done.code == 0, done.output[-3000:]
+    assert "agent: add f" in git(repo, "log", "--format=%s", "main")
+    it = last_iteration(repo)
+    assert it["reason"] == "marker", it
+    assert it["claude"]["cost_usd"] and it["claude"]["cost_usd"] > 0, it
+    assert keys and API_KEY not in done.output
+    assert_transcript(repo, env, title, command=command)
+
+
+@pytest.mark.timeout(420)
+def test_a_codex_step_past_its_budget_is_stopped_at_the_proxy(
+    tmp_path: Path, clis_image: str
+) -> None:
+    """A model that keeps calling tools: the proxy refuses the call past --max-cost, and the
+    iteration ends with reason budget, naming spent and limit."""
+    repo = _other(tmp_path, "codex", "gpt-5", maxTurns=200)
+    with FakeModelApi("openai", forever=[{"shell": "echo again"}], host="0.0.0.0") as api:
+        env = api.env(host="host.docker.internal")
+        done = fks(
+            "run", "worker:1", "--prompt", "Go on.", "--sandbox", "--image", clis_image,
+            "--max-cost", "0.0005", cwd=repo, env=env, timeout=300,
+        )  # fmt: skip
+        calls = api.main_count
+    assert done.code == 1, done.output[-3000:]
+    it = last_iteration(repo)
+    assert it["reason"] == "budget", it
+    assert "--max-cost" in done.output, done.output[-3000:]
+    assert 1 <= calls < 50, calls

@@ -103,7 +103,18 @@ def step_env(
     names = [*settings.env, *(CLAUDE_ENV if agent.stream_json else ())]
     env = {name: os.environ[name] for name in names if name in os.environ}
     env.update(identity)
+    if agent.kind == "cli" and "GIT_CONFIG_COUNT" not in env:
+        env |= WORKSPACE_TRUST
     return env
+
+
+WORKSPACE_TRUST = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+}
+"""The image's own trust of the workspace (a volume another uid owns), as command-line config:
+an agent CLI's shell may drop git's system config (Gemini CLI's does, keeping these)."""
 
 
 def describe_sandbox(settings: SandboxSettings, image: str, base: str) -> list[str]:
