@@ -40,7 +40,9 @@ PROXY_DOCKERFILE_NAME = "Dockerfile.proxy"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 BUILD_HELPER = Path(__file__).resolve().with_name("build_helper.py")  # runs in the build
 # Only the host drives Docker; inside the image fks runs forge-tasks (and `fks --version`).
-HOST_ONLY_PACKAGES = frozenset({"docker", "tenacity"})
+HOST_ONLY_PACKAGES = frozenset({"docker", "tenacity", "apprise", "httpx"})
+"""fks's dependencies no code run in a container imports (the engine, retries, notifications,
+pull requests): not installed in the images."""
 
 # One silent build step (npm fetching the ~200 MB CLI binary) may take this long.
 BUILD_READ_TIMEOUT_S = 1800

@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,7 +183,7 @@ class SandboxBackend:
         """Before anything starts: every setting holds (secrets readable here), Docker answers,
         images and agents exist."""
         for step in steps:
-            settings, where = self.settings_for(step.agent), self._where(step.agent)
+            settings, where = self.settings_for(step.agent), _where(self._agents, step.agent)
             check_static(settings, where)
             check_secrets(settings, where, self._repo.top, os.environ, values=not self._dry_run)
             if not self._dry_run:  # read once, before any agent runs (and could change a file)
@@ -195,7 +195,7 @@ class SandboxBackend:
         programs: dict[str, set[str]] = {}
         for step in steps:
             settings = self.settings_for(step.agent)
-            check_engine(client, settings, self._where(step.agent))
+            check_engine(client, settings, _where(self._agents, step.agent))
             image = self._image(settings)
             if image not in programs:
                 self._users[image] = prepare_image(
@@ -211,11 +211,6 @@ class SandboxBackend:
         wanted = {network_mode(self.settings_for(s.agent)) for s in steps}
         check_networks(client, self._target, wanted)
         check_credentials(self.resolve(step) for step in steps)
-
-    def _where(self, agent: str) -> str:
-        """Where a step's settings come from, for messages."""
-        cfg = self._agents.get(agent)
-        return f"agents.{agent}.sandbox" if cfg is not None and cfg.sandbox else "sandbox"
 
     def _image(self, settings: SandboxSettings) -> str:
         """The image's name; `devcontainer` is the repository's, built on first use."""
@@ -344,6 +339,12 @@ class SandboxBackend:
         self._reporter.phase(Phase("proxy", time.monotonic() - began, "the run's egress proxy"))
         container, env = through_proxy(proxy, container, env, settings.env)
         return container, env, proxy
+
+
+def _where(agents: Mapping[str, AgentConfig], agent: str) -> str:
+    """Where a step's settings come from, for messages."""
+    cfg = agents.get(agent)
+    return f"agents.{agent}.sandbox" if cfg is not None and cfg.sandbox else "sandbox"
 
 
 def _new_workspace(

@@ -137,9 +137,9 @@ def check_runtime(runtimes: dict[str, Any], runtime: str, where: str) -> None:
         )
 
 
-def check_api_url(url: str | None, *, network: str) -> None:
-    """A model API at `url` (ANTHROPIC_BASE_URL; None: the public API) can be reached by a
-    Claude step in a container on the local engine with Docker network `network` (`none`:
+def check_api_url(url: str | None, *, network: str, variable: str = "ANTHROPIC_BASE_URL") -> None:
+    """A model API at `url` (`variable`'s value; None: the public API) can be reached by a
+    step in a container on the local engine with Docker network `network` (`none`:
     through the egress proxy, which is on the default bridge): a loopback address is the
     container's own (or the proxy's) unless the container shares the host's network."""
     if not url or network == "host":
@@ -152,7 +152,7 @@ def check_api_url(url: str | None, *, network: str) -> None:
     except ValueError:
         port = ""
     raise SandboxError(
-        f"ANTHROPIC_BASE_URL {url} is this machine's loopback, which in the sandbox is the "
+        f"{variable} {url} is this machine's loopback, which in the sandbox is the "
         f"container itself; use {parts.scheme}://host.docker.internal{port} and have the API "
         "listen on an address containers reach (e.g. 0.0.0.0)"
     )

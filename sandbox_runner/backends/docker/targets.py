@@ -80,10 +80,14 @@ class LocalTarget:
         return client
 
     def check_step(self, settings: SandboxSettings, where: str, agent: AgentCommand) -> None:
+        """A model API of the step's (its CLI's, or `sandbox.modelApis`) the container can
+        reach: not at this machine's loopback."""
+        from sandbox_runner.backends.docker.egress.upstream import API_KINDS, api_kinds
 
-        if agent.stream_json:
-            network = docker_network(settings)
-            check_api_url(os.environ.get("ANTHROPIC_BASE_URL"), network=network)
+        network = docker_network(settings)
+        for kind in api_kinds(agent, settings):
+            variable = API_KINDS[kind].base_url_var
+            check_api_url(os.environ.get(variable), network=network, variable=variable)
 
     def egress_proxy(self, client: docker.DockerClient, **options: Any) -> EgressProxy:
         """A container beside the step's, on this engine."""
