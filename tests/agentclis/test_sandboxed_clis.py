@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import pytest
 from fks_testing.agentclis import (
@@ -187,22 +189,72 @@ def test_codex_and_gemini_in_the_sandbox_complete_on_the_marker_and_land(
     assert_transcript(repo, env, title, command=command)
 
 
+OTHERS = [("codex", "openai", "gpt-5"), ("gemini", "gemini", "gemini-2.5-flash")]
+
+
+def _run(repo: Path, image: str, env: dict[str, str], dsl: str, *args: str) -> tuple[int, str]:
+    done = fks(
+        "run", dsl, "--prompt", "Go on.", "--sandbox", "--image", image, *args,
+        cwd=repo, env=env, timeout=300,
+    )  # fmt: skip
+    return done.code, done.output
+
+
+@contextmanager
+def _looping(kind: str, dialect: str) -> Iterator[tuple[dict[str, str], Callable[[], int]]]:
+    """A model that calls its shell tool at every turn, for `kind`: the container's
+    environment for it, and the count of its main requests so far."""
+    if kind == "opencode":
+        always = [[{"tool": "bash", "input": {"command": "echo again", "description": "run"}}]]
+        with FakeAnthropic({"conversations": [always * 200]}, host="0.0.0.0") as api:
+            yield _env(api), lambda: len(api.main_requests())
+        return
+    looping = FakeModelApi(
+        cast(Dialect, dialect), forever=[{"shell": "echo again"}], host="0.0.0.0"
+    )
+    with looping as other:
+        yield other.env(host="host.docker.internal"), lambda: other.main_count
+
+
 @pytest.mark.timeout(420)
-def test_a_codex_step_past_its_budget_is_stopped_at_the_proxy(
-    tmp_path: Path, clis_image: str
+@pytest.mark.parametrize(("kind", "dialect", "model"), [*OTHERS, ("opencode", "", MODEL)])
+def test_a_step_past_its_budget_is_stopped_at_the_proxy(
+    tmp_path: Path, clis_image: str, kind: str, dialect: str, model: str
 ) -> None:
     """A model that keeps calling tools: the proxy refuses the call past --max-cost, and the
-    iteration ends with reason budget, naming spent and limit."""
-    repo = _other(tmp_path, "codex", "gpt-5", maxTurns=200)
-    with FakeModelApi("openai", forever=[{"shell": "echo again"}], host="0.0.0.0") as api:
-        env = api.env(host="host.docker.internal")
-        done = fks(
-            "run", "worker:1", "--prompt", "Go on.", "--sandbox", "--image", clis_image,
-            "--max-cost", "0.0005", cwd=repo, env=env, timeout=300,
-        )  # fmt: skip
-        calls = api.main_count
-    assert done.code == 1, done.output[-3000:]
-    it = last_iteration(repo)
-    assert it["reason"] == "budget", it
-    assert "--max-cost" in done.output, done.output[-3000:]
-    assert 1 <= calls < 50, calls
+    iteration ends with reason budget, naming the limit."""
+    repo = _other(tmp_path, kind, model, maxTurns=200)
+    with _looping(kind, dialect) as (env, calls):
+        code, output = _run(repo, clis_image, env, "worker:1", "--max-cost", "0.0005")
+        made = calls()
+    assert code == 1, output[-3000:]
+    assert last_iteration(repo)["reason"] == "budget", output[-3000:]
+    assert "--max-cost" in output, output[-3000:]
+    assert 1 <= made < 50, made
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(("kind", "dialect", "model"), [*OTHERS, ("opencode", "", MODEL)])
+def test_a_sandboxed_step_stops_at_the_agents_max_turns(
+    tmp_path: Path, clis_image: str, kind: str, dialect: str, model: str
+) -> None:
+    """Gemini CLI's own limit, or fks's count of the turns in Codex's and OpenCode's stream."""
+    repo = _other(tmp_path, kind, model, maxTurns=2)
+    with _looping(kind, dialect) as (env, calls):
+        code, output = _run(repo, clis_image, env, "worker:1")
+        made = calls()
+    assert code == 1, output[-3000:]
+    assert last_iteration(repo)["reason"] == "max_turns", output[-3000:]
+    assert made <= 4, made
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(("kind", "dialect", "model"), OTHERS)
+def test_a_refused_key_ends_a_sandboxed_codex_or_gemini_step_as_auth_error(
+    tmp_path: Path, clis_image: str, kind: str, dialect: Dialect, model: str
+) -> None:
+    repo = _other(tmp_path, kind, model, maxTurns=8)
+    with FakeModelApi(dialect, [{"error": 401}], host="0.0.0.0") as api:
+        code, output = _run(repo, clis_image, api.env(host="host.docker.internal"), "worker:3")
+    assert code == 1, output[-3000:]
+    assert last_iteration(repo)["reason"] == "auth_error", output[-3000:]
