@@ -83,11 +83,7 @@ def _meter_script(glue: Glue) -> str:
         return ""
     return (
         f"FKS_METER_CONFIG={METER_CONFIG} FKS_METER_BUDGET={METER_BUDGET} "
-        f"mitmdump -q --mode reverse:http://127.0.0.1:9 --listen-host 127.0.0.1 "
-        f"--listen-port {METER_PORT} --set keep_host_header=true --set confdir={METER_DIR} "
-        "--set connection_strategy=lazy --set http2=false "
-        "--set ssl_verify_upstream_trusted_ca=/etc/ssl/certs/ca-certificates.crt "
-        f"-s {METER_SCRIPT} 2>&1 & meter=$!; "
+        f"python3 {METER_SCRIPT} {METER_PORT} {METER_DIR} 2>&1 & meter=$!; "
         # Squid starts once it listens: a peer Squid found down is not asked at first.
         f'until {_listening(METER_PORT)}; do kill -0 "$meter" 2>/dev/null || exit 1; '
         "sleep 0.02; done; "

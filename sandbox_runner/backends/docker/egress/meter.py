@@ -3,11 +3,11 @@ reads the usage of every model API response as it streams past (chunks passed on
 come), prices it, keeps the spend of the iteration the host opened last, and refuses a
 request once that spend has reached what the iteration may spend.
 
-It runs inside the proxy container (`mitmdump -s`), so it imports nothing but the standard
-library (and mitmproxy, there). It reads two files the host writes: its config (routes to
-the APIs, prices) once, and the budget (an iteration number and what it may spend) on each
-request; it writes one `fks-meter {json}` line per response or refusal to its output, which
-the host follows (`metering.py`).
+It runs inside the proxy container (`python3 meter.py PORT CONFDIR`: `main`), so it imports
+nothing but the standard library (and mitmproxy, there). It reads two files the host writes:
+its config (routes to the APIs, prices) once, and the budget (an iteration number and what it
+may spend) on each request; it writes one `fks-meter {json}` line per response or refusal to
+its output, which the host follows (`metering.py`).
 """
 
 from __future__ import annotations
@@ -144,7 +144,6 @@ class Reading:
         self.size = 0
         self._pending = bytearray()
         self._overlong = False
-        self._usage_pending = False
 
     def feed(self, data: bytes) -> bytes:
         """mitmproxy's stream callable: `data` passed on as it is, read on the side."""
@@ -160,20 +159,20 @@ class Reading:
         return data
 
     def _lines(self, data: bytes) -> None:
-        if not self._usage_pending and _USAGE not in bytes(self._pending[-3:]) + data:
-            # No line that ends here can hold usage: keep only the line still open.
-            cut = data.rfind(b"\n")
-            if cut >= 0:
-                self._pending.clear()
-                self._overlong = False
-            self._line(data[cut + 1 :], complete=False)
+        first = data.find(b"\n")
+        if first < 0:
+            self._line(data, complete=False)
             return
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            self._line(data[start:end])
-            start = end + 1
-        self._line(data[start:], complete=False)
-        self._usage_pending = _USAGE in self._pending
+        self._line(data[:first])  # ends the line still open from earlier chunks
+        last = data.rfind(b"\n")
+        # The whole lines between: only those holding usage are read (found at C speed).
+        at = data.find(_USAGE, first + 1, last)
+        while at >= 0:
+            start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+            if end - start <= EVENT_LIMIT and data.startswith(b"data:", start):
+                self._take(data[start + 5 : end])
+            at = data.find(_USAGE, end + 1, last)
+        self._line(data[last + 1 :], complete=False)
 
     def _line(self, piece: bytes, *, complete: bool = True) -> None:
         if len(self._pending) + len(piece) > EVENT_LIMIT:
@@ -334,12 +333,54 @@ def _make(status: int, text: str, kind: str = "anthropic") -> Any:
     return http.Response.make(status, _error_body(kind, text), {"content-type": "application/json"})
 
 
-def _load() -> list[Meter]:
-    config_file = os.environ.get("FKS_METER_CONFIG", "")
-    if not config_file:
-        return []
+def main() -> None:
+    """mitmproxy in reverse mode on 127.0.0.1:`port` with only the addons a metering hop needs
+    (mitmdump's thirty, each imported, would take a second of CPU at every proxy start)."""
+    import asyncio
+    import importlib.util
+    import types
+
+    # mitmproxy.addons' __init__ imports every addon: the few needed are imported alone.
+    spec = importlib.util.find_spec("mitmproxy.addons")
+    if spec is not None and spec.submodule_search_locations is not None:
+        package = types.ModuleType(spec.name)
+        package.__path__ = list(spec.submodule_search_locations)
+        package.__spec__ = spec
+        sys.modules.setdefault(spec.name, package)
+    from mitmproxy import master, options
+    from mitmproxy.addons import (  # type: ignore[import-not-found]
+        core,
+        errorcheck,
+        next_layer,
+        proxyserver,
+        termlog,
+        tlsconfig,
+    )
+
+    config_file = os.environ["FKS_METER_CONFIG"]
     config = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    return [Meter(config, os.environ.get("FKS_METER_BUDGET", ""))]
+    meter = Meter(config, os.environ.get("FKS_METER_BUDGET", ""))
+
+    async def serve() -> None:
+        hop = master.Master(options.Options())
+        hop.addons.add(termlog.TermLog(), core.Core(), proxyserver.Proxyserver())
+        hop.addons.add(next_layer.NextLayer(), tlsconfig.TlsConfig(), errorcheck.ErrorCheck())
+        hop.addons.add(meter)
+        hop.options.update(
+            termlog_verbosity="error",
+            mode="reverse:http://127.0.0.1:9",
+            listen_host="127.0.0.1",
+            listen_port=int(sys.argv[1]),
+            confdir=sys.argv[2],
+            keep_host_header=True,
+            connection_strategy="lazy",
+            http2=False,
+            ssl_verify_upstream_trusted_ca="/etc/ssl/certs/ca-certificates.crt",
+        )
+        await hop.run()
+
+    asyncio.run(serve())
 
 
-addons = _load()
+if __name__ == "__main__":
+    main()

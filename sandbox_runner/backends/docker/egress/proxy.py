@@ -107,7 +107,7 @@ class EgressProxy(FollowedLog):
         self._image = image
         self._network = network
         self._extra_hosts = dict(extra_hosts or {})
-        # mitmproxy reads ~1,000 files as it starts: a minute or more on a busy disk.
+        # mitmproxy reads hundreds of files as it starts: a minute or more on a busy disk.
         self._ready_timeout = max(ready_timeout, 180.0) if self._glue.meter else ready_timeout
         self._labels = {
             **(labels or {}),

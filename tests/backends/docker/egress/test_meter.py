@@ -210,7 +210,7 @@ def test_config_prices_come_before_the_table(tmp_path: Path) -> None:
     assert meter.prices.of("gpt-5-mini") == (0.25, 2.0)
 
 
-@pytest.mark.parametrize("size", [1, 3, 7, 64])
+@pytest.mark.parametrize("size", [1, 3, 7, 64, 150, 1 << 20])
 def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -> None:
     run = _Run(tmp_path)
     joined = b"".join(ANTHROPIC)
