@@ -8,12 +8,14 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sandbox_runner.docstrings import described
+
 _TEXT = 20_000
 _ITEMS = 200
 
 
 class StructuredAnswer(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=described())
 
 
 class AnalysisResult(StructuredAnswer):
@@ -51,7 +53,7 @@ _ARCHITECT_RULE: dict[str, Any] = {
 class ArchitectResult(StructuredAnswer):
     """The Architect's verdict: a resolved analysis, or a question for a human."""
 
-    model_config = ConfigDict(json_schema_extra=_ARCHITECT_RULE)
+    model_config = ConfigDict(json_schema_extra=described(_ARCHITECT_RULE))
 
     resolved: bool
     """True: `analysis` says how to do the task; false: only a human can answer `question`."""

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox_runner.bounded import load_yaml
 from sandbox_runner.console.units import usd
+from sandbox_runner.docstrings import described
 from sandbox_runner.errors import FksError
 from sandbox_runner.forge.models import AnalysisResult, ReviewResult
 from sandbox_runner.outcomes import WorkStatus
@@ -37,7 +38,7 @@ _NAME = re.compile(r"^(?P<task>.+)-(?P<seq>\d{3,})\.yaml$")
 class WorkItem(BaseModel):
     """One task's way through the pipeline."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", json_schema_extra=described())
 
     task_id: str
     seq: int = 1

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from sandbox_runner.docstrings import described
+
 
 class ConfigModel(BaseModel):
     model_config = ConfigDict(
@@ -16,5 +18,5 @@ class ConfigModel(BaseModel):
         populate_by_name=True,
         frozen=True,
         defer_build=True,
-        use_attribute_docstrings=True,
+        json_schema_extra=described(),
     )

@@ -42,6 +42,7 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, field_validator
 
 from sandbox_runner.bounded import LimitExceeded, load_yaml
+from sandbox_runner.docstrings import described
 from sandbox_runner.tasks import ids
 from sandbox_runner.tasks.errors import TaskError
 
@@ -137,7 +138,7 @@ class FrontMatter(BaseModel):
     """The YAML between the `---` lines at the top of a task file."""
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, coerce_numbers_to_str=True, use_attribute_docstrings=True
+        extra="forbid", frozen=True, coerce_numbers_to_str=True, json_schema_extra=described()
     )
 
     id: TaskId
@@ -166,7 +167,7 @@ class FrontMatter(BaseModel):
 class Criterion(BaseModel):
     """One `- [ ] #N text` line of the acceptance-criteria checklist."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=described())
 
     text: str
     """The testable outcome, one line."""
@@ -177,7 +178,7 @@ class Criterion(BaseModel):
 class Section(BaseModel):
     """A body section forge-tasks does not manage (added by hand); kept verbatim."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=described())
 
     heading: str
     """The text after `## `."""
@@ -188,7 +189,7 @@ class Section(BaseModel):
 class Task(BaseModel):
     """A whole task file: front matter plus the body sections."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=described())
 
     meta: FrontMatter
     """The front matter."""
