@@ -40,6 +40,7 @@ listings, which nearly every test's commands import."""
 
 IMPORT_TIME_ENV = (
     "FKS_AGENT_IMAGE",
+    "FKS_PROXY_IMAGE",
     "NPM_REGISTRY",
     "PYTHON",
     "PYDANTIC",

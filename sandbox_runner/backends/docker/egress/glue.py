@@ -144,9 +144,13 @@ def agent_script(glue: Glue) -> str:
 
 
 def _trust_script() -> str:
-    """CA_BUNDLE: the image's trusted CAs (the first bundle found), then the run's CA."""
+    """CA_BUNDLE: the image's trusted CAs (the first bundle found), then the run's CA (once the
+    proxy, which may be starting beside this container, made it)."""
     bundles = " ".join(_SYSTEM_BUNDLES)
     return (
+        f"i=0; until [ -f {RUN_CA} ]; do i=$((i + 1)); "
+        "[ $i -le 20000 ] || { echo 'fks: the egress proxy did not start' >&2; exit 125; }; "
+        "sleep 0.02; done; "
         f'for b in {bundles}; do [ -f "$b" ] && {{ cat "$b"; break; }}; done > {CA_BUNDLE} && '
         f"cat {RUN_CA} >> {CA_BUNDLE} || "
         "{ echo 'fks: could not trust the egress proxy CA' >&2; exit 125; }; "
@@ -174,6 +178,11 @@ def _pairs(glue: Glue) -> list[tuple[str, int]]:
     return [(FORWARD_SOCKET, FORWARD_PORT)] + [
         (api_socket(k), API_KINDS[k].port) for k in glue.apis
     ]
+
+
+def proxy_sockets(glue: Glue) -> tuple[str, ...]:
+    """The sockets the proxy makes, once it is ready."""
+    return tuple(path for path, _ in _pairs(glue))
 
 
 def api_socket(kind: Kind) -> str:

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from sandbox_runner.plan.secrets import Secret
 
 
+WAIT_FOR = "FKS_WAIT_FOR"
+"""Sockets the iteration script waits for before the agent starts (the workspace's script)."""
+
+
 class Credentials(NamedTuple):
     """What a step's proxy reads on this machine: its secrets' values and the CAs it trusts."""
 
@@ -101,6 +105,7 @@ class ProxyPool:
                 # Only the proxy resolves names: a local gateway's, allowed host services, and
                 # the names of sandbox.hosts.
                 extra_hosts={"host.docker.internal": "host-gateway", **dict(hosts)},
+                ready_later=True,  # the step's first container starts meanwhile
             )
             self._proxies[key] = self._stack.enter_context(proxy)
         return self._proxies[key]
@@ -122,4 +127,5 @@ def through_proxy(
     env = {k: v for k, v in env.items() if k not in API_ENV or k in listed}
     # A secret's source never enters the container, whatever sandbox.env lists.
     env = {k: v for k, v in env.items() if k not in proxy.secret_variables}
-    return container, {**proxy.env(), **env}
+    awaited = {WAIT_FOR: " ".join(proxy.awaited_sockets())} if proxy.awaited_sockets() else {}
+    return container, {**proxy.env(), **env, **awaited}

@@ -13,11 +13,15 @@ import io
 import os
 import re
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
+
+from sandbox_runner.backends.docker.egress.container import container_kwargs, in_thread, wait_ready
 
 # SETTLE_S is named with the proxy where its traffic is taken.
 from sandbox_runner.backends.docker.egress.followed_log import SETTLE_S as SETTLE_S
@@ -25,13 +29,13 @@ from sandbox_runner.backends.docker.egress.followed_log import FollowedLog
 from sandbox_runner.backends.docker.egress.glue import (
     CA_BUNDLE,
     CA_VARIABLES,
-    READY_LINE,
     RUN_CA,
     SOCKET_DIR,
     SQUID_CONF,
     Glue,
     agent_script,
     proxy_script,
+    proxy_sockets,
     wait_script,
 )
 from sandbox_runner.backends.docker.egress.metering import (
@@ -89,7 +93,10 @@ class EgressProxy(FollowedLog):
         network: str = "bridge",
         extra_hosts: Mapping[str, str] | None = None,
         ready_timeout: float = 15.0,
+        ready_later: bool = False,
     ) -> None:
+        """`ready_later`: entering starts the proxy without waiting for it; `ready()` waits,
+        and an agent's container waits for `awaited_sockets()` before its agent starts."""
         super().__init__()
         self._client = client
         self._allow = tuple(allow)
@@ -119,6 +126,14 @@ class EgressProxy(FollowedLog):
         self.volume_name = f"fks-egress-{safe_run}-{uuid.uuid4().hex[:8]}"
         self._volume: Any = None
         self._container: Any = None
+        self._ready_later = ready_later
+        self._starting = False
+        """Started with `ready_later`, not known to be ready yet."""
+        self._launch: Future[None] | None = None
+        """With `ready_later`: the container made, configured and started in a thread."""
+        self._budget_lock = threading.Lock()
+        self._first_budget = budget_text(0, None)
+        self._configured = False
         self.startup_seconds: float | None = None
         """How long `__enter__` took, volume to ready."""
         self.removal_seconds: float | None = None
@@ -135,16 +150,41 @@ class EgressProxy(FollowedLog):
         return self
 
     def _start(self) -> None:
-        """Volume, container, config, ready, and the access log followed."""
+        """Volume, container, config, ready, and the access log followed (with `ready_later`,
+        the container in a thread and the rest in `ready`: beside the step's first container)."""
         self._volume = with_retries(
             "volume create",
             lambda: self._client.volumes.create(self.volume_name, labels=self._labels),
         )
-        self._container = self._create_container()
-        self._container.put_archive("/etc", self._config_tar())
-        with_retries("start", self._container.start)
+        if self._ready_later:
+            self._starting = True
+            self._launch = in_thread(self._launch_container, "fks-egress-start")
+            return
+        self._launch_container()
         self._wait_ready()
         self._follow_in_thread()
+
+    def _launch_container(self) -> None:
+        self._container = self._create_container()
+        with self._budget_lock:
+            self._container.put_archive("/etc", self._config_tar())
+            self._configured = True
+        with_retries("start", self._container.start)
+
+    def ready(self) -> None:
+        """Until the proxy is ready (at once unless it was entered with `ready_later`); an error
+        naming its output if it cannot start."""
+        if self._starting:
+            if self._launch is not None:
+                self._launch.result()
+            self._wait_ready()
+            self._starting = False
+            self._follow_in_thread()
+
+    def awaited_sockets(self) -> tuple[str, ...]:
+        """The sockets an agent's container waits for before its agent starts: the proxy's
+        own, while it may still be starting."""
+        return proxy_sockets(self._glue) if self._starting else ()
 
     def __exit__(
         self,
@@ -167,15 +207,7 @@ class EgressProxy(FollowedLog):
     def env(self) -> dict[str, str]:
         """The agent's proxy variables, and for each model API its base URL and placeholder
         credential (`upstream.agent_env`)."""
-        proxy = f"http://127.0.0.1:{FORWARD_PORT}"
-        env = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
-        env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
-        for upstream in self._apis:
-            env |= agent_env(upstream)
-        if self._glue.ca:
-            env |= dict.fromkeys(CA_VARIABLES, CA_BUNDLE) | {"NODE_EXTRA_CA_CERTS": RUN_CA}
-        env |= {s.env: SECRET_PLACEHOLDER for s in self._secrets if s.env is not None}
-        return env
+        return agent_proxy_env(self._apis, self._glue.ca, self._secrets)
 
     @property
     def secret_variables(self) -> frozenset[str]:
@@ -204,7 +236,7 @@ class EgressProxy(FollowedLog):
         files = {SQUID_CONF: config}
         if self._glue.meter:
             files |= meter_files(self._apis, self._prices)
-            files |= {METER_BUDGET: budget_text(0, None)}
+            files |= {METER_BUDGET: self._first_budget}
         return files | ({ORIGIN_CAS: self._origin_cas} if self._origin_cas else {})
 
     @property
@@ -218,7 +250,12 @@ class EgressProxy(FollowedLog):
         self._iterations += 1
         number = self._iterations
         self.spends.watch(number, None)
-        tar = _files_tar({METER_BUDGET.removeprefix("/etc/"): budget_text(number, left)})
+        text = budget_text(number, left)
+        with self._budget_lock:
+            if not self._configured:  # the container is being made: it gets it with the config
+                self._first_budget = text
+                return number
+        tar = _files_tar({METER_BUDGET.removeprefix("/etc/"): text})
         with_retries("put budget", lambda: self._container.put_archive("/etc", tar))
         return number
 
@@ -232,31 +269,16 @@ class EgressProxy(FollowedLog):
         return _files_tar({name.removeprefix("/etc/"): text for name, text in files.items()})
 
     def _running(self) -> bool:
-        return self._container is not None
+        """Entered and not left (its container may still be starting: it has no traffic)."""
+        return self._container is not None or self._starting
 
     def _open_log(self) -> Any:
         return self._container.logs(stdout=True, stderr=False, stream=True, follow=True)
 
     def _create_container(self) -> Any:
-        from docker.types import Mount
-
-        kwargs: dict[str, Any] = {
-            "image": self._image,
-            "command": ["sh", "-c", proxy_script(self._glue, self._run_id)],
-            "user": "proxy",
-            "labels": self._labels,
-            "mounts": [Mount(target=SOCKET_DIR, source=self.volume_name, type="volume")],
-            "extra_hosts": self._extra_hosts,
-            "cap_drop": ["ALL"],
-            "security_opt": ["no-new-privileges"],
-            "init": True,
-            "mem_limit": "256m",
-            "pids_limit": 256,
-            "detach": True,
-            # Its log lines (one per request the agent makes) are read as they come: Docker
-            # keeps a bounded, rotated few on the host's disk.
-            "log_config": {"type": "json-file", "config": {"max-size": "16m", "max-file": "2"}},
-        }
+        script = proxy_script(self._glue, self._run_id)
+        kwargs = container_kwargs(self._image, script, self._labels, self.volume_name)
+        kwargs |= {"extra_hosts": self._extra_hosts}
         if self._network in ("bridge", "host"):
             kwargs["network_mode"] = self._network
         else:
@@ -264,25 +286,7 @@ class EgressProxy(FollowedLog):
         return create_container(self._client, kwargs, what="the egress proxy container")
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self._ready_timeout
-        while True:
-            output = self._container.logs(stdout=True, stderr=True).decode(errors="replace")
-            if READY_LINE in output:
-                return
-            self._container.reload()
-            exited = self._container.status in ("exited", "dead")
-            if exited or time.monotonic() > deadline:
-                what = (
-                    "exited before it was ready"
-                    if exited
-                    else f"was not ready after {self._ready_timeout:.0f} s"
-                )
-                tail = " | ".join(output.strip().splitlines()[-5:]) or "no output"
-                raise SandboxError(
-                    f"The egress proxy container ({self._image}) {what}: {tail}; "
-                    "is the image built by 'fks image build'?"
-                )
-            time.sleep(0.02)
+        wait_ready(self._container, self._image, self._ready_timeout)
 
     def _remove(self, *, quiet: bool) -> None:
         """Container, then volume; a volume still in use (an agent container left running)
@@ -290,6 +294,8 @@ class EgressProxy(FollowedLog):
         import docker.errors
 
         with deferred_signals():
+            if self._launch is not None:
+                self._launch.exception()  # until the thread is done with the container
             self._close_log()
             if self._container is not None:
                 with contextlib.suppress(docker.errors.NotFound):
@@ -307,6 +313,21 @@ class EgressProxy(FollowedLog):
                             f"Could not remove the egress proxy's volume {self.volume_name}: "
                             f"{exc.explanation or exc}; remove its agent containers first"
                         ) from None
+
+
+def agent_proxy_env(
+    apis: Sequence[ApiUpstream], ca: bool, secrets: Sequence[Secret]
+) -> dict[str, str]:
+    """See `EgressProxy.env`."""
+    proxy = f"http://127.0.0.1:{FORWARD_PORT}"
+    env = dict.fromkeys(("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"), proxy)
+    env |= {"NO_PROXY": "localhost,127.0.0.1", "no_proxy": "localhost,127.0.0.1"}
+    for upstream in apis:
+        env |= agent_env(upstream)
+    if ca:
+        env |= dict.fromkeys(CA_VARIABLES, CA_BUNDLE) | {"NODE_EXTRA_CA_CERTS": RUN_CA}
+    env |= {s.env: SECRET_PLACEHOLDER for s in secrets if s.env is not None}
+    return env
 
 
 def _files_tar(files: Mapping[str, str]) -> bytes:

@@ -10,6 +10,7 @@
 #   FKS_TASK_YAML, FKS_REVIEW_YAML  for `fks forge`'s Implement stage: written to .forge/task.yaml
 #               and .forge/review.yaml (kept out of git)
 #   FKS_REVIEW_DIFF  for its Review stage: written to .forge/review.diff
+#   FKS_WAIT_FOR  sockets to wait for before the agent starts (the egress proxy's, starting)
 #   FKS_CLI_FILES  the agent CLI's settings files: their paths (fks's, in this container's
 #               home, a tmpfs of its own); FKS_CLI_FILE_<n> the n-th one's text
 #
@@ -368,6 +369,17 @@ for path in ${FKS_CLI_FILES:-}; do
     n=$((n + 1))
 done
 unset FKS_CLI_FILES text
+# The egress proxy starts beside this container: the agent starts once its sockets are there
+# (FKS_WAIT_FOR; the host stops this container if the proxy cannot start).
+for path in ${FKS_WAIT_FOR:-}; do
+    n=0
+    until [ -S "$path" ]; do
+        n=$((n + 1))
+        [ $n -le 20000 ] || { echo "fks: the egress proxy did not start" >&2; exit 125; }
+        sleep 0.02
+    done
+done
+unset FKS_WAIT_FOR
 if ! command -v "$1" >/dev/null 2>&1; then
     say "missing=1"
     echo "fks: agent '$1' not found in the image" >&2

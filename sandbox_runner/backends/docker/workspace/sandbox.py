@@ -83,7 +83,9 @@ class WorkspaceSandbox:
         """`warm`: the step's iterations left, if the next ones' containers are to wait,
         started, while one runs (`runners/warm.py`). `notices`: told each phase of an
         iteration as it ends (container, checkout, export, import). `meter`: the step's egress
-        proxy, when it meters the model APIs' calls (and holds each iteration's budget)."""
+        proxy (it may get ready beside the first container; when it meters the model APIs'
+        calls, it holds each iteration's budget)."""
+        self._proxy = meter
         self._meter = meter if meter is not None and meter.metering else None
         self._notices = notices
         self._client = client
@@ -142,6 +144,8 @@ class WorkspaceSandbox:
         number = meter.open_iteration(spec.max_cost) if meter is not None else 0
         with self.workspace.runner(self._docker, self._settings).start(inner) as execution:
             self.timed("container", began)
+            if self._proxy is not None:
+                self._proxy.ready()  # it started beside this container, whose agent waits for it
             metered = None
             if meter is not None:
                 meter.spends.watch(number, execution.kill)  # a refused request ends it
