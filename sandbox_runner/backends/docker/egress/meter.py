@@ -190,7 +190,7 @@ class Reading:
             return
         try:
             event = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # deep nesting: not an API event
             return
         if not isinstance(event, dict):
             return
@@ -314,7 +314,7 @@ def _asked_model(body: bytes) -> str | None:
         return None
     try:
         request = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # the agent wrote it: any depth
         return None
     return _text(request.get("model")) if isinstance(request, dict) else None
 

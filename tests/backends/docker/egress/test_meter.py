@@ -21,11 +21,11 @@ ROUTES = {"api.test": ["https", "api.test", 443]}
 PRICES = [["sonnet", 3.0, 15.0], ["gpt-5", 1.25, 10.0], ["gemini-2.5-pro", 1.25, 10.0]]
 
 
-def _flow(path: str, body: dict[str, Any], content_type: str) -> Any:
+def _flow(path: str, body: dict[str, Any] | bytes, content_type: str) -> Any:
     request = SimpleNamespace(
         host_header="api.test",
         path=path,
-        content=json.dumps(body).encode(),
+        content=body if isinstance(body, bytes) else json.dumps(body).encode(),
         headers={},
         method="GET" if path.endswith("/models") else "POST",
         scheme="http",
@@ -46,7 +46,9 @@ class _Run:
         config = {"routes": ROUTES, "prices": PRICES, "cache": [1.25, 0.1]}
         self.meter = Meter(config, str(self.budget), self.out)
 
-    def call(self, path: str, body: dict[str, Any], chunks: list[bytes], sse: bool = True) -> Any:
+    def call(
+        self, path: str, body: dict[str, Any] | bytes, chunks: list[bytes], sse: bool = True
+    ) -> Any:
         flow = _flow(path, body, "text/event-stream" if sse else "application/json")
         self.meter.request(flow)
         if flow.response is not None:  # refused
@@ -218,3 +220,14 @@ def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -
     run.call("/v1/messages", {"model": "claude-sonnet-4-5"}, chunks)
     assert run.lines()[-1]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
     assert run.lines()[-1]["final"] is True
+
+
+def test_a_request_or_event_nested_50000_deep_is_still_counted(tmp_path: Path) -> None:
+    """The agent writes the request body: JSON nested deeper than the parser goes names no
+    model (the response's is taken), and the response's usage is counted all the same; an
+    event nested as deep is skipped."""
+    run = _Run(tmp_path)
+    deep = b'{"model": "claude-sonnet-4-5", "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    event = b"data: " + b'{"usage": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n\n"
+    run.call("/v1/messages", deep, [*ANTHROPIC, event])
+    assert run.lines()[-1]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)  # sonnet's
