@@ -3,10 +3,9 @@ in a thread (beside the step's first container)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from sandbox_runner.backends.docker.egress.glue import READY_LINE, SOCKET_DIR
@@ -61,16 +60,9 @@ def wait_ready(container: Any, image: str, timeout: float) -> None:
 
 
 def in_thread(work: Callable[[], None], name: str) -> Future[None]:
-    """`work` run in a daemon thread; its outcome in the future."""
-    done: Future[None] = Future()
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:
-            done.set_exception(exc)
-        else:
-            done.set_result(None)
-
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return done
+    """`work` run in a thread of its own; its outcome in the future."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
