@@ -12,6 +12,7 @@ its output, which the host follows (`metering.py`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -276,10 +277,21 @@ class Meter:
         flow.response.stream = reading.feed
 
     def response(self, flow: Any) -> None:
-        self._done(flow)
+        self._after(flow)
 
     def error(self, flow: Any) -> None:
-        self._done(flow)
+        self._after(flow)
+
+    def _after(self, flow: Any) -> None:
+        """`_done` once the response's end has gone to the agent: mitmproxy calls this hook
+        before it sends the end of a streamed body, and the agent need not wait for the
+        meter's sums and line. The next request on the connection is read after it runs."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside mitmproxy's loop
+            self._done(flow)
+            return
+        loop.call_soon(self._done, flow)
 
     def _done(self, flow: Any) -> None:
         reading = flow.metadata.pop("fks_reading", None)
@@ -336,7 +348,6 @@ def _make(status: int, text: str, kind: str = "anthropic") -> Any:
 def main() -> None:
     """mitmproxy in reverse mode on 127.0.0.1:`port` with only the addons a metering hop needs
     (mitmdump's thirty, each imported, would take a second of CPU at every proxy start)."""
-    import asyncio
     import importlib.util
     import types
 

@@ -5,6 +5,7 @@ short or sends a huge event line cannot spend past the budget."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
@@ -136,6 +137,27 @@ def test_the_request_after_the_budget_is_reached_is_refused(
     run.budget.write_text(budget_text(2, 0.01) + " ")
     run.call("/v1/messages", sonnet, usage)
     assert run.lines()[-1]["iteration"] == 2
+
+
+def test_in_mitmproxy_the_sums_come_after_the_response_yet_before_the_next_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mitmproxy calls `response` before it sends a streamed body's end: the meter's sums and
+    line wait for the loop's next turn (the agent has its answer), and still come before the
+    loop reads another request."""
+    run = _Run(tmp_path, left=0.01)
+    monkeypatch.setattr(meter_module, "_make", lambda status, text, kind="anthropic": "x")
+    usage = _sse({"type": "message_delta", "usage": {"input_tokens": 2000, "output_tokens": 500}})
+    sonnet = {"model": "claude-sonnet-4-5"}
+
+    async def agent() -> list[Any]:
+        run.call("/v1/messages", sonnet, usage)
+        seen = [run.out.getvalue(), run.meter.spent]
+        await asyncio.sleep(0)  # the loop's next turn, where mitmproxy reads the next request
+        return [*seen, run.call("/v1/messages", sonnet, usage).response]
+
+    assert asyncio.run(agent()) == ["", 0.0, "x"]
+    assert [line.get("refused", False) for line in run.lines()] == [False, True]
 
 
 @pytest.mark.parametrize(
