@@ -222,6 +222,14 @@ base_index() {
     done
 }
 
+# The agent's index, split (once it is next written): each `git add` or `git commit` then
+# writes only the entries changed since, not the whole index again (on 38,400 files: 3.4 MB,
+# about half of a one-file commit's time). The base index, written with the config fks writes
+# at a step's start, stays whole.
+split_index() {
+    printf '[core]\n\tsplitIndex = true\n' >>.git/config
+}
+
 # The commit tip and the tree of every file as it is now (tracked and untracked, ignores
 # respected), without touching the agent's index: the progress fingerprint, and what an
 # uncommitted-leftovers commit would hold.
@@ -339,7 +347,7 @@ fi
 if [ "$prepared" = kept ]; then
     clear_export || ready=
 elif [ -n "$ready" ]; then
-    base_index || ready=
+    base_index && split_index || ready=
 fi
 if [ -z "$ready" ]; then
     echo "fks: could not prepare the workspace (branch $FKS_BRANCH at $FKS_START)" >&2

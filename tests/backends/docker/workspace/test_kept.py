@@ -113,3 +113,34 @@ def test_a_kept_workspace_held_by_a_run_is_not_shared(kept_repo: Path) -> None:
         res = fks("clean", cwd=repo)
         assert "kept workspace" not in res.output
     assert kept_name(repo) in of_repo("volume", repo)
+
+
+COMMITTING_AGENT = """#!/bin/sh
+echo "INODE $(stat -c "%i %.9Z" untouched.txt)"
+f="made-$(date +%s%N).txt" && echo "$f" >"$f" && git add "$f" && git commit -qm "$f"
+echo "SHARED $(git rev-parse --shared-index-path)"
+echo "BASE $(GIT_INDEX_FILE=.git/fks-base-index git rev-parse --shared-index-path)"
+echo FORKHESTRA_COMPLETE
+"""
+
+
+def test_the_agents_index_is_split_and_the_base_index_stays_whole(kept_repo: Path) -> None:
+    """Once the agent commits, its index is split (a later `git add` or `git commit` writes only
+    what changed since); the base index stays whole, so the next run's step trusts it and finds
+    the files nobody changed as they were (never rewritten), and both commits land."""
+    repo = kept_repo
+    add_script(repo, "commit.sh", COMMITTING_AGENT)
+    seen: list[str] = []
+    for _ in range(2):
+        res = sandbox("./scripts/commit.sh:1")
+        assert res.code == 0, res.output[-3000:]
+        seen += agent_lines(res.stdout)
+    shared = [line for line in seen if line.startswith("SHARED ")]
+    assert len(shared) == 2 and all(".git/sharedindex." in line for line in shared), seen
+    base = [line for line in seen if line.startswith("BASE")]  # whole: no shared index named
+    assert len(base) == 2 and all(line.endswith("sharedindex." + "0" * 40) for line in base), seen
+    assert all(not line.endswith("0" * 40) for line in shared), seen
+    inodes = {line for line in seen if line.startswith("INODE ")}
+    assert len(inodes) == 1, seen
+    made = git(repo, "ls-tree", "--name-only", "main").split()
+    assert len([name for name in made if name.startswith("made-")]) == 2, made

@@ -48,9 +48,11 @@ echo .. > .git/commondir && touch .git/index.lock && mkfifo dir1/pipe
 echo FORKHESTRA_COMPLETE
 """
 
-# The files of a fresh git dir of fks's making, and nothing else.
+# The files of a fresh git dir of fks's making, and nothing else (but the shared index that
+# this agent's own `git status` split its index into).
 EXACT_GIT_DIR = """
-[ "$(ls -A .git | tr '\\n' ' ')" = "HEAD config fks-base-index fks-export index objects refs " ] ||
+own=$(basename "$(git rev-parse --shared-index-path)")
+[ "$(ls -A .git | grep -vx "$own" | tr '\\n' ' ')" = "HEAD config fks-base-index fks-export index objects refs " ] ||
   bad "git dir: $(ls -A .git | tr '\\n' ' ')"
 [ ! -e SMUDGED.log ] && [ ! -e CLEANED.log ] || bad filter
 [ "$(git rev-parse HEAD^{tree})" = "$(git cat-file -p HEAD | sed -n 's/^tree //p')" ] || bad replaced
