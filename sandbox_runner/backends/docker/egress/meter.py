@@ -160,20 +160,24 @@ class Reading:
         return data
 
     def _lines(self, data: bytes) -> None:
-        first = data.find(b"\n")
-        if first < 0:
+        last = data.rfind(b"\n")
+        if last < 0:
             self._line(data, complete=False)
             return
-        self._line(data[:first])  # ends the line still open from earlier chunks
-        last = data.rfind(b"\n")
-        # The whole lines between: only those holding usage are read (found at C speed).
-        at = data.find(_USAGE, first + 1, last)
+        whole = 0  # where this chunk's whole lines start
+        if self._pending or self._overlong:
+            whole = data.find(b"\n") + 1
+            self._line(data[: whole - 1])  # ends the line still open from earlier chunks
+        # The whole lines: only those holding usage are read (found at C speed). A chunk of
+        # whole lines, as a server writing one event at a time mostly sends, costs no more.
+        at = data.find(_USAGE, whole, last)
         while at >= 0:
             start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
             if end - start <= EVENT_LIMIT and data.startswith(b"data:", start):
                 self._take(data[start + 5 : end])
             at = data.find(_USAGE, end + 1, last)
-        self._line(data[last + 1 :], complete=False)
+        if last + 1 < len(data):
+            self._line(data[last + 1 :], complete=False)
 
     def _line(self, piece: bytes, *, complete: bool = True) -> None:
         if len(self._pending) + len(piece) > EVENT_LIMIT:

@@ -244,6 +244,20 @@ def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -
     assert run.lines()[-1]["final"] is True
 
 
+def test_usage_in_chunks_of_whole_lines_is_read_after_a_huge_line(tmp_path: Path) -> None:
+    """A server writing one event at a time sends chunks of whole lines (read without keeping
+    any); a line past the limit is not parsed, even where the chunk holding its end looks like
+    an event of its own, and the whole lines after it still are."""
+    run = _Run(tmp_path)
+    forged = b'data: {"type": "message_delta", "usage": {"output_tokens": 999999}}\n\n'
+    huge = [b"data: {" + b"x" * EVENT_LIMIT, b"usage" * 10, forged]  # the end of one line
+    lines = [line + b"\n" for chunk in ANTHROPIC for line in chunk.split(b"\n")[:-1]]
+    run.call("/v1/messages", {"model": "claude-sonnet-4-5"}, [*huge, *lines])
+    line = run.lines()[-1]
+    assert line["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6), line
+    assert line["final"] is True and line["model"] == "claude-sonnet-4-5", line
+
+
 def test_a_request_or_event_nested_50000_deep_is_still_counted(tmp_path: Path) -> None:
     """The agent writes the request body: JSON nested deeper than the parser goes names no
     model (the response's is taken), and the response's usage is counted all the same; an
