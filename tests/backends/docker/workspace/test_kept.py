@@ -144,3 +144,29 @@ def test_the_agents_index_is_split_and_the_base_index_stays_whole(kept_repo: Pat
     assert len(inodes) == 1, seen
     made = git(repo, "ls-tree", "--name-only", "main").split()
     assert len([name for name in made if name.startswith("made-")]) == 2, made
+
+
+LEAVING_AGENT = """#!/bin/sh
+if [ -f note.txt ]; then
+    echo "SHARED $(ls .git | grep -c '^sharedindex[.]')"
+    echo FORKHESTRA_COMPLETE
+    exit 0
+fi
+echo one >one.txt && git add one.txt && git commit -qm one
+for i in 1 2 3 4 5 6 7 8; do echo "$i" >"left$i.txt"; done
+echo note >note.txt
+"""
+
+
+def test_work_left_uncommitted_beside_a_split_index_leaves_no_index_behind(
+    kept_repo: Path,
+) -> None:
+    """The export's tree of uncommitted work is written from a copy of the agent's split
+    index: it shares the agent's shared index and makes none of its own (each would be the
+    whole index's size, once per iteration); the work is still taken."""
+    repo = kept_repo
+    add_script(repo, "leave.sh", LEAVING_AGENT)
+    res = sandbox("./scripts/leave.sh:2")
+    assert res.code == 0, res.output[-3000:]
+    assert "SHARED 1" in agent_lines(res.stdout), res.stdout[-3000:]
+    assert (repo / "one.txt").exists() and (repo / "left8.txt").read_text() == "8\n"
