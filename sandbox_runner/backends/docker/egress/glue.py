@@ -78,12 +78,13 @@ METER_DIR = "/dev/shm/fks-meter"  # mitmproxy's own directory (its unused CA amo
 
 def _meter_script(glue: Glue) -> str:
     """The meter in the background, its lines on the container's output (the host reads
-    them); Squid waits for it no longer than for itself."""
+    them); Squid waits for it no longer than for itself. `-I`: the script's folder (/etc)
+    is not on its import path, nor do PYTHON* variables count."""
     if not glue.meter:
         return ""
     return (
         f"FKS_METER_CONFIG={METER_CONFIG} FKS_METER_BUDGET={METER_BUDGET} "
-        f"python3 {METER_SCRIPT} {METER_PORT} {METER_DIR} 2>&1 & meter=$!; "
+        f"python3 -I {METER_SCRIPT} {METER_PORT} {METER_DIR} 2>&1 & meter=$!; "
         # Squid starts once it listens: a peer Squid found down is not asked at first.
         f'until {_listening(METER_PORT)}; do kill -0 "$meter" 2>/dev/null || exit 1; '
         "sleep 0.02; done; "
