@@ -50,8 +50,9 @@ def _usage_of(kind: str, event: dict[str, Any]) -> tuple[dict[str, int], str | N
         output = count(meta.get("candidatesTokenCount")) + count(meta.get("thoughtsTokenCount"))
         cached = count(meta.get("cachedContentTokenCount"))
         tokens = {"input": count(meta.get("promptTokenCount")) - cached, "output": output}
-        final = any(
-            isinstance(c, dict) and c.get("finishReason") for c in _list(event, "candidates")
+        candidates = event.get("candidates")
+        final = isinstance(candidates, list) and any(
+            isinstance(c, dict) and c.get("finishReason") for c in candidates
         )
         return tokens | {"cache_read": cached}, _text(event.get("modelVersion")), final
     if kind == "openai":
@@ -88,11 +89,6 @@ def _anthropic_usage(event: dict[str, Any]) -> tuple[dict[str, int], str | None,
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _list(event: dict[str, Any], key: str) -> list[Any]:
-    value = event.get(key)
-    return value if isinstance(value, list) else []
 
 
 def _text(value: Any) -> str | None:
@@ -272,7 +268,8 @@ class Meter:
     def responseheaders(self, flow: Any) -> None:
         if flow.response is None or flow.metadata.get("fks_reading") is not None:
             return
-        if not self._read or not billed(flow.request.method, flow.request.path):
+        refused = flow.response.status_code >= 400  # the API generated nothing: no cost
+        if refused or not self._read or not billed(flow.request.method, flow.request.path):
             flow.response.stream = True
             return
         sse = "event-stream" in flow.response.headers.get("content-type", "")
@@ -287,9 +284,8 @@ class Meter:
         self._after(flow)
 
     def _after(self, flow: Any) -> None:
-        """`_done` once the response's end has gone to the agent: mitmproxy calls this hook
-        before it sends the end of a streamed body, and the agent need not wait for the
-        meter's sums and line. The next request on the connection is read after it runs."""
+        """`_done` once the response's end has gone to the agent (mitmproxy calls the hook
+        before it sends a streamed body's end), and before the loop reads another request."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # called outside mitmproxy's loop

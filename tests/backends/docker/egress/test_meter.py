@@ -22,7 +22,7 @@ ROUTES = {"api.test": ["https", "api.test", 443]}
 PRICES = [["sonnet", 3.0, 15.0], ["gpt-5", 1.25, 10.0], ["gemini-2.5-pro", 1.25, 10.0]]
 
 
-def _flow(path: str, body: dict[str, Any] | bytes, content_type: str) -> Any:
+def _flow(path: str, body: dict[str, Any] | bytes, content_type: str, status: int = 200) -> Any:
     request = SimpleNamespace(
         host_header="api.test",
         path=path,
@@ -33,7 +33,9 @@ def _flow(path: str, body: dict[str, Any] | bytes, content_type: str) -> Any:
         host="",
         port=0,
     )
-    response = SimpleNamespace(headers={"content-type": content_type}, stream=None)
+    response = SimpleNamespace(
+        headers={"content-type": content_type}, stream=None, status_code=status
+    )
     return SimpleNamespace(request=request, response=None, metadata={}, _response=response)
 
 
@@ -48,9 +50,14 @@ class _Run:
         self.meter = Meter(config, str(self.budget), self.out)
 
     def call(
-        self, path: str, body: dict[str, Any] | bytes, chunks: list[bytes], sse: bool = True
+        self,
+        path: str,
+        body: dict[str, Any] | bytes,
+        chunks: list[bytes],
+        sse: bool = True,
+        status: int = 200,
     ) -> Any:
-        flow = _flow(path, body, "text/event-stream" if sse else "application/json")
+        flow = _flow(path, body, "text/event-stream" if sse else "application/json", status)
         self.meter.request(flow)
         if flow.response is not None:  # refused
             return flow
@@ -242,6 +249,20 @@ def test_usage_split_anywhere_across_chunks_is_read(tmp_path: Path, size: int) -
     run.call("/v1/messages", {"model": "claude-sonnet-4-5"}, chunks)
     assert run.lines()[-1]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
     assert run.lines()[-1]["final"] is True
+
+
+@pytest.mark.parametrize("status", [400, 401, 429, 529])
+def test_a_refusal_of_the_api_costs_nothing(tmp_path: Path, status: int) -> None:
+    """An API that refuses a call (a wrong key, a bad request, rate limits, overload) generated
+    nothing and bills nothing: no cost, though its body has no usage; a 200 without usage
+    still costs every byte."""
+    run = _Run(tmp_path, left=1.0)
+    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "x" * 5000}]}
+    error = [b'{"type": "error", "error": {"type": "authentication_error"}}']
+    run.call("/v1/messages", body, error, sse=False, status=status)
+    assert run.lines() == [] and run.meter.spent == 0.0
+    run.call("/v1/messages", body, error, sse=False)
+    assert run.lines()[-1]["cost"] > 0 and run.lines()[-1]["final"] is False
 
 
 def test_usage_in_chunks_of_whole_lines_is_read_after_a_huge_line(tmp_path: Path) -> None:
