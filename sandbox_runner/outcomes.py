@@ -66,10 +66,14 @@ _ITERATION_ENDS = {
         "raise the agent's maxTurns in forge/chains.json, or give it a smaller task",
     ),
     IterationEnd.AUTH_ERROR: About(
-        "the API refused the credentials", "check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN"
+        "the API refused the credentials",
+        "check the agent's key: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN (Claude, OpenCode),"
+        " OPENAI_API_KEY (Codex), GEMINI_API_KEY (Gemini CLI)",
     ),
     IterationEnd.API_UNREACHABLE: About(
-        "the API could not be reached", "check ANTHROPIC_BASE_URL and the network"
+        "the API could not be reached",
+        "check the network and the agent's API address: ANTHROPIC_BASE_URL (Claude, OpenCode),"
+        " OPENAI_BASE_URL (Codex), GOOGLE_GEMINI_BASE_URL (Gemini CLI)",
     ),
     IterationEnd.BUDGET: About(
         "it reached what was left of --max-cost (or the agent's own --max-budget-usd)",

@@ -106,7 +106,7 @@ def test_refused_credentials_stop_the_step_at_once_naming_the_key(repo: Path) ->
     assert reasons(data) == ["auth_error"], done.output
     assert data["steps"][0]["reason"] == "auth_error"
     assert "the API refused the credentials" in done.stdout, done.output
-    assert "check ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN" in done.stdout
+    assert "check the agent's key: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN" in done.stdout
     assert "did not print the marker" not in done.output
 
 
@@ -124,7 +124,7 @@ def test_an_unreachable_api_stops_the_step_naming_the_url(repo: Path) -> None:
         )
     assert done.code == 1, done.output
     assert reasons(data) == ["api_unreachable"], done.output
-    assert "could not reach the API" in done.stdout and "check ANTHROPIC_BASE_URL" in done.stdout
+    assert "could not reach the API" in done.stdout and "ANTHROPIC_BASE_URL (Claude" in done.stdout
     assert "did not print the marker" not in done.output
 
 
