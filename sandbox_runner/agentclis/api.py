@@ -63,6 +63,8 @@ class StreamParser(Protocol):
     session_id: str | None
     turns: int
     """Turns begun so far (model requests, or tool calls where the stream shows no requests)."""
+    unreachable: bool
+    """The CLI cannot reach its API and waits for it on its own, without end."""
 
     @property
     def running_cost(self) -> float | None:

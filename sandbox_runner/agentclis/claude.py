@@ -77,6 +77,7 @@ class StreamJsonParser:
         self.session_id: str | None = None
         self.cwd: str | None = None
         self.turns = 0
+        self.unreachable = False  # Claude ends with an error of its own
         self._cost = RunningCost()
         """What the assistant messages so far cost at least (before the result says)."""
 

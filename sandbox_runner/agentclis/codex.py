@@ -22,7 +22,7 @@ from sandbox_runner.agentclis.events import (
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import count, estimate
+from sandbox_runner.agentclis.pricing import charged, count
 from sandbox_runner.agentclis.stream import JsonLines
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -104,6 +104,10 @@ class CodexParser(JsonLines):
         if kind == "turn.completed":
             usage = obj.get("usage")
             return [*self._usage(usage if isinstance(usage, dict) else {}), self.ended("success")]
+        if kind == "error" and "waiting for network" in str(obj.get("message")):
+            # Codex retries a connection that fails without end, whatever its retry settings.
+            self.unreachable = True
+            return [self.ended("error", error=text_of(obj.get("message")))]
         if kind == "turn.failed":
             error = obj.get("error")
             message = error.get("message") if isinstance(error, dict) else None
@@ -130,7 +134,7 @@ class CodexParser(JsonLines):
         tokens_in = count(usage.get("input_tokens"))
         tokens_out = count(usage.get("output_tokens"))
         cached = count(usage.get("cached_input_tokens"))
-        cost = estimate(self.model or "", tokens_in, tokens_out, cached)
+        cost = charged(self.model or "", tokens_in, tokens_out, cached)
         found = Usage(tokens_in, tokens_out, cost)
         self.used(found)
         return [found]

@@ -22,7 +22,7 @@ from sandbox_runner.agentclis.events import (
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import count, estimate
+from sandbox_runner.agentclis.pricing import charged, count
 from sandbox_runner.agentclis.stream import JsonLines
 
 _TURN_LIMIT_ERROR = "FatalTurnLimitedError"
@@ -118,7 +118,7 @@ class GeminiParser(JsonLines):
         stats = stats if isinstance(stats, dict) else {}
         tokens_in = count(stats.get("input_tokens"))
         tokens_out = count(stats.get("output_tokens"))
-        usage = Usage(tokens_in, tokens_out, estimate(self.model or "", tokens_in, tokens_out))
+        usage = Usage(tokens_in, tokens_out, charged(self.model or "", tokens_in, tokens_out))
         self.used(usage)
         if obj.get("status") == "success":
             return [usage, self.ended("success")]

@@ -24,7 +24,7 @@ from sandbox_runner.agentclis.events import (
     text_of,
     tool_summary,
 )
-from sandbox_runner.agentclis.pricing import count, estimate
+from sandbox_runner.agentclis.pricing import charged, count
 from sandbox_runner.agentclis.stream import JsonLines
 
 DEFAULT_PROVIDER = "anthropic"
@@ -121,9 +121,7 @@ class OpenCodeParser(JsonLines):
         cached = count(cache.get("read")) if isinstance(cache, dict) else 0
         tokens_in = count(tokens.get("input")) + cached
         tokens_out = count(tokens.get("output"))
-        cost = cost_of(part.get("cost")) or estimate(
-            self.model or "", tokens_in, tokens_out, cached
-        )
+        cost = cost_of(part.get("cost")) or charged(self.model or "", tokens_in, tokens_out, cached)
         usage = Usage(tokens_in, tokens_out, cost)
         self.used(usage)
         if part.get("reason") == "tool-calls":

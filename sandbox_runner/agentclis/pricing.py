@@ -46,6 +46,19 @@ def estimate(model: str, input_tokens: int, output_tokens: int, cached: int = 0)
     return cost / 1_000_000
 
 
+def charged(model: str, input_tokens: int, output_tokens: int, cached: int = 0) -> float:
+    """What an agent CLI other than Claude (which reports its own cost) spent: `estimate`,
+    or for a model of no family the dearest price here, as the egress proxy's meter prices
+    it: no model name leaves a budget unchecked."""
+    found = estimate(model, input_tokens, output_tokens, cached)
+    if found is not None:
+        return found
+    price_in, price_out = max(i for _, i, _ in _PRICES), max(o for _, _, o in _PRICES)
+    fresh = max(0, input_tokens - cached)
+    cost = fresh * price_in + cached * price_in * _CACHE_READ + output_tokens * price_out
+    return cost / 1_000_000
+
+
 def _prices(model: str) -> tuple[float, float] | None:
     name = model.lower()
     return next(((i, o) for family, i, o in _PRICES if family in name), None)

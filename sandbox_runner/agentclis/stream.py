@@ -23,6 +23,7 @@ class JsonLines:
         self.session_id: str | None = None
         self.model: str | None = None
         self.turns = 0
+        self.unreachable = False
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = None

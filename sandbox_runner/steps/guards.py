@@ -19,8 +19,11 @@ from sandbox_runner.results.ended import usd_limit
 DEFAULT_STALL_TIMEOUT = 1200.0
 """Seconds without output before an iteration counts as stalled and is killed (20 minutes:
 longer than Claude's longest tool call, 10 minutes)."""
-Stop = Literal[IterationEnd.BUDGET, IterationEnd.STALLED, IterationEnd.MAX_TURNS]
-"""Why fks stopped an iteration from outside: the budget, a stall, or the turn limit."""
+Stop = Literal[
+    IterationEnd.BUDGET, IterationEnd.STALLED, IterationEnd.MAX_TURNS, IterationEnd.API_UNREACHABLE
+]
+"""Why fks stopped an iteration from outside: the budget, a stall, the turn limit, or a CLI
+waiting without end for an API it cannot reach."""
 
 
 @dataclass(frozen=True)
@@ -85,15 +88,20 @@ class Guard:
         if self._thread is not None:
             self._thread.join()
 
-    def output(self, running_cost: float | None, turns: int = 0) -> None:
+    def output(
+        self, running_cost: float | None, turns: int = 0, *, unreachable: bool = False
+    ) -> None:
         """Output arrived; `running_cost` is what the stream says was spent so far, `turns`
-        the turns it shows begun (checked against `max_turns`, when fks holds the limit)."""
+        the turns it shows begun (checked against `max_turns`, when fks holds the limit),
+        `unreachable` whether the CLI waits without end for an API it cannot reach."""
         self._last = time.monotonic()
         budget = self._budget
         if budget is not None and running_cost is not None and running_cost >= budget.left:
             self._stop(IterationEnd.BUDGET)
         elif self._max_turns is not None and turns > self._max_turns:
             self._stop(IterationEnd.MAX_TURNS)
+        elif unreachable:
+            self._stop(IterationEnd.API_UNREACHABLE)
 
     def ended(self, metered: float | None) -> None:
         """The iteration ended; `metered` is what a meter outside it counted (it stopped the

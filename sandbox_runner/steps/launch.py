@@ -100,6 +100,11 @@ def monitor_cost(monitor: Monitor) -> float | None:
     return monitor.running_cost if isinstance(monitor, StreamJsonMonitor) else None
 
 
+def monitor_unreachable(monitor: Monitor) -> bool:
+    """The monitor's stream shows a CLI waiting, without end, for an API it cannot reach."""
+    return isinstance(monitor, StreamJsonMonitor) and monitor.unreachable
+
+
 def monitor_turns(monitor: Monitor) -> int:
     """The turns the monitor's stream shows begun (0: it shows none)."""
     return monitor.turns if isinstance(monitor, StreamJsonMonitor) else 0

@@ -46,6 +46,7 @@ from sandbox_runner.steps.launch import (
     monitor_cost,
     monitor_for,
     monitor_turns,
+    monitor_unreachable,
 )
 from sandbox_runner.steps.marker import Monitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
@@ -247,7 +248,11 @@ class StepLoop:
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
-                    guard.output(_cost(monitor, execution), monitor_turns(monitor))
+                    guard.output(
+                        _cost(monitor, execution),
+                        monitor_turns(monitor),
+                        unreachable=monitor_unreachable(monitor),
+                    )
                 tap.finish()
                 exit_status = execution.wait()
                 metered = execution.metered_cost()

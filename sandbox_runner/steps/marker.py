@@ -156,6 +156,11 @@ class StreamJsonMonitor:
         """The turns the stream shows begun."""
         return self._parser.turns
 
+    @property
+    def unreachable(self) -> bool:
+        """The CLI waits, without end, for an API it cannot reach."""
+        return self._parser.unreachable
+
     def feed(self, stream: Stream, chunk: bytes) -> list[Event]:
         if stream != "stdout":
             return []

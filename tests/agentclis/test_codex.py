@@ -4,6 +4,7 @@ marker with its commit and a readable transcript, a refused key, and fks's turn 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,40 @@ def test_a_refused_key_ends_a_codex_step_as_auth_error(agent_clis: Path, tmp_pat
     assert last_iteration(repo)["reason"] == "auth_error"
     assert "OPENAI_API_KEY" in done.output, done.output
     assert requests == 1, "no retries of a refused key"
+
+
+def test_an_api_codex_cannot_reach_ends_the_step_at_once(agent_clis: Path, tmp_path: Path) -> None:
+    """Codex waits for an API it cannot connect to without end, whatever its retry settings:
+    fks stops it at its first such wait, as api_unreachable, naming the variable."""
+    repo = cli_project(tmp_path / "repo", "codex", model=MODEL)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = cli_env(
+        agent_clis,
+        tmp_path / "home",
+        {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"},
+    )
+    done = run_cli(repo, "worker:3", env)
+    assert done.code == 1, done.output
+    it = last_iteration(repo)
+    assert it["number"] == 1 and it["reason"] == "api_unreachable", done.output
+    assert "OPENAI_BASE_URL (Codex)" in done.output, done.output
+
+
+def test_a_model_fks_has_no_price_for_still_holds_the_budget_locally(
+    agent_clis: Path, tmp_path: Path
+) -> None:
+    """A model name of no family in fks's table costs its dearest price (as at the egress
+    proxy): the budget still stops the step, after the iteration that crossed it."""
+    repo = cli_project(tmp_path / "repo", "codex", model="gpt-9-turbo")
+    with FakeModelApi("openai", forever=[{"text": "Still working."}]) as api:
+        env = cli_env(agent_clis, tmp_path / "home", api.env())
+        done = run_cli(repo, "worker:3", env, "--max-cost", "0.00002", "--no-progress-limit", "0")
+    assert done.code == 1, done.output
+    it = last_iteration(repo)
+    assert it["number"] == 1 and it["claude"]["cost_usd"] > 0.00002, it
+    assert "--max-cost" in done.output, done.output
 
 
 def test_fks_stops_codex_at_the_agents_max_turns(agent_clis: Path, tmp_path: Path) -> None:
