@@ -92,7 +92,7 @@ def test_claude_step_goes_on_past_deep_lines(claude_project: tuple[Path, dict[st
     assert "result: success, 1 turn" in logs.stdout
     assert len(logs.stdout) < 20_000
     shown = fks("show", run_id, cwd=project)
-    assert shown.code == 0 and "claude: $0.0100" in shown.stdout, shown.output
+    assert shown.code == 0 and "agent CLI: $0.0100" in shown.stdout, shown.output
     page = client_for(project).get(f"/runs/0/{run_id}/steps/1/iterations/1")
     assert page.status_code == 200
     assert UNREAD in page.text and "result: success" in page.text

@@ -46,12 +46,13 @@ def estimate(model: str, input_tokens: int, output_tokens: int, cached: int = 0)
     return cost / 1_000_000
 
 
-def charged(model: str, input_tokens: int, output_tokens: int, cached: int = 0) -> float:
+def charged(model: str, input_tokens: int, output_tokens: int, cached: int = 0) -> float | None:
     """What an agent CLI other than Claude (which reports its own cost) spent: `estimate`,
-    or for a model of no family the dearest price here, as the egress proxy's meter prices
-    it: no model name leaves a budget unchecked."""
+    or for a model named but of no family the dearest price here, as the egress proxy's
+    meter prices it: no model name leaves a budget unchecked. None: no model named (a
+    transcript read again without its agent's settings)."""
     found = estimate(model, input_tokens, output_tokens, cached)
-    if found is not None:
+    if found is not None or not model:
         return found
     price_in, price_out = max(i for _, i, _ in _PRICES), max(o for _, _, o in _PRICES)
     fresh = max(0, input_tokens - cached)

@@ -309,7 +309,7 @@ def _step_branch(step: StepRecord, branch: str) -> Iterator[str]:
 def describe_iteration(it: IterationRecord, run_state: str, run_dir: Path) -> Iterator[str]:
     yield _iteration_line(it, run_state)
     if it.claude is not None and (stats := _claude_stats(it.claude)):
-        yield f"      claude: {', '.join(stats)}"
+        yield f"      agent CLI: {', '.join(stats)}"
     if it.note:
         yield f"      ended: {strip_escapes(' '.join(it.note.split()), keep='')}"
     yield from _iteration_denied(it)

@@ -111,7 +111,7 @@ def _event_shown(event: Event) -> list[Shown]:
     if isinstance(event, ToolResult):
         return [_tool_result(event)]
     if isinstance(event, Init):
-        line = f"session {event.session_id}, model {event.model}"
+        line = f"session {event.session_id}" + (f", model {event.model}" if event.model else "")
         return [Shown(_clean(clip(line, RESULT_WIDTH)))]
     if isinstance(event, Result):
         head, *more = _result(event)

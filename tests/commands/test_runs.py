@@ -235,7 +235,9 @@ def test_show_claude_stats_and_cost(project: Path) -> None:
     )
     write_atomic(path, rec.model_dump_json())
     shown = fks("show", run_id, cwd=project).stdout
-    assert "claude: $0.0123, 1200 in / 340 out tokens, 7 turns, success, session sess-42" in shown
+    assert (
+        "agent CLI: $0.0123, 1200 in / 340 out tokens, 7 turns, success, session sess-42" in shown
+    )
     assert "cost:       $0.0123" in shown
     assert fks("runs", cwd=project).stdout.splitlines()[-1].endswith("$0.0123")
 

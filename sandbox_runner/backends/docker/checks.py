@@ -153,7 +153,8 @@ def check_api_url(url: str | None, *, network: str, variable: str = "ANTHROPIC_B
         port = ""
     raise SandboxError(
         f"{variable} {url} is this machine's loopback, which in the sandbox is the "
-        f"container itself; use {parts.scheme}://host.docker.internal{port} and have the API "
+        f"container itself; use {parts.scheme}://host.docker.internal{port}{parts.path} and "
+        "have the API "
         "listen on an address containers reach (e.g. 0.0.0.0)"
     )
 

@@ -23,6 +23,7 @@ def _claude_repo(path: Path, sandbox: dict[str, object]) -> Path:
     ("url", "network", "suggested"),
     [
         ("http://127.0.0.1:8765", None, "http://host.docker.internal:8765"),
+        ("http://127.0.0.1:8765/v1", None, "http://host.docker.internal:8765/v1"),
         ("http://localhost:8765", "open", "http://host.docker.internal:8765"),
         ("https://LOCALHOST.", "none", "https://host.docker.internal"),
         ("http://[::1]:8765", None, "http://host.docker.internal:8765"),
