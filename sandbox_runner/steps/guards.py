@@ -88,9 +88,7 @@ class Guard:
         if self._thread is not None:
             self._thread.join()
 
-    def output(
-        self, running_cost: float | None, turns: int = 0, *, unreachable: bool = False
-    ) -> None:
+    def output(self, running_cost: float | None, turns: int = 0, unreachable: bool = False) -> None:
         """Output arrived; `running_cost` is what the stream says was spent so far, `turns`
         the turns it shows begun (checked against `max_turns`, when fks holds the limit),
         `unreachable` whether the CLI waits without end for an API it cannot reach."""

@@ -100,14 +100,12 @@ def monitor_cost(monitor: Monitor) -> float | None:
     return monitor.running_cost if isinstance(monitor, StreamJsonMonitor) else None
 
 
-def monitor_unreachable(monitor: Monitor) -> bool:
-    """The monitor's stream shows a CLI waiting, without end, for an API it cannot reach."""
-    return isinstance(monitor, StreamJsonMonitor) and monitor.unreachable
-
-
-def monitor_turns(monitor: Monitor) -> int:
-    """The turns the monitor's stream shows begun (0: it shows none)."""
-    return monitor.turns if isinstance(monitor, StreamJsonMonitor) else 0
+def monitor_progress(monitor: Monitor) -> tuple[int, bool]:
+    """The turns the monitor's stream shows begun (0: it shows none), and whether it shows a
+    CLI waiting, without end, for an API it cannot reach."""
+    if isinstance(monitor, StreamJsonMonitor):
+        return monitor.turns, monitor.unreachable
+    return 0, False
 
 
 def iteration_guard(

@@ -45,8 +45,7 @@ from sandbox_runner.steps.launch import (
     iteration_spec,
     monitor_cost,
     monitor_for,
-    monitor_turns,
-    monitor_unreachable,
+    monitor_progress,
 )
 from sandbox_runner.steps.marker import Monitor, StreamJsonMonitor
 from sandbox_runner.steps.reporter import Reporter
@@ -248,11 +247,7 @@ class StepLoop:
                 self._writer.set_container(record, execution.container_id)
                 for stream, chunk in execution.chunks():
                     tap.feed(stream, chunk)
-                    guard.output(
-                        _cost(monitor, execution),
-                        monitor_turns(monitor),
-                        unreachable=monitor_unreachable(monitor),
-                    )
+                    guard.output(_cost(monitor, execution), *monitor_progress(monitor))
                 tap.finish()
                 exit_status = execution.wait()
                 metered = execution.metered_cost()
