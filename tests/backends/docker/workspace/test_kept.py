@@ -170,3 +170,30 @@ def test_work_left_uncommitted_beside_a_split_index_leaves_no_index_behind(
     assert res.code == 0, res.output[-3000:]
     assert "SHARED 1" in agent_lines(res.stdout), res.stdout[-3000:]
     assert (repo / "one.txt").exists() and (repo / "left8.txt").read_text() == "8\n"
+
+
+# Killed inside `git commit` (the iteration's timeout), an agent leaves .git/index.lock: its
+# index is never written again, so it stays whole.
+LOCKED_AGENT = """#!/bin/sh
+n=$(cat count 2>/dev/null || echo 0)
+if [ "$n" -ge 3 ]; then
+    echo "SHARED $(ls .git | grep -c '^sharedindex[.]')"
+    echo FORKHESTRA_COMPLETE
+    exit 0
+fi
+touch .git/index.lock && echo $((n + 1)) >count && echo "$n" >>untouched.txt
+"""
+
+
+def test_work_left_uncommitted_beside_a_whole_locked_index_leaves_no_index_behind(
+    kept_repo: Path,
+) -> None:
+    """An agent's index that stayed whole (a lock left by a git it killed) is copied whole for
+    the export's tree of its uncommitted work: no shared index is written (one the whole
+    index's size each iteration that changed a file, kept until the step ends)."""
+    repo = kept_repo
+    add_script(repo, "locked.sh", LOCKED_AGENT)
+    res = sandbox("./scripts/locked.sh:4")
+    assert res.code == 0, res.output[-3000:]
+    assert "SHARED 0" in agent_lines(res.stdout), res.stdout[-3000:]
+    assert (repo / "count").read_text() == "3\n"
