@@ -239,13 +239,19 @@ snapshot() {
 
 # The copy keeps the index's time: git compares whole seconds, and tells a file changed in the
 # second its stat was recorded only by that time (racily clean); a later one would hide it.
-# A copy of a split index shares the agent's shared index, and never writes one of its own
-# (which would stay behind it, the whole index's size, once per call).
+# A copy of a split index shares the agent's shared index, and a copy of a whole one (never
+# written since the step began, say under a lock a killed git left) stays whole: neither
+# writes a shared index of its own (which would stay behind it, the whole index's size, once
+# per call). git names the shared index of a whole index with zeros.
 worktree_tree() {
     cp -p .git/index .git/fks-index 2>/dev/null || rm -f .git/fks-index
+    key=core.splitIndex value=false
+    case $(GIT_INDEX_FILE=.git/fks-index git rev-parse --shared-index-path 2>/dev/null) in
+    *sharedindex.*[!0]*) key=splitIndex.maxPercentChange value=100 ;;
+    esac
     # shellcheck disable=SC2030
-    (GIT_INDEX_FILE=.git/fks-index GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=splitIndex.maxPercentChange \
-        GIT_CONFIG_VALUE_0=100 && export GIT_INDEX_FILE GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 \
+    (GIT_INDEX_FILE=.git/fks-index GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=$key \
+        GIT_CONFIG_VALUE_0=$value && export GIT_INDEX_FILE GIT_CONFIG_COUNT GIT_CONFIG_KEY_0 \
         GIT_CONFIG_VALUE_0 && git add -A . && git write-tree) 2>/dev/null
     rm -f .git/fks-index
 }
