@@ -26,13 +26,14 @@ def _flow(path: str, body: dict[str, Any] | bytes, content_type: str, status: in
     request = SimpleNamespace(
         host_header="api.test",
         path=path,
-        content=body if isinstance(body, bytes) else json.dumps(body).encode(),
+        raw_content=body if isinstance(body, bytes) else json.dumps(body).encode(),
         headers={},
         method="GET" if path.endswith("/models") else "POST",
         scheme="http",
         host="",
         port=0,
     )
+    request.content = request.raw_content
     response = SimpleNamespace(
         headers={"content-type": content_type}, stream=None, status_code=status
     )
@@ -277,6 +278,46 @@ def test_usage_in_chunks_of_whole_lines_is_read_after_a_huge_line(tmp_path: Path
     line = run.lines()[-1]
     assert line["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6), line
     assert line["final"] is True and line["model"] == "claude-sonnet-4-5", line
+
+
+class _EncodedRequest:
+    """A request as mitmproxy has it: `content` is its body decoded by its `Content-Encoding`,
+    a ValueError when nothing can decode it; `raw_content` is its body as sent."""
+
+    def __init__(self, body: bytes, encoding: str) -> None:
+        self.host_header, self.path, self.method = "api.test", "/v1/messages", "POST"
+        self.headers = {"content-encoding": encoding}
+        self.raw_content = body
+        self.scheme, self.host, self.port = "http", "", 0
+
+    @property
+    def content(self) -> bytes:
+        raise ValueError(f"Invalid Content-Encoding: {self.headers['content-encoding']}")
+
+
+@pytest.mark.parametrize("encoding", ["x-fks", "gzip", "utf8"])
+def test_a_request_body_the_meter_cannot_decode_is_still_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoding: str
+) -> None:
+    """The agent writes the request's headers: a `Content-Encoding` nothing decodes (an API
+    that ignores it answers, and bills) still has its response counted, and the call after the
+    budget is refused."""
+    run = _Run(tmp_path, left=0.005)
+    monkeypatch.setattr(meter_module, "_make", lambda status, text, kind="anthropic": "x")
+    for _ in range(2):
+        flow = _flow("/v1/messages", b"", "text/event-stream")
+        flow.request = _EncodedRequest(b'{"model": "claude-sonnet-4-5"}', encoding)
+        run.meter.request(flow)
+        if flow.response is not None:
+            break
+        flow.response = flow._response
+        run.meter.responseheaders(flow)
+        for chunk in [*ANTHROPIC, b""]:
+            flow.response.stream(chunk)
+        run.meter.response(flow)
+    assert flow.response == "x"
+    assert run.lines()[0]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
+    assert run.lines()[-1]["refused"] is True
 
 
 def test_a_request_or_event_nested_50000_deep_is_still_counted(tmp_path: Path) -> None:

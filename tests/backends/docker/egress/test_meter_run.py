@@ -52,3 +52,24 @@ def test_a_plain_program_calling_the_api_is_stopped_by_max_cost(repo: Path) -> N
     assert iteration["claude"]["cost_usd"] == pytest.approx(1.35, abs=0.01)  # the proxy's figure
     shown = fks("show", run["id"])
     assert "budget" in shown.output
+
+
+def test_a_request_body_the_meter_cannot_decode_is_still_counted(repo: Path) -> None:
+    """The agent writes the request's headers: a `Content-Encoding` nothing can decode (an API
+    that ignores it still answers, and bills) does not keep its calls out of the spend."""
+
+    def answer(request: Any) -> dict[str, Any]:
+        return {"blocks": [{"text": "hello"}], "usage": USAGE}
+
+    caller = CALLER.replace("-H 'content-type", "-H 'content-encoding: x-fks' -H 'content-type")
+    with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
+        add_script(repo, "caller.sh", caller)
+        configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
+        env = {
+            "ANTHROPIC_API_KEY": "sk-ant-REAL-meter-test",
+            "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{api.port}",
+        }
+        result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=env)
+        calls = len(api.main_requests())
+    assert calls == 3, result.output  # $1.35 spent: the fourth call is refused
+    assert "spent $1.35 of --max-cost $1" in result.output, result.output
