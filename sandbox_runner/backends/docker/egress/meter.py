@@ -297,11 +297,14 @@ class Meter:
         reading = flow.metadata.pop("fks_reading", None)
         if not isinstance(reading, Reading):
             return
-        asked = _path_model(flow.request.path) or _asked_model(flow.request.content or b"")
+        # As sent: mitmproxy's `content` would undo the agent's Content-Encoding (a ValueError
+        # when nothing can, and the sum would never be made; a bomb when gzip can).
+        body = flow.request.raw_content or b""
+        asked = _path_model(flow.request.path) or _asked_model(body)
         cost = self.prices.cost([asked, reading.model], reading.tokens)
         if not reading.final:
             # Usage hidden or cut short: at least every byte that came back as a token.
-            sent = len(flow.request.content or b"")
+            sent = len(body)
             estimate = self.prices.cost(
                 [asked, reading.model], {"input": sent, "output": reading.size}
             )
