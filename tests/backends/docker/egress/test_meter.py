@@ -168,6 +168,26 @@ def test_in_mitmproxy_the_sums_come_after_the_response_yet_before_the_next_reque
     assert [line.get("refused", False) for line in run.lines()] == [False, True]
 
 
+def test_a_request_in_the_same_turn_as_a_response_past_the_budget_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection's request hook can run in the same turn of the loop as a response's
+    (its body read with the response's last chunk): the deferred sum is made before its
+    budget is checked, so the call after the one that crossed the budget is still refused."""
+    run = _Run(tmp_path, left=0.01)
+    monkeypatch.setattr(meter_module, "_make", lambda status, text, kind="anthropic": "x")
+    usage = _sse({"type": "message_delta", "usage": {"input_tokens": 2000, "output_tokens": 500}})
+    sonnet = {"model": "claude-sonnet-4-5"}
+
+    async def agent() -> Any:
+        run.call("/v1/messages", sonnet, usage)
+        return run.call("/v1/messages", sonnet, usage).response
+
+    assert asyncio.run(agent()) == "x"
+    assert [line.get("refused", False) for line in run.lines()] == [False, True]
+    assert run.lines()[0]["cost"] == pytest.approx(0.0135)
+
+
 @pytest.mark.parametrize(
     ("model", "chunks", "at_least"),
     [
