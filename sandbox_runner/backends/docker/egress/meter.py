@@ -233,6 +233,7 @@ class Meter:
         self.left: float | None = None
         self.spent = 0.0
         self._budget_stamp: tuple[int, int] | None = None
+        self._unsummed: list[Any] = []  # flows ended, summed at the loop's next turn
 
     def _budget(self) -> None:
         """The host's latest budget: a new iteration starts its spend from nothing."""
@@ -259,6 +260,7 @@ class Meter:
             return
         flow.request.scheme, flow.request.host, flow.request.port = route
         flow.request.headers["accept-encoding"] = "identity"  # usage read as it comes
+        self._settle()  # a response ended in this turn of the loop counts
         self._budget()
         if self.left is not None and self.spent >= self.left:
             text = f"fks egress proxy: budget: spent ${self.spent:.4f} of ${self.left:.4f}"
@@ -285,13 +287,17 @@ class Meter:
 
     def _after(self, flow: Any) -> None:
         """`_done` once the response's end has gone to the agent (mitmproxy calls the hook
-        before it sends a streamed body's end), and before the loop reads another request."""
+        before it sends a streamed body's end); a request hook that comes first (another
+        connection's, in the same turn of the loop) makes the sums before its budget check."""
+        self._unsummed.append(flow)
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop().call_soon(self._settle)
         except RuntimeError:  # called outside mitmproxy's loop
-            self._done(flow)
-            return
-        loop.call_soon(self._done, flow)
+            self._settle()
+
+    def _settle(self) -> None:
+        while self._unsummed:
+            self._done(self._unsummed.pop(0))
 
     def _done(self, flow: Any) -> None:
         reading = flow.metadata.pop("fks_reading", None)
