@@ -30,6 +30,21 @@ ln -s /etc .git/refs/etc && ln -sf /etc/shadow .git/fks-export
 git config core.fsmonitor 'PAYLOAD'
 """
 
+# The agent's index split its own way (a new shared index at every write, none ever expired),
+# shared indexes it cannot read, and entries of that name that are no index: a folder, a FIFO,
+# the name git gives the shared index of a whole index as a link out of the workspace.
+SPLIT_POISON = """
+git config core.splitIndex true && git config splitIndex.maxPercentChange 0
+git config splitIndex.sharedIndexExpire never && git update-index --split-index
+chmod 000 .git/sharedindex.*
+mkdir .git/sharedindex.dir && mkfifo .git/sharedindex.fifo
+ln -s /etc/passwd .git/sharedindex.0000000000000000000000000000000000000000
+"""
+# The base index itself made split, its shared index planted beside it.
+SPLIT_BASE = """
+GIT_INDEX_FILE=.git/fks-base-index git -c core.splitIndex=true update-index --split-index
+"""
+
 
 @pytest.fixture
 def kept_repo(repo: Path) -> Iterator[Path]:
@@ -56,6 +71,8 @@ def kept_repo(repo: Path) -> Iterator[Path]:
     [
         pytest.param(MORE_POISON, id="base-index-kept"),
         pytest.param("cp .git/index .git/fks-base-index", id="base-index-replaced"),
+        pytest.param(SPLIT_POISON, id="split-index-poisoned"),
+        pytest.param(SPLIT_BASE, id="base-index-split"),
     ],
 )
 def test_a_poisoned_kept_workspace_cannot_reach_the_next_run(
