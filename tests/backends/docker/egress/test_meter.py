@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import random
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -338,6 +339,54 @@ def test_a_request_body_the_meter_cannot_decode_is_still_counted(
     assert flow.response == "x"
     assert run.lines()[0]["cost"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6)
     assert run.lines()[-1]["refused"] is True
+
+
+def _pieces(rng: random.Random) -> bytes:
+    """A stream of event lines as a server might write them: usage events (some ending in
+    CRLF), lines near and past the limit (some holding the word, some ending in what looks like
+    an event), and blank lines."""
+    parts = []
+    for _ in range(rng.randint(1, 6)):
+        usage = {"type": rng.choice(["message_start", "message_delta"]), "usage": {}}
+        usage["usage"] = {"input_tokens": rng.randint(1, 99), "output_tokens": rng.randint(1, 99)}
+        line = b"data: " + json.dumps(usage, separators=(",", ":")).encode()
+        parts.append(
+            rng.choice(
+                [
+                    line + b"\n",
+                    line + b"\r\n",
+                    b"data: {" + b"y" * rng.randint(40, 120) + rng.choice([b"usage", b""]) + b"\n",
+                    b"data: "
+                    + b"y" * rng.randint(0, 60)
+                    + line
+                    + b"\n",  # one line: an event's end
+                    b"\n",
+                ]
+            )
+        )
+    return b"".join(parts)
+
+
+def test_usage_read_in_any_chunks_is_what_its_whole_lines_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """However the stream is cut (chunks of whole lines read without keeping them, lines open
+    across chunks, lines past the limit ending in a chunk of their own), the usage read is the
+    one its whole lines within the limit hold, read one by one."""
+    monkeypatch.setattr(meter_module, "EVENT_LIMIT", 100)
+    rng = random.Random(20261129)
+    for _ in range(600):
+        stream = _pieces(rng)
+        expected = Reading("anthropic", sse=True)
+        for line in stream.split(b"\n")[:-1]:
+            if len(line) <= 100 and line.startswith(b"data:"):
+                expected._take(line[5:])
+        cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream) + 1, rng.randint(0, 8))))
+        reading = Reading("anthropic", sse=True)
+        for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+            reading.feed(stream[start:end])
+        reading.feed(b"")
+        assert (reading.tokens, reading.final) == (expected.tokens, expected.final), (stream, cuts)
 
 
 def test_a_request_or_event_nested_50000_deep_is_still_counted(tmp_path: Path) -> None:
