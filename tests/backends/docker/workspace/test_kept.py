@@ -214,3 +214,32 @@ def test_work_left_uncommitted_beside_a_whole_locked_index_leaves_no_index_behin
     assert res.code == 0, res.output[-3000:]
     assert "SHARED 0" in agent_lines(res.stdout), res.stdout[-3000:]
     assert (repo / "count").read_text() == "3\n"
+
+
+# Each iteration regenerates a folder of outputs under new names and commits them, as a build
+# or a snapshot tool might.
+REGENERATING_AGENT = """#!/bin/sh
+n=$(ls out 2>/dev/null | wc -l)
+if [ -f out/g3-1 ]; then
+    echo "SHARED $(ls .git | grep -c '^sharedindex[.]')"
+    echo FORKHESTRA_COMPLETE
+    exit 0
+fi
+it=$(($(ls out 2>/dev/null | head -1 | sed 's/^g\\([0-9]*\\)-.*/\\1/;s/^$/0/') + 1))
+git rm -rq --ignore-unmatch out && rm -rf out && mkdir out
+for i in 1 2 3 4 5 6 7 8 9 10; do echo "$it" >"out/g$it-$i"; done
+git add out && git commit -qm "outputs $it"
+"""
+
+
+def test_commits_of_new_files_every_iteration_leave_one_shared_index(kept_repo: Path) -> None:
+    """git writes a new shared index (the whole index's size) for a commit whose new entries
+    are a fifth of it, and keeps the old ones two weeks: an agent committing outputs under new
+    names every iteration would leave one per iteration in the workspace until its step ends.
+    Each iteration's export keeps only the one the agent's index uses."""
+    repo = kept_repo
+    add_script(repo, "regen.sh", REGENERATING_AGENT)
+    res = sandbox("./scripts/regen.sh:4")
+    assert res.code == 0, res.output[-3000:]
+    assert "SHARED 1" in agent_lines(res.stdout), res.stdout[-3000:]
+    assert (repo / "out" / "g3-10").read_text() == "3\n"
