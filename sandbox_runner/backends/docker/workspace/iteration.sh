@@ -230,6 +230,17 @@ split_index() {
     printf '[core]\n\tsplitIndex = true\n' >>.git/config
 }
 
+# Shared indexes the agent's index no longer uses, removed: git writes a new one (the whole
+# index's size) whenever a fifth of the entries are new, and deletes old ones only after two
+# weeks. Free when there is one (a glob).
+drop_shared() {
+    set -- .git/sharedindex.*
+    [ $# -gt 1 ] || return 0
+    own=$(git rev-parse --shared-index-path 2>/dev/null) || return 0
+    for f in "$@"; do [ "${f##*/}" = "${own##*/}" ] || rm -f -- "$f" 2>/dev/null; done
+    return 0
+}
+
 # The commit tip and the tree of every file as it is now (tracked and untracked, ignores
 # respected), without touching the agent's index: the progress fingerprint, and what an
 # uncommitted-leftovers commit would hold.
@@ -310,6 +321,7 @@ EOF
         git bundle create -q "$ex/bundle" $refs "^$FKS_SINCE" || say "error=git bundle create failed"
     fi
     say "after=$now"
+    drop_shared
 }
 
 # FKS_EXPORT_VIA=log: the bundle goes out on stderr too, for a host that cannot read this
