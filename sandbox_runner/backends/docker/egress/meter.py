@@ -368,17 +368,9 @@ def main() -> None:
         package.__spec__ = spec
         sys.modules.setdefault(spec.name, package)
     from mitmproxy import master, options
-    from mitmproxy.addons import (  # type: ignore[import-not-found]
-        core,
-        errorcheck,
-        next_layer,
-        proxyserver,
-        termlog,
-        tlsconfig,
-    )
+    from mitmproxy.addons import core, errorcheck, next_layer, proxyserver, termlog, tlsconfig  # type: ignore[import-not-found]
 
-    config_file = os.environ["FKS_METER_CONFIG"]
-    config = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    config = json.loads(Path(os.environ["FKS_METER_CONFIG"]).read_text(encoding="utf-8"))
     meter = Meter(config, os.environ.get("FKS_METER_BUDGET", ""))
 
     async def serve() -> None:
