@@ -58,7 +58,8 @@ WithOption = Annotated[
         "--with",
         metavar="CLIS",
         help="Agent CLIs to put in besides Claude Code, pinned by fks: codex, gemini, opencode "
-        "(comma-separated or repeated; default: the project's sandbox.imageWith, else none).",
+        "(comma-separated or repeated; default: the project's sandbox.imageWith, else none)."
+        " Built under --tag: name one such as fks-agent:clis to keep the plain image as it is.",
     ),
 ]
 ConfigOption = Annotated[

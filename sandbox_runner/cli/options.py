@@ -94,7 +94,8 @@ MaxCostOption = Annotated[
     typer.Option(
         "--max-cost",
         metavar="USD",
-        help="Budget in USD: a Claude agent stops at the turn that crosses it, nothing more starts.",
+        help="Budget in USD, for any agent CLI: the turn (in a sandbox, the model API call) that"
+        " crosses it is the last, nothing more starts.",
     ),
 ]
 
