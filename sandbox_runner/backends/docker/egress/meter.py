@@ -1,14 +1,9 @@
 """The egress proxy's meter: a mitmproxy addon behind Squid's model API accelerators that
-reads the usage of every model API response as it streams past (chunks passed on as they
-come), prices it, keeps the spend of the iteration the host opened last, and refuses a
-request once that spend has reached what the iteration may spend.
-
-It runs inside the proxy container (`python3 meter.py PORT CONFDIR`: `main`), so it imports
-nothing but the standard library (and mitmproxy, there). It reads two files the host writes:
-its config (routes to the APIs, prices) once, and the budget (an iteration number and what it
-may spend) on each request; it writes one `fks-meter {json}` line per response or refusal to
-its output, which the host follows (`metering.py`).
-"""
+reads the usage of every model API response as it streams past, prices it, keeps the spend of
+the iteration the host opened last, and refuses a call once that spend reached its budget.
+It runs in the proxy container (`python3 meter.py PORT CONFDIR`), importing nothing but the
+standard library and mitmproxy; it reads the host's config and budget files and writes one
+`fks-meter {json}` line per response or refusal, which the host follows (`metering.py`)."""
 
 from __future__ import annotations
 
@@ -23,9 +18,7 @@ from typing import Any, TextIO
 
 LINE_PREFIX = "fks-meter "
 REFUSED_STATUS = 402
-EVENT_LIMIT = 1 << 20
-"""Bytes of one server-sent event line (or a JSON body) read at most; a longer one is counted
-by its size only."""
+EVENT_LIMIT = 1 << 20  # bytes of an event line (or a JSON body) read; a longer one: its size
 TOKEN_LIMIT = 10**9  # tokens of one count at most (a larger one is not the API's)
 _FIELDS = ("input", "output", "cache_write", "cache_read")
 _USAGE = b"sage"  # of usage and usageMetadata: a line without it holds no usage
@@ -101,10 +94,8 @@ class Prices:
 
     def __init__(self, table: list[list[Any]], cache_write: float, cache_read: float) -> None:
         self._table = [(str(f).lower(), float(i), float(o)) for f, i, o in table]
-        self._dearest = (
-            max((i for _, i, _ in self._table), default=0.0),
-            max((o for _, _, o in self._table), default=0.0),
-        )
+        prices = [(i, o) for _, i, o in self._table] or [(0.0, 0.0)]
+        self._dearest = (max(i for i, _ in prices), max(o for _, o in prices))
         self._cache = (cache_write, cache_read)
 
     def of(self, model: str | None) -> tuple[float, float]:
@@ -118,13 +109,8 @@ class Prices:
         models = [m for m in models if m] or [None]  # a model not named: the dearest
         price_in = max(self.of(m)[0] for m in models)
         price_out = max(self.of(m)[1] for m in models)
-        write, read = self._cache
-        usd = (
-            tokens.get("input", 0) * price_in
-            + tokens.get("cache_write", 0) * price_in * write
-            + tokens.get("cache_read", 0) * price_in * read
-            + tokens.get("output", 0) * price_out
-        )
+        cached = sum(tokens.get(k, 0) * f for k, f in zip(_FIELDS[2:], self._cache, strict=True))
+        usd = (tokens.get("input", 0) + cached) * price_in + tokens.get("output", 0) * price_out
         return usd / 1_000_000
 
 
@@ -234,6 +220,7 @@ class Meter:
         self.spent = 0.0
         self._budget_stamp: tuple[int, int] | None = None
         self._unsummed: list[Any] = []  # flows ended, summed at the loop's next turn
+        self._one = asyncio.Lock()  # with a budget: the model call in flight
 
     def _budget(self) -> None:
         """The host's latest budget: a new iteration starts its spend from nothing."""
@@ -253,6 +240,19 @@ class Meter:
             self.iteration, self.spent = number, 0.0
         self.left = float(left) if isinstance(left, int | float) and left >= 0 else None
 
+    async def requestheaders(self, flow: Any) -> None:
+        """With a budget, one model call at a time: calls sent at once wait for the last one's
+        sum, so that together they spend no more than one turn past the budget."""
+        self._budget()
+        routed = self._routes.get(flow.request.host_header or "") is not None
+        if routed and self.left is not None and billed(flow.request.method, flow.request.path):
+            await self._one.acquire()
+            flow.metadata["fks_turn"] = True
+
+    def _release(self, flow: Any) -> None:
+        if flow.metadata.pop("fks_turn", False):  # at most once per call
+            self._one.release()
+
     def request(self, flow: Any) -> None:
         route = self._routes.get(flow.request.host_header or "")
         if route is None:
@@ -266,6 +266,7 @@ class Meter:
             text = f"fks egress proxy: budget: spent ${self.spent:.4f} of ${self.left:.4f}"
             flow.response = _make(REFUSED_STATUS, text, kind_of(flow.request.path))
             self._line({"refused": True})
+            self._release(flow)
 
     def responseheaders(self, flow: Any) -> None:
         if flow.response is None or flow.metadata.get("fks_reading") is not None:
@@ -286,9 +287,8 @@ class Meter:
         self._after(flow)
 
     def _after(self, flow: Any) -> None:
-        """`_done` once the response's end has gone to the agent (mitmproxy calls the hook
-        before it sends a streamed body's end); a request hook that comes first (another
-        connection's, in the same turn of the loop) makes the sums before its budget check."""
+        """`_done` once the agent has the response's end (the hook comes before), or at the next
+        request hook, whichever is first."""
         self._unsummed.append(flow)
         try:
             asyncio.get_running_loop().call_soon(self._settle)
@@ -300,6 +300,7 @@ class Meter:
             self._done(self._unsummed.pop(0))
 
     def _done(self, flow: Any) -> None:
+        self._release(flow)  # the next call waiting goes on once this sum is made
         reading = flow.metadata.pop("fks_reading", None)
         if not isinstance(reading, Reading):
             return

@@ -58,8 +58,10 @@ class _Run:
         chunks: list[bytes],
         sse: bool = True,
         status: int = 200,
+        flow: Any = None,
     ) -> Any:
-        flow = _flow(path, body, "text/event-stream" if sse else "application/json", status)
+        if flow is None:
+            flow = _flow(path, body, "text/event-stream" if sse else "application/json", status)
         self.meter.request(flow)
         if flow.response is not None:  # refused
             return flow
@@ -285,6 +287,50 @@ def test_a_refusal_of_the_api_costs_nothing(tmp_path: Path, status: int) -> None
     assert run.lines() == [] and run.meter.spent == 0.0
     run.call("/v1/messages", body, error, sse=False)
     assert run.lines()[-1]["cost"] > 0 and run.lines()[-1]["final"] is False
+
+
+def test_with_a_budget_calls_sent_at_once_go_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call made while another is in flight waits (in mitmproxy's requestheaders hook) until
+    that one's response is summed, and is refused if the sum reached the budget: calls sent
+    at once spend no more than one turn past it. Without a budget nothing waits."""
+    run = _Run(tmp_path, left=0.01)
+    usage = _sse({"type": "message_delta", "usage": {"input_tokens": 2000, "output_tokens": 500}})
+    sonnet = {"model": "claude-sonnet-4-5"}
+
+    def flow() -> Any:
+        return _flow("/v1/messages", sonnet, "text/event-stream")
+
+    async def agent() -> list[Any]:
+        first, second, third = flow(), flow(), flow()
+        await run.meter.requestheaders(first)
+        waiting = [asyncio.ensure_future(run.meter.requestheaders(f)) for f in (second, third)]
+        await asyncio.sleep(0.01)
+        seen = [w.done() for w in waiting]
+        run.call("/v1/messages", sonnet, usage, flow=first)  # $0.0135: past the budget
+        await asyncio.sleep(0.01)
+        seen += [w.done() for w in waiting]
+        refused = run.call("/v1/messages", sonnet, usage, flow=second).response
+        await asyncio.sleep(0.01)
+        return [*seen, refused, waiting[1].done()]
+
+    made: list[str] = []
+    monkeypatch.setattr(
+        meter_module, "_make", lambda status, text, kind="anthropic": made.append(text) or "x"
+    )
+    assert asyncio.run(agent()) == [False, False, True, False, "x", True]
+    assert made == ["fks egress proxy: budget: spent $0.0135 of $0.0100"]
+    (tmp_path / "free").mkdir()
+    free = _Run(tmp_path / "free")
+
+    async def unbudgeted() -> bool:
+        await free.meter.requestheaders(flow())
+        second = asyncio.ensure_future(free.meter.requestheaders(flow()))
+        await asyncio.sleep(0.01)
+        return second.done()
+
+    assert asyncio.run(unbudgeted())
 
 
 def test_usage_in_chunks_of_whole_lines_is_read_after_a_huge_line(tmp_path: Path) -> None:

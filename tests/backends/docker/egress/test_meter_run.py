@@ -122,11 +122,6 @@ sleep 30
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="calls in flight together are all checked before any is summed: --max-cost is "
-    "exceeded by one model turn per concurrent call, not one in all",
-)
 def test_calls_made_at_once_spend_no_more_than_one_turn_past_the_budget(repo: Path) -> None:
     """`--max-cost` is never exceeded by more than one model turn (docs/claude.md): eight calls
     sent at once, each answering a second later, with a budget of a bit over two."""
