@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from fks_testing.fakeapi import FakeAnthropic
-from fks_testing.helpers import fks
+from fks_testing.helpers import Result, fks
 from fks_testing.sandboxed import add_script, configure, record, sandbox
 
 pytestmark = pytest.mark.docker
@@ -30,19 +30,26 @@ done
 USAGE = {"input_tokens": 100_000, "output_tokens": 10_000}
 
 
-def test_a_plain_program_calling_the_api_is_stopped_by_max_cost(repo: Path) -> None:
+def _calls_under_a_budget(repo: Path, caller: str, delay: float = 0) -> tuple[Result, int]:
+    """`caller` run as a sandboxed step with `--max-cost 1` against the fake Anthropic API
+    (each answer $0.45, `delay` seconds late): fks's result and the calls the API answered."""
+
     def answer(request: Any) -> dict[str, Any]:
-        return {"blocks": [{"text": "hello"}], "usage": USAGE}
+        return {"blocks": [{"text": "hello"}], "usage": USAGE, "delay": delay}
 
     with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
-        add_script(repo, "caller.sh", CALLER)
+        add_script(repo, "caller.sh", caller)
         configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
         env = {
             "ANTHROPIC_API_KEY": "sk-ant-REAL-meter-test",
             "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{api.port}",
         }
         result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=env)
-        calls = len(api.main_requests())
+        return result, len(api.main_requests())
+
+
+def test_a_plain_program_calling_the_api_is_stopped_by_max_cost(repo: Path) -> None:
+    result, calls = _calls_under_a_budget(repo, CALLER)
     assert result.code == 1, result.output
     assert calls == 3, result.output  # $1.35 spent: the fourth call is refused
     assert "spent $1.35 of --max-cost $1" in result.output, result.output
@@ -58,28 +65,10 @@ def test_a_request_body_the_meter_cannot_decode_is_still_counted(repo: Path) -> 
     """The agent writes the request's headers: a `Content-Encoding` nothing can decode (an API
     that ignores it still answers, and bills) does not keep its calls out of the spend."""
 
-    def answer(request: Any) -> dict[str, Any]:
-        return {"blocks": [{"text": "hello"}], "usage": USAGE}
-
     caller = CALLER.replace("-H 'content-type", "-H 'content-encoding: x-fks' -H 'content-type")
-    with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
-        add_script(repo, "caller.sh", caller)
-        configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
-        env = {
-            "ANTHROPIC_API_KEY": "sk-ant-REAL-meter-test",
-            "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{api.port}",
-        }
-        result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=env)
-        calls = len(api.main_requests())
+    result, calls = _calls_under_a_budget(repo, caller)
     assert calls == 3, result.output  # $1.35 spent: the fourth call is refused
     assert "spent $1.35 of --max-cost $1" in result.output, result.output
-
-
-def _api_env(api: FakeAnthropic) -> dict[str, str]:
-    return {
-        "ANTHROPIC_API_KEY": "sk-ant-REAL-meter-test",
-        "ANTHROPIC_BASE_URL": f"http://host.docker.internal:{api.port}",
-    }
 
 
 # Ten calls, one after another on one kept-alive connection (curl reuses it for each URL).
@@ -98,14 +87,7 @@ def test_calls_on_one_kept_alive_connection_stop_at_the_budget(repo: Path) -> No
     """Each response's sum is made after its end has gone to the agent: the next call on the
     same connection, sent at once, still finds it made and is refused."""
 
-    def answer(request: Any) -> dict[str, Any]:
-        return {"blocks": [{"text": "hello"}], "usage": USAGE}
-
-    with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
-        add_script(repo, "caller.sh", KEEP_ALIVE_CALLER)
-        configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
-        result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=_api_env(api))
-        calls = len(api.main_requests())
+    result, calls = _calls_under_a_budget(repo, KEEP_ALIVE_CALLER)
     assert calls == 3, result.output  # the fourth call, on the same connection, refused
     assert "spent $1.35 of --max-cost $1" in result.output, result.output
 
@@ -126,12 +108,5 @@ def test_calls_made_at_once_spend_no_more_than_one_turn_past_the_budget(repo: Pa
     """`--max-cost` is never exceeded by more than one model turn (docs/claude.md): eight calls
     sent at once, each answering a second later, with a budget of a bit over two."""
 
-    def answer(request: Any) -> dict[str, Any]:
-        return {"blocks": [{"text": "hello"}], "usage": USAGE, "delay": 1}
-
-    with FakeAnthropic(host="0.0.0.0", responder=answer, is_side=lambda _: False) as api:
-        add_script(repo, "caller.sh", CONCURRENT_CALLER)
-        configure(repo, {"sandbox": {"modelApis": ["anthropic"]}})
-        result = sandbox("./scripts/caller.sh:1", "--max-cost", "1", env=_api_env(api))
-        calls = len(api.main_requests())
+    result, calls = _calls_under_a_budget(repo, CONCURRENT_CALLER, delay=1)
     assert calls <= 3, result.output  # $1.35: at most one turn past $1
