@@ -30,6 +30,7 @@ def test_a_wrong_cli_setting_is_one_line(
     one_line_error(fks("run", "worker", "--prompt", "x", cwd=repo), fragment)
 
 
+@pytest.mark.agentcli  # the real CLIs on PATH
 def test_each_cli_gets_its_headless_command_in_a_dry_run(agent_clis: Path, tmp_path: Path) -> None:
     repo = init_repo(tmp_path / "repo")
     agents = {
@@ -51,6 +52,7 @@ def test_each_cli_gets_its_headless_command_in_a_dry_run(agent_clis: Path, tmp_p
     assert opencode[opencode.index("--model") + 1] == "anthropic/claude-sonnet-4-5"
 
 
+@pytest.mark.agentcli
 @pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for root")
 def test_a_local_cli_step_as_root_is_refused_before_anything_starts(
     agent_clis: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
