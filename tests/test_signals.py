@@ -105,7 +105,9 @@ def test_ctrl_c_reaches_the_agent_as_sigint_first(project: Path) -> None:
     script = project / "polite.sh"
     script.write_text(
         "#!/bin/sh\ntrap 'echo got-INT > got.txt; exit 3' INT\ntrap 'echo got-TERM > got.txt' TERM\n"
-        "touch started\nwhile :; do sleep 0.05; done\n"
+        # Waits in the shell's `wait`, which a trapped signal ends at once (a loop of short
+        # sleeps forks all along: on a loaded machine its trap could miss the grace).
+        "touch started\nsleep 300 &\nwait\n"
     )
     script.chmod(0o755)
     proc = subprocess.Popen(

@@ -18,6 +18,8 @@ from sandbox_runner.backends.docker.egress.refusals import Refusals
 from sandbox_runner.errors import SandboxError
 
 SETTLE_S = 0.05  # after an iteration ends, the longest its refusals' lines take to arrive
+QUIET_S = 0.1  # a log with no line for this long has caught up (lines come in bursts)
+CATCH_UP_S = 2.0  # the longest a settled take waits for a busy log to catch up
 
 
 class FollowedLog:
@@ -28,6 +30,7 @@ class FollowedLog:
         self._log_lock = threading.Lock()
         self._traffic = TrafficCounter()  # the access log's requests since the last take
         self._log_stream: Any = None
+        self._last_line = 0.0  # time.monotonic() of the last line read
         self.spends = Spends()
         """The meter's figures, from its lines on the same output."""
 
@@ -44,13 +47,21 @@ class FollowedLog:
         made just before the take may be in the next one; with `settled_at` (a time.time(),
         such as when the step's last iteration ended plus SETTLE_S) the take first waits until
         then. Each line is counted once: iterations of a step that follow each other within a
-        second each get their own."""
+        second each get their own. A log still taking lines then (a flood of requests, a slow
+        machine) is first given up to CATCH_UP_S to fall quiet."""
         if not self._running():
             raise SandboxError("The egress proxy is not running (outside its `with` block)")
         if settled_at is not None:
             time.sleep(max(0.0, min(SETTLE_S, settled_at - time.time())))
+            self._catch_up()
         with self._log_lock:
             return self._traffic.take()
+
+    def _catch_up(self) -> None:
+        """Wait until no line has come for QUIET_S, CATCH_UP_S at most."""
+        deadline = time.monotonic() + CATCH_UP_S
+        while (now := time.monotonic()) < deadline and now - self._last_line < QUIET_S:
+            time.sleep(QUIET_S / 4)
 
     def _running(self) -> bool:
         raise NotImplementedError
@@ -71,6 +82,7 @@ class FollowedLog:
     def _take_line(self, line: str) -> None:
         """Count the request of one line of the access log, or take a meter's line (any other
         line is ignored)."""
+        self._last_line = time.monotonic()
         found = access_line(line)
         if found is not None:
             self._count(found)
