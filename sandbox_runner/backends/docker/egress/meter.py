@@ -20,6 +20,7 @@ LINE_PREFIX = "fks-meter "
 REFUSED_STATUS = 402
 EVENT_LIMIT = 1 << 20  # bytes of an event line (or a JSON body) read; a longer one: its size
 TOKEN_LIMIT = 10**9  # tokens of one count at most (a larger one is not the API's)
+TURN_CHECK_S = 30.0  # a waiting call checks that the call in flight still lives this often
 _FIELDS = ("input", "output", "cache_write", "cache_read")
 _USAGE = b"sage"  # of usage and usageMetadata: a line without it holds no usage
 
@@ -56,11 +57,8 @@ def _usage_of(kind: str, event: dict[str, Any]) -> tuple[dict[str, int], str | N
         details = usage.get("input_tokens_details")
         cached = count(details.get("cached_tokens")) if isinstance(details, dict) else 0
         tokens = {"input": count(usage.get("input_tokens")) - cached, "cache_read": cached}
-        return (
-            tokens | {"output": count(usage.get("output_tokens"))},
-            _text(body.get("model")),
-            True,
-        )
+        made = {"output": count(usage.get("output_tokens"))}
+        return tokens | made, _text(body.get("model")), True
     return _anthropic_usage(event)
 
 
@@ -119,14 +117,11 @@ class Reading:
     size, whether its usage was final."""
 
     def __init__(self, kind: str, sse: bool) -> None:
-        self.kind = kind
-        self.sse = sse
+        self.kind, self.sse = kind, sse
         self.tokens = dict.fromkeys(_FIELDS, 0)
         self.model: str | None = None
-        self.final = False
-        self.size = 0
-        self._pending = bytearray()
-        self._overlong = False
+        self.final, self.size = False, 0
+        self._pending, self._overlong = bytearray(), False
 
     def feed(self, data: bytes) -> bytes:
         """mitmproxy's stream callable: `data` passed on as it is, read on the side."""
@@ -220,7 +215,8 @@ class Meter:
         self.spent = 0.0
         self._budget_stamp: tuple[int, int] | None = None
         self._unsummed: list[Any] = []  # flows ended, summed at the loop's next turn
-        self._one = asyncio.Lock()  # with a budget: the model call in flight
+        self._one = asyncio.Lock()  # with a budget: the model call in flight (`_holder`)
+        self._holder: Any = None
 
     def _budget(self) -> None:
         """The host's latest budget: a new iteration starts its spend from nothing."""
@@ -241,16 +237,22 @@ class Meter:
         self.left = float(left) if isinstance(left, int | float) and left >= 0 else None
 
     async def requestheaders(self, flow: Any) -> None:
-        """With a budget, one model call at a time: calls sent at once wait for the last one's
-        sum, so that together they spend no more than one turn past the budget."""
+        """With a budget, one call at a time: calls sent at once go one turn past it at most."""
         self._budget()
         routed = self._routes.get(flow.request.host_header or "") is not None
         if routed and self.left is not None and billed(flow.request.method, flow.request.path):
-            await self._one.acquire()
-            flow.metadata["fks_turn"] = True
+            while True:  # a call mitmproxy ended without a hook (killed) gives its turn back
+                try:
+                    await asyncio.wait_for(self._one.acquire(), TURN_CHECK_S)
+                    break
+                except TimeoutError:
+                    if self._holder is not None and not self._holder.live:
+                        self._release(self._holder)
+            flow.metadata["fks_turn"], self._holder = True, flow
 
     def _release(self, flow: Any) -> None:
         if flow.metadata.pop("fks_turn", False):  # at most once per call
+            self._holder = None
             self._one.release()
 
     def request(self, flow: Any) -> None:
@@ -342,11 +344,9 @@ def _asked_model(body: bytes) -> str | None:
 
 
 def _error_body(kind: str, text: str) -> bytes:
-    if kind == "anthropic":
-        return json.dumps({"type": "error", "error": {"type": "budget", "message": text}}).encode()
-    return json.dumps(
-        {"error": {"code": REFUSED_STATUS, "message": text, "status": "budget"}}
-    ).encode()
+    other = {"error": {"code": REFUSED_STATUS, "message": text, "status": "budget"}}
+    mine = {"type": "error", "error": {"type": "budget", "message": text}}
+    return json.dumps(mine if kind == "anthropic" else other).encode()
 
 
 def _make(status: int, text: str, kind: str = "anthropic") -> Any:

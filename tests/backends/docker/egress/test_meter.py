@@ -333,6 +333,31 @@ def test_with_a_budget_calls_sent_at_once_go_one_at_a_time(
     assert asyncio.run(unbudgeted())
 
 
+def test_a_call_ended_without_a_hook_gives_its_turn_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mitmproxy can end a flow (killed) without the response or error hook that would sum it:
+    a call waiting for its turn takes it once that flow is no longer live, not while it is."""
+    monkeypatch.setattr(meter_module, "TURN_CHECK_S", 0.02)
+    run = _Run(tmp_path, left=1.0)
+
+    def flow() -> Any:
+        return _flow("/v1/messages", {"model": "claude-sonnet-4-5"}, "text/event-stream")
+
+    async def agent() -> list[bool]:
+        first, second = flow(), flow()
+        first.live = True
+        await run.meter.requestheaders(first)
+        waiting = asyncio.ensure_future(run.meter.requestheaders(second))
+        await asyncio.sleep(0.1)  # five checks: the first call still lives
+        seen = [waiting.done()]
+        first.live = False  # ended, no hook
+        await asyncio.sleep(0.1)
+        return [*seen, waiting.done(), "fks_turn" in first.metadata, "fks_turn" in second.metadata]
+
+    assert asyncio.run(agent()) == [False, True, False, True]
+
+
 def test_usage_in_chunks_of_whole_lines_is_read_after_a_huge_line(tmp_path: Path) -> None:
     """A server writing one event at a time sends chunks of whole lines (read without keeping
     any); a line past the limit is not parsed, even where the chunk holding its end looks like
