@@ -34,6 +34,7 @@ FRIENDLY = {
     "dict_type": "must be an object",
     "model_type": "must be an object",
     "too_short": "must not be empty",
+    "string_too_short": "must not be empty",
     "bool_type": "must be true or false",
     "string_pattern_mismatch": "must be a positive size like 512m or 2g",
     "finite_number": "must be a finite number",

@@ -45,7 +45,7 @@ _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class AgentConfig(ConfigModel):
     """One entry of `agents`: how to run an agent and what to tell it by default."""
 
-    path: str | None = None
+    path: str | None = Field(default=None, min_length=1)
     """Binary name, executable path, or `…/.claude/agents/<name>`; overrides the agent's name
     (with `cli`: the CLI's executable)."""
     cli: str | None = None
@@ -63,7 +63,7 @@ class AgentConfig(ConfigModel):
     """MCP config JSON passed as `--mcp-config`."""
     settings: str | None = None
     """Claude settings JSON passed as `--settings`."""
-    model: str | None = None
+    model: str | None = Field(default=None, min_length=1)
     """Model alias or id (`sonnet`, `opus`, `haiku`, …; for codex `gpt-5`…, for gemini
     `gemini-2.5-pro`…, for opencode `provider/model`, the provider `anthropic` by default)."""
     args: tuple[str, ...] = ()

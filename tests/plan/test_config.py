@@ -44,6 +44,12 @@ def test_invalid_json_names_line(tmp_path: Path) -> None:
             "chains.r.steps[0].iterations: must be a positive integer",
         ),
         ({"chains": {"r": {"steps": []}}}, "chains.r.steps: must not be empty"),
+        ({"agents": {"x": {"cli": "codex", "model": ""}}}, "agents.x.model: must not be empty"),
+        ({"agents": {"x": {"path": ""}}}, "agents.x.path: must not be empty"),
+        (
+            {"chains": {"r": {"steps": [{"agent": ""}]}}},
+            "chains.r.steps[0].agent: must not be empty",
+        ),
         (
             {"chains": {"r": {"steps": [{"agent": "a", "bogus": 1}]}}},
             "chains.r.steps[0].bogus: unknown key",
