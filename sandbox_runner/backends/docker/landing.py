@@ -38,6 +38,7 @@ from sandbox_runner.git.repo import (
     identity_env,
     rev,
 )
+from sandbox_runner.git.runner import git_ok
 from sandbox_runner.outcomes import IterationEnd, StepEnd
 from sandbox_runner.plan.agents import AgentCommand
 from sandbox_runner.plan.dsl import Step
@@ -280,18 +281,27 @@ def review_lines(
         return []
     repo = Path(record.repo or top)
     base = record.base_branch or base
-    lines = [f"Branch kept for review: {record.branch}"]
-    if record.conflicts:
-        lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
-    lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
-    if run_id is not None:
-        lines.append(f"  fks review {run_id}")
+    if _no_commits(repo, record.branch, record.start_commit):
+        lines = [f"No commits on {record.branch}: the step made none, nothing to review"]
+    else:
+        lines = [f"Branch kept for review: {record.branch}"]
+        if record.conflicts:
+            lines.append(f"It conflicts with '{base}' in: {', '.join(record.conflicts)}")
+        lines.append(f"  git -C {repo} log --stat {base}..{record.branch}")
+        if run_id is not None:
+            lines.append(f"  fks review {run_id}")
     if record.workspace and record.workspace in kept:
         lines.append(
             f"Workspace kept for --resume: Docker volume {record.workspace} (fks clean commits "
             "what is uncommitted in it to the branch, then removes it)"
         )
     return lines
+
+
+def _no_commits(repo: Path, branch: str, start: str | None) -> bool:
+    """The step's branch is still where it started (its base's tip then)."""
+    tip = ["merge-base", "--is-ancestor", f"refs/heads/{branch}", start] if start else []
+    return bool(tip) and branch_exists(repo, branch) and git_ok(repo, *tip)
 
 
 def start_branch(

@@ -86,6 +86,15 @@ def test_incomplete_step_not_merged_exit_1(repo: Path) -> None:
     assert containers(rec["id"]) == []
 
 
+def test_a_step_that_made_no_commits_says_so_instead_of_asking_for_a_review(repo: Path) -> None:
+    add_script(repo, "idle.sh", "#!/bin/sh\necho thinking\n")
+    res = sandbox("./scripts/idle.sh:1")
+    assert res.code == 1, res.output
+    branch = record(repo)["steps"][0]["branch"]
+    assert f"No commits on {branch}: the step made none, nothing to review" in res.stdout
+    assert "Branch kept for review" not in res.stdout and "log --stat" not in res.stdout
+
+
 def test_uncommitted_leftovers_are_committed(repo: Path) -> None:
     add_script(
         repo,
