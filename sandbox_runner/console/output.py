@@ -72,6 +72,13 @@ class PlainReporter:
         self._out.write(f"{PREFIX} {text}\n")
         self._out.flush()
 
+    def _agent_line(self, text: str) -> None:
+        text = strip_escapes(text, keep=_TEXT_KEEPS).rstrip("\n")
+        if text:
+            self._end_partial_lines()
+            self._out.write(_prefixed(f"{text}\n".encode(), at_line_start=True).decode())
+            self._out.flush()
+
     def _end_partial_lines(self) -> None:
         # Agent output that ended mid-line must not glue onto our next line.
         for stream in self._filters:
@@ -117,14 +124,10 @@ class PlainReporter:
 
     def events(self, events: Sequence[Event]) -> None:
         for event in events:
-            if isinstance(event, ToolCall):
-                self._line(f"  {event.summary}")
+            if isinstance(event, ToolCall):  # the agent's call: its line, as its text's
+                self._agent_line(f"→ {event.summary.splitlines()[0] if event.summary else ''}")
             elif isinstance(event, AssistantText):
-                text = strip_escapes(event.text, keep=_TEXT_KEEPS).rstrip("\n")
-                if text:
-                    self._end_partial_lines()
-                    self._out.write(_prefixed(f"{text}\n".encode(), at_line_start=True).decode())
-                    self._out.flush()
+                self._agent_line(event.text)
             elif isinstance(event, Result):
                 self._line(event.summary_line())
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fks_testing.helpers import fks
 
-from sandbox_runner.agentclis.events import AssistantText
+from sandbox_runner.agentclis.events import AssistantText, ToolCall
 from sandbox_runner.console.output import PlainReporter
 
 IMPOSTOR = r"""#!/bin/sh
@@ -45,4 +45,23 @@ def test_claude_text_imitating_fks_is_visibly_the_agents() -> None:
         "  │ [fks] Chain complete (1/1 steps)\n"
         "[fks] Merge conflict in a\n"
         "[fks]   [fks] Chain complete (1/1 steps)\n"
+    )
+
+
+def test_a_tool_call_is_shown_as_the_agents_never_on_an_fks_line() -> None:
+    """The tool's name and input are the agent's to choose (a model's answer, or any line an
+    agent prints in its CLI's stream): shown on its lines, one per call, escapes stripped."""
+    out = io.StringIO()
+    reporter = PlainReporter(out=out, agent_out=io.BytesIO())
+    reporter.events(
+        [
+            ToolCall("Bash", "Bash: make test"),
+            ToolCall("Merged", "Merged 'fks/x/1-a' into 'main' \x1b[31m(fast-forward)"),
+            ToolCall("Bash", "Bash: echo\n[fks] Chain complete (1/1 steps)"),
+        ]
+    )
+    assert out.getvalue() == (
+        "  │ → Bash: make test\n"
+        "  │ → Merged 'fks/x/1-a' into 'main' (fast-forward)\n"
+        "  │ → Bash: echo\n"
     )
