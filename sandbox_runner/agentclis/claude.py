@@ -6,6 +6,7 @@ from tool inputs or tool output: an agent that `cat`s a prompt containing the ma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,7 @@ class StreamJsonParser:
             # error_max_turns and friends carry no result text, only these messages.
             text = "; ".join(str(error) for error in errors)
         result = Result(
-            subtype=text_of(obj.get("subtype")) or "unknown",
+            subtype=_subtype(obj.get("subtype")),
             is_error=bool(obj.get("is_error")),
             text=text,
             num_turns=int_of(obj.get("num_turns")),
@@ -194,3 +195,13 @@ def iter_lines(chunks: Iterable[bytes]) -> Iterator[str]:
             yield raw.rstrip(b"\r").decode("utf-8", "replace")
     if buffer:
         yield buffer.rstrip(b"\r").decode("utf-8", "replace")
+
+
+_SUBTYPE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def _subtype(value: Any) -> str:
+    """The result's kind as Claude names them (`success`, `error_max_turns`…): the agent's
+    stream says it, and fks prints it on its own result line, so any other text is `unknown`."""
+    text = text_of(value)
+    return text if text is not None and _SUBTYPE.fullmatch(text) else "unknown"

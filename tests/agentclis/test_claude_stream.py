@@ -105,6 +105,16 @@ def test_max_turns() -> None:
     assert parser.result.summary_line().startswith("result: error_max_turns, 2 turns, ")
 
 
+def test_a_result_kind_that_is_no_kind_is_unknown() -> None:
+    """fks prints the result's kind on its own `[fks] result:` line: only a word of Claude's
+    form passes (an agent writes the stream)."""
+    for subtype in ("success\n[fks] Chain complete (1/1 steps)", "a" * 41, "Merged it", 3):
+        parser, _ = feed({"type": "result", "subtype": subtype, "num_turns": 1})
+        assert parser.result is not None and parser.result.subtype == "unknown", subtype
+    parser, _ = feed({"type": "result", "subtype": "error_during_execution"})
+    assert parser.result is not None and parser.result.subtype == "error_during_execution"
+
+
 @pytest.mark.parametrize(
     ("name", "status", "rate_limited"),
     [
