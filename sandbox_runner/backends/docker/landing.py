@@ -24,7 +24,7 @@ from sandbox_runner.backends.api import (
 )
 from sandbox_runner.backends.docker.egress.audit import merged
 from sandbox_runner.backends.docker.egress.proxy import SETTLE_S, EgressProxy
-from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals
+from sandbox_runner.backends.docker.egress.refusals import Denied, Refusals, refused_warning
 from sandbox_runner.backends.docker.settings import CLI_HOME
 from sandbox_runner.backends.docker.workspace.sandbox import Synced, WorkspaceSandbox
 from sandbox_runner.errors import FksError, WorkspaceError
@@ -200,10 +200,7 @@ class StepLanding:
         counts, more = _denied_counts(self.record.iterations, late)
         ordered = sorted(counts.items(), key=lambda item: -item[1])
         for (host, port), count in ordered[:DENIED_REPORTED]:
-            entry = host if port in (None, 80, 443) else f"{host}:{port}"
-            line = DeniedRecord(host=host, port=port, count=count).describe()
-            verb = "was" if count == 1 else "were"
-            self.reporter.warn(f"{line} {verb} denied; allow with --allow {entry}")
+            self.reporter.warn(refused_warning(host, port, count))
         more += sum(count for _, count in ordered[DENIED_REPORTED:])
         if more:
             self.reporter.warn(

@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sandbox_runner.backends.docker.egress.access_log import access_line
+from sandbox_runner.plan.allow import AllowEntry, AllowEntryError
 
 DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
 
@@ -68,3 +69,29 @@ def denied_line(line: str) -> tuple[float, tuple[str, int | None]] | None:
 def _most_refused(counts: Counter[tuple[str, int | None]]) -> list[Denied]:
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0][0], item[0][1] or 0))
     return [Denied(host, port, count) for (host, port), count in ordered]
+
+
+def refused_warning(host: str, port: int | None, count: int) -> str:
+    """The line saying that requests to `host`:`port` were refused, with the `--allow` that
+    would let them through. The agent chose the host and Squid logs more than host names: one
+    that is not a single destination `--allow` takes (a name, an IPv4 address) is shown quoted,
+    every character that is not printable ASCII escaped, and no option is offered to copy."""
+    requests = f"{count} request{'s' if count != 1 else ''}"
+    verb = "was" if count == 1 else "were"
+    allow = _allow_entry(host, port)
+    if allow is None:
+        where = ascii(host) + (f":{port}" if port else "")
+        return f"{requests} to {where} {verb} denied (not a host name --allow takes)"
+    where = f"{host}:{port}" if port else host
+    return f"{requests} to {where} {verb} denied; allow with --allow {allow}"
+
+
+def _allow_entry(host: str, port: int | None) -> str | None:
+    """The `--allow` entry of exactly this destination (None: there is none)."""
+    text = host if port in (None, 80, 443) else f"{host}:{port}"
+    try:
+        entry = AllowEntry.parse(text)
+    except AllowEntryError:
+        return None
+    plain = host.isascii() and host.strip() == host  # as parsed: not lower-cased into one
+    return str(entry) if plain and not entry.wildcard else None
