@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
+from sandbox_runner.console.shown import one_line
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ _INFO_KEYS = frozenset(
     {"before", "after", "warning", "error", "missing", "end", "bundle", "code", "export_ms"}
 )
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
+_SHOWN_NAME = 200  # characters shown of a name the agent gave a file where the export goes
 
 
 class ExportError(SandboxError):
@@ -173,7 +175,8 @@ def read_export(client: docker.DockerClient, container_id: str, dest: Path) -> E
                 leaf = name.removeprefix("fks-export/")
                 if leaf not in ("info", "bundle") or not member.isfile():
                     raise ExportError(
-                        f"the iteration's export holds '{name}' ({_kind(member)}); refused"
+                        f"the iteration's export holds '{one_line(name, _SHOWN_NAME)}' "
+                        f"({_kind(member)}); refused"
                     )
                 source = tar.extractfile(member)
                 if source is None:
