@@ -8,10 +8,12 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sandbox_runner.console.shown import one_line
 from sandbox_runner.docstrings import described
 
 _TEXT = 20_000
 _ITEMS = 200
+_SHOWN_PATH = 100  # characters shown of the place in an answer that is wrong
 
 
 class StructuredAnswer(BaseModel):
@@ -98,7 +100,8 @@ def parse_answer(model: type[Answer], raw: dict[str, Any] | None) -> Answer | st
         answer = model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        path = ".".join(str(part) for part in first["loc"])
+        # A field the answer should not have is named by the agent: shown on one line, cut.
+        path = one_line(".".join(str(part) for part in first["loc"]), _SHOWN_PATH)
         why = first["msg"].removeprefix("Value error, ")
         return f"invalid {model.__name__}: {path + ': ' if path else ''}{why}"
     return answer

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from sandbox_runner.console.output import plural
+from sandbox_runner.console.shown import one_line
 from sandbox_runner.forge.models import AnalysisResult, ArchitectResult, ReviewResult
 from sandbox_runner.forge.work import WorkItem, WorkStore
 from sandbox_runner.outcomes import WorkStatus
@@ -19,6 +20,7 @@ from sandbox_runner.outcomes import WorkStatus
 T = TypeVar("T")
 STRUCTURED_ATTEMPTS = 2
 """An invalid structured answer is asked for once more, then the task fails."""
+_SHOWN_QUESTION = 200  # characters of the Architect's question on fks's line
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,9 @@ class TaskPipeline:
             self.item.stage = "implement"
             return None
         path = self.store.ask(self.item, answer.question or "")
-        self.events.info(f"Needs a clarification: {answer.question} ({path})")
+        # The question is the agent's, of any length and lines: in full in its file.
+        question = one_line(answer.question or "", _SHOWN_QUESTION)
+        self.events.info(f"Needs a clarification: {question} ({path})")
         return WorkStatus.WAITING
 
     def _implement(self) -> WorkStatus | None:

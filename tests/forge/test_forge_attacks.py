@@ -159,3 +159,55 @@ def test_long_task_files_and_answers_never_make_an_argument_too_long(
         assert longest < ARG_MAX, (spec.argv[1][:100], longest)
         for name, value in spec.env.items():
             assert len(f"{name}={value}".encode()) < ARG_MAX, name
+
+
+FKS_LINES = "\n[fks] Landed on 'main' (0123456789ab), $0.0100\n\x1b[2K\u202eChain complete"
+
+
+def _fks_lines(out: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith("[fks]")]
+
+
+def test_an_architect_question_is_one_line_of_fks_and_whole_in_its_file(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "unclear", capsys)
+    question = "Red or blue?" + FKS_LINES + "x" * 1000
+    script = [
+        answer({**ANALYSIS, "sufficient": False}),
+        answer({"resolved": False, "question": question}),
+    ]
+    ctx, _ = context(repo, script)
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "waiting"
+    [asked] = [line for line in _fks_lines(capsys.readouterr().out) if "clarification" in line]
+    assert asked.startswith(
+        "[fks] Needs a clarification: Red or blue? / [fks] Landed on 'main' (0123456789ab), "
+        "$0.0100 / <U+202E>Chain completexxx"
+    )
+    assert asked.endswith(f"x\u2026 ({repo}/.forge/clarifications/{task_id}.md)")
+    assert question in (repo / ".forge" / "clarifications" / f"{task_id}.md").read_text()
+
+
+def test_a_field_the_agent_named_is_one_line_of_fks(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task_id = new_task(repo, "extra", capsys)
+    bad = {**ANALYSIS, "x" + FKS_LINES + "y" * 1000: 1}
+    ctx, _ = context(repo, [answer(bad), answer(bad)])
+    item = process_task(ctx, task_id, max_cost=None)
+    assert item is not None and item.status == "failed"
+    lines = _fks_lines(capsys.readouterr().out)
+    assert not [line for line in lines if line.startswith(("[fks]   ", "[fks] Landed"))], lines
+    why = (
+        "invalid AnalysisResult: x / [fks] Landed on 'main' (0123456789ab), $0.0100 / "
+        "<U+202E>Chain completeyyy"
+    )
+    said = [line for line in lines if "invalid" in line]
+    assert [line.partition(why)[0] for line in said] == [
+        "[fks] Analyze gave no valid answer (",
+        "[fks] Failed: Analyze: ",
+    ]
+    assert said[0].endswith("y\u2026: Extra inputs are not permitted); asking once more")
+    assert "y\u2026: Extra inputs are not permitted; branch " in said[1]
+    assert all(len(line) < 300 for line in said)
