@@ -54,15 +54,25 @@ def test_a_host_that_is_no_host_name_is_shown_quoted_and_not_offered(host: str, 
     )
 
 
-def test_a_hostile_host_from_squids_log_is_shown_inert() -> None:
-    log = (
-        f"1700000001.000 TCP_DENIED/403 CONNECT x.test;rm${{IFS}}-rf${{IFS}}~ 443 {FORWARD_PORT} 0 0 -\n"
-        f"1700000002.000 TCP_DENIED/403 GET a.test were denied; allow 80 {FORWARD_PORT} 0 0 -\n"
-    )
-    shown = "".join(_shown(d.host, d.port, d.count) for d in parse_denied(log))
+# What Squid 5.7 (the proxy image's) logs for CONNECT x.test;id|sh:443, CONNECT *.github.com:443,
+# GET http://x.test;id$(IFS)/ and CONNECT \u202egpj.test:443 (an ESC in a host it refuses).
+SQUID_LOG = f"""\
+1795973555.548 TCP_DENIED/403 CONNECT x.test;id%7Csh 443 {FORWARD_PORT} 46 3452 -
+1795973555.550 TCP_DENIED/403 CONNECT *.github.com 443 {FORWARD_PORT} 46 3452 -
+1795973555.556 TCP_DENIED/403 CONNECT %E2%80%AEgpj.test 443 {FORWARD_PORT} 45 3480 -
+1795973555.556 TCP_DENIED/403 GET x.test;id$(ifs) 80 {FORWARD_PORT} 49 3454 -
+"""
+
+
+def test_hosts_squid_logs_for_hostile_requests_are_never_offered() -> None:
+    shown = "".join(_shown(d.host, d.port, d.count) for d in parse_denied(SQUID_LOG))
     assert shown == (
-        "[fks] Warning: 1 request to 'a.test were denied; allow':80 was denied "
+        "[fks] Warning: 1 request to '%E2%80%AEgpj.test':443 was denied "
         "(not a host name --allow takes)\n"
-        "[fks] Warning: 1 request to 'x.test;rm${IFS}-rf${IFS}~':443 was denied "
+        "[fks] Warning: 1 request to '*.github.com':443 was denied "
+        "(not a host name --allow takes)\n"
+        "[fks] Warning: 1 request to 'x.test;id$(ifs)':80 was denied "
+        "(not a host name --allow takes)\n"
+        "[fks] Warning: 1 request to 'x.test;id%7Csh':443 was denied "
         "(not a host name --allow takes)\n"
     )
