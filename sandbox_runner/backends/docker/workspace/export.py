@@ -17,7 +17,6 @@ from functools import cache
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
-from sandbox_runner.console.shown import one_line
 from sandbox_runner.errors import SandboxError
 
 if TYPE_CHECKING:
@@ -33,6 +32,12 @@ _INFO_KEYS = frozenset(
 )
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
 _SHOWN_NAME = 200  # characters shown of a name the agent gave a file where the export goes
+
+
+def _shown_name(name: str) -> str:
+    """A name the agent gave, on one line of printable ASCII (any other character `?`), cut."""
+    flat = _PRINTABLE.sub("?", name)
+    return flat if len(flat) <= _SHOWN_NAME else flat[: _SHOWN_NAME - 1] + "\u2026"
 
 
 class ExportError(SandboxError):
@@ -175,7 +180,7 @@ def read_export(client: docker.DockerClient, container_id: str, dest: Path) -> E
                 leaf = name.removeprefix("fks-export/")
                 if leaf not in ("info", "bundle") or not member.isfile():
                     raise ExportError(
-                        f"the iteration's export holds '{one_line(name, _SHOWN_NAME)}' "
+                        f"the iteration's export holds '{_shown_name(name)}' "
                         f"({_kind(member)}); refused"
                     )
                 source = tar.extractfile(member)

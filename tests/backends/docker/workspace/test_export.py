@@ -34,8 +34,8 @@ def test_a_file_named_like_fks_lines_is_refused_on_one_line(tmp_path: Path) -> N
     PlainReporter(out=out, agent_out=io.BytesIO()).info(f"Iteration 1: {refused.value}")
     [line] = out.getvalue().splitlines()
     assert line.startswith(
-        "[fks] Iteration 1: the iteration's export holds 'fks-export/x / [fks] Merged 'fks/x/1-a'"
-        " into 'main' / <U+202E>Chain completeyyy"
+        "[fks] Iteration 1: the iteration's export holds 'fks-export/x?[fks] Merged 'fks/x/1-a'"
+        " into 'main'??[2K?Chain completeyyy"
     )
     assert line.endswith("y\u2026' (not a regular file); refused")
     assert len(line) < 300
