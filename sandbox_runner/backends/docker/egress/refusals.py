@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from sandbox_runner.backends.docker.egress.access_log import access_line
 from sandbox_runner.plan.allow import AllowEntry, AllowEntryError
+from sandbox_runner.results.reported import DeniedRecord
 
 DENIED_LISTED = 20  # destinations listed per take, the most refused first; the rest summed up
 
@@ -76,14 +77,15 @@ def refused_warning(host: str, port: int | None, count: int) -> str:
     would let them through. The agent chose the host and Squid logs more than host names: one
     that is not a single destination `--allow` takes (a name, an IPv4 address) is shown quoted,
     every character that is not printable ASCII escaped, and no option is offered to copy."""
-    requests = f"{count} request{'s' if count != 1 else ''}"
-    verb = "was" if count == 1 else "were"
     allow = _allow_entry(host, port)
-    if allow is None:
-        where = ascii(host) + (f":{port}" if port else "")
-        return f"{requests} to {where} {verb} denied (not a host name --allow takes)"
-    where = f"{host}:{port}" if port else host
-    return f"{requests} to {where} {verb} denied; allow with --allow {allow}"
+    shown = host if allow is not None else ascii(host)
+    line = f"{DeniedRecord(host=shown, port=port, count=count).describe()} "
+    line += "was denied" if count == 1 else "were denied"
+    return (
+        f"{line}; allow with --allow {allow}"
+        if allow
+        else f"{line} (not a host name --allow takes)"
+    )
 
 
 def _allow_entry(host: str, port: int | None) -> str | None:
