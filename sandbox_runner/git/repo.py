@@ -132,17 +132,16 @@ def not_committed(repo: Repo, commit: str, path: Path) -> str | None:
 
 
 def identity_env(repo: Repo) -> dict[str, str]:
-    """The user's git identity (for commits fks makes and the agent's), with a fallback."""
-    name = (
-        git(repo.top, "config", "user.name", check=False)
-        or os.environ.get("GIT_AUTHOR_NAME")
-        or FALLBACK_IDENTITY[0]
-    )
-    email = (
-        git(repo.top, "config", "user.email", check=False)
-        or os.environ.get("GIT_AUTHOR_EMAIL")
-        or FALLBACK_IDENTITY[1]
-    )
+    """The user's git identity (for commits fks makes and the agent's), with a fallback. Read
+    in one git call (every iteration of a sandboxed step asks): the last value of each key,
+    as `git config user.name` gives."""
+    listing = git(repo.top, "config", "-z", "--get-regexp", r"^user\.(name|email)$", check=False)
+    found: dict[str, str] = {}
+    for entry in listing.split("\0"):
+        key, _, value = entry.partition("\n")
+        found[key] = value
+    name = found.get("user.name") or os.environ.get("GIT_AUTHOR_NAME") or FALLBACK_IDENTITY[0]
+    email = found.get("user.email") or os.environ.get("GIT_AUTHOR_EMAIL") or FALLBACK_IDENTITY[1]
     return {
         "GIT_AUTHOR_NAME": name,
         "GIT_AUTHOR_EMAIL": email,
