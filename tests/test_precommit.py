@@ -15,7 +15,8 @@ CHECKERS = ("ruff", "mypy")
 def _test_command_checks() -> list[list[str]]:
     """The checker commands scripts/test runs, in order."""
     commands = []
-    for line in (ROOT / "scripts" / "test").read_text().splitlines():
+    script = (ROOT / "scripts" / "test").read_text().replace("\\\n", " ")  # continued lines
+    for line in script.splitlines():
         words = shlex.split(line, comments=True)
         if words and words[0] in CHECKERS:
             commands.append(words)
