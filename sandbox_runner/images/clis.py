@@ -10,6 +10,7 @@ ones, after Claude Code and before fks (whose source changes most often).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 
 from sandbox_runner.errors import UsageError
@@ -141,7 +142,7 @@ _OPENCODE_WRAPPER = (
 def _opencode_seed() -> str:
     """The shell lines that install OpenCode's plugin package in the seed folder and put the
     wrapper where `opencode` is run from."""
-    lines = " ".join(f"'{line}'" for line in _OPENCODE_WRAPPER)
+    lines = " ".join(shlex.quote(line) for line in _OPENCODE_WRAPPER)
     return f"""node /opt/npm/bin/npm-cli.js install --prefix /out{_OPENCODE_SEED} \\
         --registry "$NPM_REGISTRY" --no-audit --no-fund --no-update-notifier \\
         --loglevel=error --save-exact {OPENCODE_PLUGIN_PACKAGE}; \\
