@@ -28,7 +28,8 @@ IMAGE = "fks-agent:latest"
 
 def run_holding_the_workspace(repo: Path, tmp_path: Path) -> tuple[str, str, str]:
     """`fks run` whose workspace volume another container (not fks's) holds when the run ends,
-    so it cannot be removed yet: (run id, volume, holder container)."""
+    so it cannot be removed yet: (run id, volume, holder container). The run's environment holds
+    `RUN_TAG=<tmp_path>`, which its remover (a copy of fks) inherits."""
     flags = tmp_path / "flags"
     flags.mkdir()
     add_script(repo, "wait.sh", waiting_agent(flags, "echo working"))
@@ -36,6 +37,7 @@ def run_holding_the_workspace(repo: Path, tmp_path: Path) -> tuple[str, str, str
     proc = subprocess.Popen(
         [FKS, "run", "./scripts/wait.sh:2", "--sandbox"],
         cwd=repo,
+        env={**os.environ, "RUN_TAG": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -72,6 +74,14 @@ def test_fks_returns_before_the_workspace_is_removed(repo: Path, tmp_path: Path)
     run_id, volume, holder = run_holding_the_workspace(repo, tmp_path)
     try:
         assert volumes(run_id) == [volume]  # fks did not wait for it: it is still in use
+        (remover,) = _removers(tmp_path)
+        # It holds nothing of the run (its lock, logs, record) open: the next run starts.
+        held = [str(fd.readlink()) for fd in Path(f"/proc/{remover}/fd").iterdir()]
+        assert not [path for path in held if path.startswith(str(tmp_path))], held
+        again = sandbox("./scripts/commit.sh:1")
+        assert again.code == 1, again.output  # incomplete (no marker): it ran
+        assert "[fks] Iteration 1/1" in again.stdout
+        assert _removers(tmp_path) == [remover]  # still waiting for the volume
     finally:
         subprocess.run(["docker", "rm", "-f", holder], capture_output=True, check=False)
     eventually_none(lambda: volumes(run_id), "the workspace")  # removed once it is free
@@ -80,7 +90,7 @@ def test_fks_returns_before_the_workspace_is_removed(repo: Path, tmp_path: Path)
 def test_clean_removes_what_a_killed_remover_left(repo: Path, tmp_path: Path) -> None:
     run_id, volume, holder = run_holding_the_workspace(repo, tmp_path)
     try:
-        (remover,) = _removers(volume)
+        (remover,) = _removers(tmp_path)
         os.kill(remover, signal.SIGKILL)
     finally:
         subprocess.run(["docker", "rm", "-f", holder], capture_output=True, check=False)
@@ -91,18 +101,23 @@ def test_clean_removes_what_a_killed_remover_left(repo: Path, tmp_path: Path) ->
     assert volumes(run_id) == []
 
 
-def _removers(volume: str) -> list[int]:
-    """The processes removing `volume` in the background (found by their command line)."""
+def _removers(tmp_path: Path) -> list[int]:
+    """The processes removing a run's volumes in the background, once its fks has returned:
+    copies of that fks (their environment holds the run's tag) in a session not the tests', in `/`."""
+    tag = f"RUN_TAG={tmp_path}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            alone = os.getsid(pid) != os.getsid(0)
+            cwd = (entry / "cwd").readlink()
         except OSError:
             continue
-        if b"sandbox_runner.backends.docker.workspace.reaper" in argv and volume.encode() in argv:
-            found.append(int(entry.name))
+        if tag in environ and alone and cwd == Path("/"):
+            found.append(pid)
     return found
 
 
