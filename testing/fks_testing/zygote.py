@@ -32,11 +32,49 @@ PRELOAD = (
     "sandbox_runner.cli.app",
     "sandbox_runner.commands.run",
     "sandbox_runner.commands.listing",
+    "sandbox_runner.commands.forge",
+    "sandbox_runner.commands.forge_backlog",
+    "sandbox_runner.commands.forge_task",
+    "sandbox_runner.commands.validate",
+    "sandbox_runner.commands.logs",
+    "sandbox_runner.commands.review",
+    "sandbox_runner.commands.clean",
+    "sandbox_runner.commands.init",
+    "sandbox_runner.commands.chains",
+    "sandbox_runner.commands.network",
     "sandbox_runner.backends.docker.backend",
+    "sandbox_runner.backends.local",
+    "sandbox_runner.steps.chain",
+    "sandbox_runner.pulls.for_run",
+    "sandbox_runner.forge.worker",
+    "sandbox_runner.tasks.commands",
+    "sandbox_runner.console.transcript",
     "docker",
+    "tenacity",
+    "netrc",
 )
-"""What the zygote imports before its first fork: the modules of `fks run --sandbox` and of the
-listings, which nearly every test's commands import."""
+"""What the zygote imports before its first fork: the modules of `fks run` (local and
+sandboxed), of `fks forge` and of the listings and other verbs nearly every test's commands
+use (measured: what the forks imported themselves), not the web view's."""
+
+
+def _warm() -> None:
+    """What fks builds at its first command besides its imports, done once in the zygote: the
+    click command tree (its first build loads parts of click) and the schemas of the pydantic
+    models that wait for their first use. Neither depends on the environment."""
+    import pydantic
+    import typer.main
+
+    from sandbox_runner.cli.app import app
+
+    typer.main.get_command(app)
+    waiting: list[type[pydantic.BaseModel]] = [pydantic.BaseModel]
+    while waiting:
+        for model in waiting.pop().__subclasses__():
+            waiting.append(model)
+            if model.__module__.startswith("sandbox_runner.") and not model.__pydantic_complete__:
+                model.model_rebuild(raise_errors=False)
+
 
 IMPORT_TIME_ENV = (
     "FKS_AGENT_IMAGE",
@@ -72,6 +110,7 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    _warm()
     replies.write("ready\n")
     replies.flush()
     for line in requests:
