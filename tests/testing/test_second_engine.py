@@ -18,8 +18,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("engines")]
 
 
 INNER = """
-import json, os, time
+import json, os, signal, time
 from pathlib import Path
+
+# Ctrl-C interrupts, as in a terminal, even when the suite was started with SIGINT ignored (a
+# shell's `cmd &` without job control does that): Python then leaves it ignored, and the test
+# would sleep its minute out.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def record(engine):
     # Written whole (renamed into place) and last: the Ctrl-C the outer test sends once it sees
