@@ -13,6 +13,8 @@ Benchmarks:
   local      `fks run "noop:50"` against 50 bare spawns of the same agent         (target: +10 ms per iteration)
   sandbox    per iteration of `fks run "noop:N" --sandbox` against `docker run --rm IMAGE true`:
              warm containers (target: <= 0.6x); cold ones, `sandbox.warm: false` (target: <= 1.25x)
+  cpu        the whole machine's CPU for one `fks run noop:1 --sandbox` (proxy, workspace, its
+             removal after) against `docker run --rm IMAGE true`                   (reported)
   network    per iteration with `network: allowlist` (the egress proxy) against `open`
                                                                                    (target: <= 1.10x)
   runtime    per iteration under `sandbox.runtime: runsc` (gVisor) against runc, warm containers
@@ -77,7 +79,14 @@ from benches.host import bench_hostile, bench_local, bench_startup
 from benches.meter import bench_meter
 from benches.remote import bench_remote
 from benches.runtime import bench_runtime
-from benches.sandbox import bench_exit, bench_image, bench_network, bench_output, bench_sandbox
+from benches.sandbox import (
+    bench_cpu,
+    bench_exit,
+    bench_image,
+    bench_network,
+    bench_output,
+    bench_sandbox,
+)
 from benches.secrets import bench_secrets
 from benches.ui import bench_ui
 from benches.workspace import bench_import, bench_workspace
@@ -86,6 +95,7 @@ BENCHES: dict[str, Callable[[Path, int], list[str]]] = {
     "startup": bench_startup,
     "local": bench_local,
     "sandbox": bench_sandbox,
+    "cpu": bench_cpu,
     "network": bench_network,
     "runtime": bench_runtime,
     "secrets": bench_secrets,

@@ -201,3 +201,46 @@ def bench_image(work: Path, repeat: int) -> list[str]:
         f"| image: cold build (no layer cache, base present) | {cold:.0f} s | - | - | reported | |",
         f"| image: build again, nothing changed | {again:.1f} s | - | - | reported | |",
     ]
+
+
+def _machine_busy_s() -> float:
+    """CPU-seconds the whole machine (every core, every process: dockerd, containerd, runc,
+    the containers, fks) has been busy since boot (/proc/stat's first line)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields)
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_cpu(fn: Callable[[], object], settle_s: float = 1.0) -> float:
+    """The machine's CPU-seconds while `fn` runs and for `settle_s` after (what it leaves
+    running, fks's workspace remover among it, finishes then)."""
+    before = _machine_busy_s()
+    fn()
+    time.sleep(settle_s)
+    return _machine_busy_s() - before
+
+
+def bench_cpu(work: Path, repeat: int) -> list[str]:
+    """The machine's CPU for one sandboxed iteration, end to end: `fks run noop:1 --sandbox`
+    (default network, so with the egress proxy; the workspace's removal after it) against
+    `docker run --rm IMAGE true`, alternating, each given the same second to settle after.
+    Start-up included: this is what a CPU-bound machine (the test suite on 2 cores) pays."""
+    project = make_repo(work / "cpu", NOOP_CONFIG)
+
+    def sandboxed() -> None:
+        fks("run", "noop:1", "--sandbox", cwd=project)
+
+    def docker_run() -> None:
+        sh("docker", "run", "--rm", IMAGE, "true")
+
+    for _ in range(2):
+        sandboxed()
+        docker_run()
+    ours, theirs = [], []
+    for _ in range(repeat):
+        ours.append(_machine_cpu(sandboxed))
+        theirs.append(_machine_cpu(docker_run))
+    fks_cpu, docker_cpu = statistics.median(ours), statistics.median(theirs)
+    return [
+        f"| cpu: machine CPU of `fks run noop:1 --sandbox`, whole run (proxy, workspace, removal) | {fks_cpu:.2f} CPU-s | `docker run --rm {IMAGE} true` {docker_cpu:.2f} CPU-s | {fks_cpu / docker_cpu:.1f}x | reported | |"
+    ]
