@@ -83,11 +83,14 @@ def _let_go() -> None:
 
 
 def _load() -> None:
-    """Import what the remover runs, before the fork (docker stays out of `fks`'s start)."""
+    """Import what the remover runs, before the fork (docker stays out of `fks`'s start);
+    `netrc` is what requests imports at a session's first request."""
+    import netrc
+
     import docker.errors
     import tenacity
 
-    del docker, tenacity
+    del docker, netrc, tenacity
 
 
 def remove_volumes(client: docker.DockerClient, names: Sequence[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -138,3 +139,24 @@ def test_modules_an_agent_lands_at_the_top_never_run_in_the_remover(repo: Path, 
         time.sleep(0.1)
     host.check(res, merged=True)
     assert volumes(run_id) == []
+
+
+def test_the_remover_imports_no_module_after_the_fork(tmp_path: Path) -> None:
+    """What the forked remover runs was imported before the fork (`_load`): it looks up no
+    module anywhere, so nothing on a path (a landed module, the working directory) can run."""
+    script = (
+        "import sys\n"
+        "from sandbox_runner.backends.docker.workspace import reaper\n"
+        "reaper._load()\n"
+        "before = set(sys.modules)\n"
+        "assert reaper.remove_all(['fks-test-no-such-volume']) == 0\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "[]\n"), done.stderr
