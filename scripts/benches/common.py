@@ -46,16 +46,21 @@ def timed(fn: Callable[[], object]) -> float:
 
 
 def median_pair(
-    a: Callable[[], object], b: Callable[[], object], repeat: int, warmup: int = 3
+    a: Callable[[], object],
+    b: Callable[[], object],
+    repeat: int,
+    warmup: int = 3,
+    measure: Callable[[Callable[[], object]], float] = timed,
 ) -> tuple[float, float]:
-    """Run a and b alternately `repeat` times after `warmup` unmeasured rounds; medians of each."""
+    """Run a and b alternately `repeat` times after `warmup` unmeasured rounds; medians of each
+    (of their wall time, or of what `measure` says of a run)."""
     for _ in range(warmup):  # page cache, CPU caches, .pyc files: measure the steady state
         a()
         b()
     ta, tb = [], []
     for _ in range(repeat):
-        ta.append(timed(a))
-        tb.append(timed(b))
+        ta.append(measure(a))
+        tb.append(measure(b))
     return statistics.median(ta), statistics.median(tb)
 
 

@@ -233,14 +233,7 @@ def bench_cpu(work: Path, repeat: int) -> list[str]:
     def docker_run() -> None:
         sh("docker", "run", "--rm", IMAGE, "true")
 
-    for _ in range(2):
-        sandboxed()
-        docker_run()
-    ours, theirs = [], []
-    for _ in range(repeat):
-        ours.append(_machine_cpu(sandboxed))
-        theirs.append(_machine_cpu(docker_run))
-    fks_cpu, docker_cpu = statistics.median(ours), statistics.median(theirs)
+    fks_cpu, docker_cpu = median_pair(sandboxed, docker_run, repeat, measure=_machine_cpu)
     return [
         f"| cpu: machine CPU of `fks run noop:1 --sandbox`, whole run (proxy, workspace, removal) | {fks_cpu:.2f} CPU-s | `docker run --rm {IMAGE} true` {docker_cpu:.2f} CPU-s | {fks_cpu / docker_cpu:.1f}x | reported | |"
     ]
